@@ -1,0 +1,29 @@
+# Two entry points (see README): `make demo` and `make test`. Both install what
+# they need first, so they work on a fresh machine of this kind.
+PY ?= python3
+PIP = $(PY) -m pip
+JOBS ?= 2
+
+.PHONY: install demo test test-cpp test-py gtest-dev
+
+install:
+	$(PIP) install --quiet "torch==2.13.*" "numpy>=1.24" "highspy>=1.7" "pybind11>=2.12" ninja "setuptools>=64" wheel \
+	    pytest pytest-xdist pytest-timeout hypothesis rich
+	$(PIP) install --quiet --no-build-isolation -e .
+
+demo: install
+	$(PY) -m torch_localmap demo
+
+test: install test-cpp test-py
+
+# GoogleTest comes from Debian (libgtest-dev); installed on first use.
+gtest-dev:
+	@test -f /usr/include/gtest/gtest.h || { apt-get update -qq && apt-get install -y -qq libgtest-dev cmake; }
+
+test-cpp: gtest-dev
+	cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=Release > /dev/null
+	cmake --build build/cmake -j $(JOBS)
+	ctest --test-dir build/cmake --output-on-failure -j $(JOBS)
+
+test-py:
+	$(PY) -m pytest -n $(JOBS) -q test/python

@@ -1,0 +1,38 @@
+// Solves a Problem: a feasible solution with its cost, a lower bound and the gap.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "problem.h"
+
+namespace tlm::solver {
+
+struct SolveOptions {
+  double time_limit_s = 60.0;
+  int threads = 2;
+  uint64_t seed = 0;
+  bool exact = false;  // prove optimality through the MILP engine (HiGHS) when available
+  // Progress callback for long solves (CLI); called from the solving thread.
+  std::function<void(double elapsed_s, __int128 best_cost, double bound)> on_progress;
+};
+
+struct SolveResult {
+  Solution solution;
+  __int128 cost = 0;
+  double bound = 0.0;  // proven lower bound on the optimum
+  double gap = 0.0;    // (cost - bound) / max(|cost|, 1)
+  double seconds = 0.0;
+  bool optimal = false;
+  std::string status;  // "optimal" | "time_limit" | ...
+};
+
+// Throws InfeasibleError (a std::invalid_argument) naming conflicting constraints.
+struct InfeasibleError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+SolveResult solve(const Problem& problem, const SolveOptions& options = {});
+
+}  // namespace tlm::solver

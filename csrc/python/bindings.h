@@ -1,0 +1,11 @@
+// One bind_* function per area of the core; module.cpp calls them all.
+// Each lives in its own bind_*.cpp so areas can grow independently.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+namespace tlm::pybind {
+
+void bind_core(pybind11::module_& m);  // placements, meshes, dtypes, IR validation
+
+}  // namespace tlm::pybind

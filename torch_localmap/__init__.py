@@ -1,0 +1,13 @@
+"""torch_localmap: automatic parallelism planning for PyTorch training.
+
+Public API (see docs/user_guide.md):
+  parallelize(model, mesh, example_inputs)   plan + shard a module, train with DTensor params
+  local_map(...)                             mark a function that runs on local shards
+  solve(problem)                             the strategy solver on its own
+  torch.compile(model, backend="localmap")   registered through an entry point
+"""
+import torch  # noqa: F401  (loads libtorch before our extension)
+
+from . import _C  # noqa: F401
+
+__version__ = "0.1.0"
