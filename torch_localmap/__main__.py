@@ -1,0 +1,39 @@
+"""`python -m torch_localmap <command>`: one module per command in torch_localmap/cli/.
+
+Each command module defines `COMMAND` (its name), `HELP`, `add_arguments(parser)` and
+`run(args) -> int`.
+"""
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from . import cli
+
+
+def _commands():
+    found = {}
+    for info in sorted(pkgutil.iter_modules(cli.__path__), key=lambda i: i.name):
+        if info.name.startswith("_"):
+            continue
+        mod = importlib.import_module(f"{cli.__name__}.{info.name}")
+        found[mod.COMMAND] = mod
+    return found
+
+
+def main(argv=None) -> int:
+    commands = _commands()
+    parser = argparse.ArgumentParser(prog="python -m torch_localmap", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, mod in commands.items():
+        mod.add_arguments(sub.add_parser(name, help=mod.HELP, description=mod.HELP))
+    args = parser.parse_args(argv)
+    try:
+        return int(commands[args.command].run(args) or 0)
+    except (ValueError, FileNotFoundError) as e:  # bad input: one clear line, no traceback
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

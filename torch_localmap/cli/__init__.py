@@ -1,0 +1,1 @@
+"""Command modules for `python -m torch_localmap` (discovered automatically)."""
