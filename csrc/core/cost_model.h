@@ -42,8 +42,9 @@ struct CostModel {
   DeviceProfile device;
   Topology topology;
 
-  // Roofline time of one op under a strategy.
-  double compute_seconds(const Graph& g, int id, const OpStrategy& s) const;
+  // Roofline time of one op's work (from op_work in strategy.h); `dtype` picks
+  // the peak FLOP/s (the planner passes the op's first output dtype).
+  double compute_seconds(const OpWork& work, DType dtype) const;
   // Time of one collective step (the step records shape and spec before it).
   double step_seconds(const CollectiveStep& step, const Mesh& mesh, DType dtype) const;
   // Time to turn a tensor from `src` into `dst` (sum of its plan's steps);
