@@ -1,0 +1,45 @@
+"""The multi-rank harness itself: results come back by rank, failures and hangs are reported."""
+import time
+
+import pytest
+
+from dist_utils import make_mesh, run_distributed
+
+
+def _sum_ranks(rank, world_size, scale):
+    import torch
+    import torch.distributed as dist
+
+    mesh = make_mesh((world_size,), ("dp",))
+    t = torch.tensor([float(rank)])
+    dist.all_reduce(t, group=mesh.get_group("dp"))
+    return (rank, t.item() * scale, tuple(mesh.shape))
+
+
+def _fail_on_rank_one(rank, world_size):
+    if rank == 1:
+        raise RuntimeError("deliberate failure on rank one")
+    return rank
+
+
+def _hang_on_rank_one(rank, world_size):
+    if rank == 1:
+        time.sleep(600)
+    return rank
+
+
+def test_results_by_rank():
+    out = run_distributed(_sum_ranks, 2, 10.0)
+    assert out == [(0, 10.0, (2,)), (1, 10.0, (2,))]
+
+
+def test_failure_carries_rank_traceback():
+    with pytest.raises(AssertionError, match=r"(?s)rank 1 of 2 failed.*deliberate failure on rank one"):
+        run_distributed(_fail_on_rank_one, 2)
+
+
+def test_hang_times_out():
+    start = time.monotonic()
+    with pytest.raises(AssertionError, match=r"timed out after 20 s; ranks \[1\]"):
+        run_distributed(_hang_on_rank_one, 2, timeout=20.0)
+    assert time.monotonic() - start < 40.0
