@@ -61,4 +61,8 @@ def partition_joint(joint: fx.GraphModule, num_fwd_outputs: int) -> tuple[fx.Gra
     """
     from torch._functorch.partitioners import default_partition
 
-    return default_partition(joint, None, num_fwd_outputs=num_fwd_outputs)
+    fw, bw = default_partition(joint, None, num_fwd_outputs=num_fwd_outputs)
+    for gm in (fw, bw):  # the partitioner can leave recomputed values nobody reads
+        gm.graph.eliminate_dead_code()
+        gm.recompile()
+    return fw, bw

@@ -1,0 +1,49 @@
+"""torch.compile(model, backend="localmap", options={"mesh": mesh}).
+
+Registered through the `torch_dynamo_backends` entry point (pyproject.toml), so it
+works right after `pip install`. The backend plans the joint graph that aot_autograd
+traces ("compile" mode: every graph input arrives replicated and every output leaves
+replicated, so the compiled module computes exactly what the eager module computes),
+rewrites it into this rank's SPMD program with collectives, and hands that to
+aot_autograd's partitioner.
+"""
+from __future__ import annotations
+
+import torch
+
+
+def _nop_compiler(gm, _example_inputs):
+    from functorch.compile import make_boxed_func
+
+    return make_boxed_func(gm.forward)
+
+
+def localmap_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **kwargs):
+    from torch._dynamo.backends.common import aot_autograd
+
+    from .plan import plan_joint
+    from .spmd import trace_rank_program
+    from .trace import JointGraph
+    from . import _torch_private
+
+    options = dict(options or {})
+    mesh = options.pop("mesh", None)
+    if mesh is None:
+        raise ValueError('backend "localmap" needs options={"mesh": DeviceMesh}')
+    known = {"device", "time_limit", "memory_limit", "calibration", "fallback_replicate", "seed"}
+    unknown = set(options) - known
+    if unknown:
+        raise ValueError(f"unknown localmap backend options {sorted(unknown)} (expected mesh, {', '.join(sorted(known))})")
+
+    def partition(joint_module, joint_inputs, *, num_fwd_outputs, **_kw):
+        from .local_map_glue import node_extra
+
+        joint = JointGraph(gm=joint_module, num_fwd_outputs=num_fwd_outputs, param_names=[], buffer_names=[],
+                           num_user_inputs=0)
+        plan = plan_joint(joint, mesh, node_extra=node_extra, mode="compile", **options)
+        coord = mesh.get_coordinate()
+        spmd = trace_rank_program(plan, mesh, coord, list(joint_inputs))
+        return _torch_private.partition_joint(spmd, num_fwd_outputs)
+
+    return aot_autograd(fw_compiler=_nop_compiler, bw_compiler=_nop_compiler, partition_fn=partition)(
+        gm, example_inputs)

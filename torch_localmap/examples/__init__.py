@@ -1,0 +1,1 @@
+"""Small example models used by the demo, the docs and the tests."""

@@ -1,0 +1,168 @@
+"""Applying a plan: one SPMD program per rank, traced into an aten graph with collectives.
+
+The rank program walks the planned joint graph once, under make_fx: each op runs on
+local shards with its rank's local arguments (computed in C++), after its inputs are
+redistributed to the planned placements with _c10d_functional collectives. The traced
+result is an ordinary joint graph (local ops + collectives), which aot_autograd's
+partitioner splits into forward and backward graphs.
+"""
+from __future__ import annotations
+
+import json
+
+import torch
+import torch.fx as fx
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from . import _C, _torch_private
+from .ir_export import decode_arg
+from .plan import Plan
+from .runtime.redistribute import redistribute_local
+
+
+def _tensor_refs(arg, out):
+    if isinstance(arg, dict):
+        if "t" in arg:
+            out.append(tuple(arg["t"]))
+            return
+        for v in arg.values():
+            _tensor_refs(v, out)
+    elif isinstance(arg, list):
+        for v in arg:
+            _tensor_refs(v, out)
+
+
+def local_shape(global_shape, mesh_shape, spec, coord) -> list:
+    shape, _offset = _C.local_layout(list(global_shape), list(mesh_shape), spec, list(coord))
+    return list(shape)
+
+
+def make_rank_program(plan: Plan, device_mesh, coord):
+    """A Python function computing the planned joint graph on this rank's local tensors."""
+    ir_nodes = plan.exported.doc["nodes"]
+    pnodes = plan.nodes
+    fx_nodes = plan.exported.fx_nodes
+    call_args = json.loads(_C.rank_call_args(plan.exported.to_json(), plan.to_json(), list(coord)))
+    placeholders = [i for i, n in enumerate(ir_nodes) if n["op"] == "placeholder"]
+
+    def out_spec(ref):
+        return pnodes[ref[0]]["strategy"]["outputs"][ref[1]]
+
+    def global_shape(ref):
+        return ir_nodes[ref[0]]["outputs"][ref[1]]["shape"]
+
+    def program(*inputs):
+        env = {}
+        for k, i in enumerate(placeholders):
+            env[i] = [inputs[k]]
+        for i, node in enumerate(ir_nodes):
+            op = node["op"]
+            if op == "placeholder":
+                continue
+            want = pnodes[i]["strategy"]["inputs"]
+            if op == "output":
+                outs = []
+                for j, a in enumerate(node["args"][0]):
+                    if not (isinstance(a, dict) and "t" in a):
+                        outs.append(None)
+                        continue
+                    ref = tuple(a["t"])
+                    outs.append(redistribute_local(env[ref[0]][ref[1]], global_shape(ref), device_mesh,
+                                                   out_spec(ref), want[j]))
+                return outs
+            refs = []
+            _tensor_refs(node["args"], refs)
+            _tensor_refs(node["kwargs"], refs)
+            local_inputs = iter([
+                redistribute_local(env[r[0]][r[1]], global_shape(r), device_mesh, out_spec(r), want[k])
+                for k, r in enumerate(refs)
+            ])
+            call = call_args[i]
+            args = decode_arg(call["args"], lambda _ref: next(local_inputs))
+            kwargs = {k: decode_arg(v, lambda _ref: next(local_inputs)) for k, v in call["kwargs"].items()}
+            result = _run_node(fx_nodes[i], args, kwargs)
+            if isinstance(result, torch.Tensor):
+                env[i] = [result]
+            else:
+                positions = node.get("extra", {}).get("output_positions", [])
+                env[i] = [result[p] for p in positions]
+        raise AssertionError("graph has no output node")
+
+    return program
+
+
+def _run_node(fx_node: fx.Node, args, kwargs):
+    from .local_map_glue import run_region_local
+
+    ran, out = run_region_local(fx_node, args, kwargs)
+    if ran:
+        return out
+    return fx_node.target(*args, **kwargs)
+
+
+def local_example_inputs(plan: Plan, fake_mode, coord) -> list:
+    """Fake tensors with each placeholder's local shape on this rank."""
+    mesh_shape = plan.doc["mesh"]["shape"]
+    out = []
+    with fake_mode:
+        for i, node in enumerate(plan.exported.doc["nodes"]):
+            if node["op"] != "placeholder":
+                continue
+            meta = node["outputs"][0]
+            spec = plan.nodes[i]["strategy"]["outputs"][0]
+            shape = local_shape(meta["shape"], mesh_shape, spec, coord)
+            out.append(torch.empty(shape, dtype=getattr(torch, meta["dtype"])))
+    return out
+
+
+def trace_rank_program(plan: Plan, device_mesh, coord, fake_inputs) -> fx.GraphModule:
+    """The rank's SPMD joint graph, placeholders named primals_* / tangents_* like aot_autograd's."""
+    program = make_rank_program(plan, device_mesh, coord)
+    gm = make_fx(program, tracing_mode="real", _allow_non_fake_inputs=False)(*fake_inputs)
+    roles = [n.get("role", "input") for n in plan.exported.doc["nodes"] if n["op"] == "placeholder"]
+    n_primal = n_tangent = 0
+    for node, role in zip([n for n in gm.graph.nodes if n.op == "placeholder"], roles):
+        if role == "tangent":
+            n_tangent += 1
+            node.target = node.name = f"tangents_{n_tangent}"
+        else:
+            n_primal += 1
+            node.target = node.name = f"primals_{n_primal}"
+    gm.graph.lint()
+    gm.recompile()
+    return gm
+
+
+class _SPMDStep(torch.autograd.Function):
+    """Runs the rank's forward graph; its backward runs the rank's backward graph."""
+
+    @staticmethod
+    def forward(ctx, program, *inputs):
+        outs = program.fw(*inputs)
+        n = program.num_fwd_outputs
+        saved = outs[n:]
+        ctx.program = program
+        ctx.save_for_backward(*[s for s in saved if isinstance(s, torch.Tensor)])
+        ctx.nonlocal_saved = [None if isinstance(s, torch.Tensor) else s for s in saved]
+        return tuple(outs[:n])
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        tensors = iter(ctx.saved_tensors)
+        saved = [next(tensors) if s is None else s for s in ctx.nonlocal_saved]
+        grads = ctx.program.bw(*saved, *[g.contiguous() if g is not None else g for g in grad_outputs])
+        return (None, *grads)
+
+
+class RankProgram:
+    """Forward and backward graphs of one rank's SPMD program."""
+
+    def __init__(self, joint_spmd: fx.GraphModule, num_fwd_outputs: int):
+        self.joint = joint_spmd
+        self.num_fwd_outputs = num_fwd_outputs
+        self.fw, self.bw = _torch_private.partition_joint(joint_spmd, num_fwd_outputs)
+
+    def __call__(self, *inputs):
+        if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in inputs):
+            return _SPMDStep.apply(self, *inputs)
+        return tuple(self.fw(*inputs)[: self.num_fwd_outputs])
