@@ -32,6 +32,21 @@ py::object reduce_or_none(const CollectiveStep& s) {
 
 py::object dim_or_none(int d) { return d < 0 ? py::object(py::none()) : py::object(py::int_(d)); }
 
+// What one rank needs to run a step (the runtime does no shape arithmetic):
+// the shape the collective sees, the padded chunk sizes of uneven splits, and
+// this rank's piece of the newly sharded dim.
+void add_coordinate_fields(py::dict& d, const CollectiveStep& s, const Mesh& mesh, const std::vector<int64_t>& coord) {
+  std::vector<int64_t> logical = logical_shape(s.shape, mesh, s.before, s.mesh_dim, coord);
+  const int64_t n = mesh.shape[s.mesh_dim];
+  d["logical_shape"] = as_tuple(logical);
+  if (s.src_dim >= 0) d["src_full"] = (logical[s.src_dim] + n - 1) / n;
+  if (s.dst_dim >= 0) {
+    d["dst_full"] = (logical[s.dst_dim] + n - 1) / n;
+    ChunkExtent c = shard_chunk(logical[s.dst_dim], n, coord[s.mesh_dim]);
+    d["dst_chunk"] = py::make_tuple(c.start, c.size);
+  }
+}
+
 }  // namespace
 
 void bind_placement(py::module_& m) {
@@ -77,7 +92,7 @@ void bind_placement(py::module_& m) {
           d["shape"] = as_tuple(s.shape);
           d["before"] = to_string(s.before);
           d["after"] = to_string(s.after);
-          if (coord) d["logical_shape"] = as_tuple(logical_shape(s.shape, mesh, s.before, s.mesh_dim, *coord));
+          if (coord) add_coordinate_fields(d, s, mesh, *coord);
           out.append(std::move(d));
         }
         return out;
@@ -86,7 +101,9 @@ void bind_placement(py::module_& m) {
       "DTensor's redistribution steps from spec `src` to `dst`, in execution order, as dicts with keys kind "
       "(all_gather | reduce_scatter | all_reduce | all_to_all | local_chunk | local_partition), mesh_dim, "
       "src_dim, dst_dim, reduce (None or sum|avg|max|min), shape (global), before, after (spec strings) and, "
-      "when `coord` is given, logical_shape: the shape the step's collective sees at that coordinate. "
+      "when `coord` is given, the per-rank fields logical_shape (the shape the step's collective sees at that "
+      "coordinate), src_full / dst_full (ceil(logical size / group size) of the source / target shard dim: the "
+      "padded chunk size of uneven splits) and dst_chunk ((start, size) of this rank's piece of the target dim). "
       "Raises ValueError for transitions DTensor refuses.");
   m.def(
       "can_redistribute",
