@@ -11,9 +11,10 @@ import re
 from typing import Sequence, Union
 
 from torch.distributed.tensor import Partial, Replicate, Shard
-from torch.distributed.tensor.placement_types import Placement, _StridedShard  # private, torch 2.13
+from torch.distributed.tensor.placement_types import Placement
 
 from . import _C
+from ._torch_private import strided_shard_type
 
 __all__ = ["REDUCE_OPS", "placements_to_spec", "spec_to_placements", "normalize_spec", "as_spec"]
 
@@ -50,7 +51,7 @@ def normalize_spec(spec: str, tensor_ndim: int | None = None, mesh_ndim: int | N
 
 
 def _placement_token(p: object, index: int, what: str) -> str:
-    if isinstance(p, _StridedShard):
+    if isinstance(p, strided_shard_type()):
         raise ValueError(f"{what}[{index}]: {p!r} (_StridedShard) is not supported; use Shard/Replicate/Partial")
     if isinstance(p, Shard):
         return f"S({p.dim})"
