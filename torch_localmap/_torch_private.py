@@ -66,3 +66,14 @@ def partition_joint(joint: fx.GraphModule, num_fwd_outputs: int) -> tuple[fx.Gra
         gm.graph.eliminate_dead_code()
         gm.recompile()
     return fw, bw
+
+
+def strided_shard_type() -> type:
+    """torch.distributed.tensor.placement_types._StridedShard (2.13).
+
+    DTensor's placement for non-default shard orders; our spec strings cannot express it, so
+    placements.py must recognize it to refuse it clearly (it is not a Shard subclass).
+    """
+    from torch.distributed.tensor.placement_types import _StridedShard
+
+    return _StridedShard

@@ -25,4 +25,23 @@ LocalLayout local_layout(const std::vector<int64_t>& global_shape, const Mesh& m
 std::vector<int64_t> max_local_shape(const std::vector<int64_t>& global_shape, const Mesh& mesh,
                                      const PlacementSpec& spec);
 
+// Layouts of every rank, indexed by rank (row-major mesh coordinates). One call
+// for the whole mesh so Python never loops over coordinates.
+std::vector<LocalLayout> all_local_layouts(const std::vector<int64_t>& global_shape, const Mesh& mesh,
+                                           const PlacementSpec& spec);
+
+// The shape a collective on `mesh_dim` sees at `coord`: the global shape cut by
+// the Shard placements of mesh dims before `mesh_dim` only (DTensor's "logical
+// shape", which decides the padding of uneven all-gathers and all-to-alls).
+std::vector<int64_t> logical_shape(const std::vector<int64_t>& global_shape, const Mesh& mesh,
+                                   const PlacementSpec& spec, int mesh_dim, const std::vector<int64_t>& coord);
+
+// One torch.chunk-style split of a dim of `size` into `num_chunks`, as DTensor's
+// Shard.local_shard_size_and_offset: the piece at `index` (possibly empty).
+struct ChunkExtent {
+  int64_t size;
+  int64_t start;  // relative to the split dim; clamped to `size` for empty pieces
+};
+ChunkExtent shard_chunk(int64_t size, int64_t num_chunks, int64_t index);
+
 }  // namespace tlm

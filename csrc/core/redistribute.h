@@ -37,6 +37,18 @@ struct CollectiveStep {
   PlacementSpec after;
 };
 
+// Semantics (torch 2.13 _redistribute.py, greedy planner, default shard order):
+// * 1-D mesh: one direct transition.
+// * N-D mesh: when the source shards anything (over >1 rank in total), walk mesh
+//   dims from inner to outer; a Shard target whose tensor dim is sharded by a
+//   different set of earlier mesh dims in source and target is first replicated
+//   (nested sharding must be undone inner-first); then walk outer to inner for
+//   what remains (only Replicate -> Shard chunks at that point).
+// * Steps on mesh dims of size 1 are left out: DTensor short-cuts them without
+//   touching the data (and without refusing anything). The placement on such a
+//   dim can therefore differ between one step's `after` and the next's `before`.
+// * Refused (InvalidArgument): Shard -> Partial, Partial(x) -> Partial(y) with
+//   x != y, and specs mixing Partial kinds other than {sum, avg}.
 struct RedistributePlan {
   std::vector<CollectiveStep> steps;  // in execution order
 };
@@ -46,7 +58,11 @@ struct RedistributePlan {
 RedistributePlan plan_redistribute(const std::vector<int64_t>& global_shape, const Mesh& mesh,
                                    const PlacementSpec& src, const PlacementSpec& dst);
 
-// Whether plan_redistribute would succeed.
+// Whether plan_redistribute would succeed on a mesh whose dims all have more
+// than one rank (the strict answer; see the Mesh overload).
 bool can_redistribute(const PlacementSpec& src, const PlacementSpec& dst);
+// Whether plan_redistribute would succeed on `mesh`. DTensor skips mesh dims of
+// size 1 entirely, so transitions it refuses elsewhere (Shard -> Partial) pass there.
+bool can_redistribute(const Mesh& mesh, const PlacementSpec& src, const PlacementSpec& dst);
 
 }  // namespace tlm

@@ -7,5 +7,6 @@
 namespace tlm::pybind {
 
 void bind_core(pybind11::module_& m);  // placements, meshes, dtypes, IR validation
+void bind_placement(pybind11::module_& m);  // local layouts, redistribution plans
 
 }  // namespace tlm::pybind

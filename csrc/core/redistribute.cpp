@@ -1,0 +1,182 @@
+// Redistribution plans with the semantics of torch 2.13's
+// torch/distributed/tensor/_redistribute.py (generate_greedy_transform_infos +
+// redistribute_local_tensor). The flattened-mesh merge (_optimize_transform_infos)
+// only fuses consecutive same-kind collectives into one over a pre-built
+// flattened mesh; it changes neither the result nor the set of accepted
+// transitions, so plans keep one step per mesh dim.
+#include "redistribute.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+namespace tlm {
+
+const char* to_string(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::AllGather: return "all_gather";
+    case CollectiveKind::ReduceScatter: return "reduce_scatter";
+    case CollectiveKind::AllReduce: return "all_reduce";
+    case CollectiveKind::AllToAll: return "all_to_all";
+    case CollectiveKind::LocalChunk: return "local_chunk";
+    case CollectiveKind::LocalPartition: return "local_partition";
+  }
+  return "?";
+}
+
+namespace {
+
+struct Transition {
+  int mesh_dim;
+  Placement from, to;
+};
+
+std::string refusal(const PlacementSpec& src, const PlacementSpec& dst, const Mesh& mesh, const std::string& why) {
+  return "cannot redistribute " + to_string(src) + " -> " + to_string(dst) + " on mesh " + mesh.to_string() + ": " +
+         why;
+}
+
+// DTensor (assert_no_mixed_partial_types) rejects specs mixing Partial kinds,
+// except sum with avg, which commute.
+void check_partial_mix(const PlacementSpec& spec, const std::string& which, const PlacementSpec& src,
+                       const PlacementSpec& dst, const Mesh& mesh) {
+  std::set<ReduceOp> ops;
+  for (const auto& p : spec)
+    if (p.is_partial()) ops.insert(p.reduce);
+  bool ok = ops.size() <= 1 || ops == std::set<ReduceOp>{ReduceOp::Sum, ReduceOp::Avg};
+  if (!ok)
+    throw InvalidArgument(refusal(src, dst, mesh,
+                                  "the " + which + " spec mixes Partial reduce kinds " + to_string(spec) +
+                                      " (only sum with avg may be mixed, as in DTensor)"));
+}
+
+// The greedy transition list (generate_greedy_transform_infos), before the
+// runtime's size-1 short-cut.
+std::vector<Transition> greedy_transitions(const Mesh& mesh, const PlacementSpec& src, const PlacementSpec& dst) {
+  std::vector<Transition> out;
+  const int nd = static_cast<int>(mesh.ndim());
+  if (nd == 1) {
+    if (src[0] != dst[0]) out.push_back({0, src[0], dst[0]});
+    return out;
+  }
+  PlacementSpec cur = src;
+  int64_t num_shards = 1;
+  for (int i = 0; i < nd; ++i)
+    if (src[i].is_shard()) num_shards *= mesh.shape[i];
+  if (num_shards > 1) {
+    for (int md = nd - 1; md >= 0; --md) {
+      Placement target = dst[md];
+      if (target.is_shard()) {
+        // Which earlier mesh dims shard this tensor dim, now and in the target?
+        bool aligned = true;
+        for (int i = 0; i < md; ++i)
+          if (cur[i].is_shard(target.dim) != dst[i].is_shard(target.dim)) aligned = false;
+        if (!aligned) target = Placement::replicate();
+      }
+      if (cur[md] != target) {
+        out.push_back({md, cur[md], target});
+        cur[md] = target;
+      }
+    }
+  }
+  for (int md = 0; md < nd; ++md) {
+    if (cur[md] != dst[md]) {
+      out.push_back({md, cur[md], dst[md]});
+      cur[md] = dst[md];
+    }
+  }
+  return out;
+}
+
+CollectiveStep classify(const Transition& t, const PlacementSpec& src, const PlacementSpec& dst, const Mesh& mesh) {
+  CollectiveStep s;
+  s.mesh_dim = t.mesh_dim;
+  const Placement& a = t.from;
+  const Placement& b = t.to;
+  if (b.is_replicate()) {
+    if (a.is_partial()) {
+      s.kind = CollectiveKind::AllReduce;
+      s.reduce = a.reduce;
+    } else {
+      s.kind = CollectiveKind::AllGather;
+      s.src_dim = a.dim;
+    }
+  } else if (b.is_shard()) {
+    s.dst_dim = b.dim;
+    if (a.is_partial()) {
+      s.kind = CollectiveKind::ReduceScatter;
+      s.reduce = a.reduce;
+    } else if (a.is_replicate()) {
+      s.kind = CollectiveKind::LocalChunk;
+    } else {
+      s.kind = CollectiveKind::AllToAll;
+      s.src_dim = a.dim;
+    }
+  } else {  // target Partial
+    if (a.is_replicate()) {
+      s.kind = CollectiveKind::LocalPartition;
+      s.reduce = b.reduce;
+    } else if (a.is_shard()) {
+      throw InvalidArgument(refusal(src, dst, mesh,
+                                    "mesh dim " + std::to_string(t.mesh_dim) + " would go " + a.to_string() + " -> " +
+                                        b.to_string() + "; DTensor does not support Shard -> Partial"));
+    } else {
+      throw InvalidArgument(refusal(src, dst, mesh,
+                                    "mesh dim " + std::to_string(t.mesh_dim) + " would go " + a.to_string() + " -> " +
+                                        b.to_string() + "; DTensor does not convert between Partial kinds"));
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+RedistributePlan plan_redistribute(const std::vector<int64_t>& global_shape, const Mesh& mesh,
+                                   const PlacementSpec& src, const PlacementSpec& dst) {
+  for (size_t d = 0; d < global_shape.size(); ++d)
+    if (global_shape[d] < 0)
+      throw InvalidArgument("global shape: dim " + std::to_string(d) + " has negative size " +
+                            std::to_string(global_shape[d]) + " (expected sizes >= 0)");
+  const int64_t ndim = static_cast<int64_t>(global_shape.size());
+  PlacementSpec s = src, d = dst;
+  validate_spec(s, ndim, mesh.ndim(), "source placements " + to_string(src));
+  validate_spec(d, ndim, mesh.ndim(), "target placements " + to_string(dst));
+  check_partial_mix(s, "source", s, d, mesh);
+  check_partial_mix(d, "target", s, d, mesh);
+
+  RedistributePlan plan;
+  PlacementSpec state = s;
+  for (const Transition& t : greedy_transitions(mesh, s, d)) {
+    PlacementSpec before = state;
+    state[t.mesh_dim] = t.to;
+    if (mesh.shape[t.mesh_dim] == 1) continue;  // DTensor's num_chunks == 1 short-cut
+    CollectiveStep step = classify(t, s, d, mesh);
+    step.shape = global_shape;
+    step.before = std::move(before);
+    step.after = state;
+    plan.steps.push_back(std::move(step));
+  }
+  return plan;
+}
+
+bool can_redistribute(const Mesh& mesh, const PlacementSpec& src, const PlacementSpec& dst) {
+  // Refusals depend on placements and mesh sizes, never on tensor sizes: any
+  // shape of the right rank answers the question.
+  int64_t ndim = 0;
+  for (const auto* spec : {&src, &dst})
+    for (const auto& p : *spec)
+      if (p.is_shard()) ndim = std::max<int64_t>(ndim, p.dim + 1);
+  try {
+    plan_redistribute(std::vector<int64_t>(static_cast<size_t>(ndim), 1), mesh, src, dst);
+    return true;
+  } catch (const InvalidArgument&) {
+    return false;
+  }
+}
+
+bool can_redistribute(const PlacementSpec& src, const PlacementSpec& dst) {
+  if (src.empty() || src.size() != dst.size()) return false;
+  return can_redistribute(make_mesh(std::vector<int64_t>(src.size(), 2)), src, dst);
+}
+
+}  // namespace tlm

@@ -1,0 +1,117 @@
+// Placement algebra for Python: local layouts and redistribution plans.
+// Specs cross as strings ("S(0)RP(sum)"), meshes as shape lists.
+#include <pybind11/stl.h>
+
+#include <optional>
+
+#include "bindings.h"
+#include "core/layout.h"
+#include "core/mesh.h"
+#include "core/placement.h"
+#include "core/redistribute.h"
+
+namespace py = pybind11;
+
+namespace tlm::pybind {
+namespace {
+
+py::tuple as_tuple(const std::vector<int64_t>& v) {
+  py::tuple t(v.size());
+  for (size_t i = 0; i < v.size(); ++i) t[i] = v[i];
+  return t;
+}
+
+py::object reduce_or_none(const CollectiveStep& s) {
+  switch (s.kind) {
+    case CollectiveKind::AllReduce:
+    case CollectiveKind::ReduceScatter:
+    case CollectiveKind::LocalPartition: return py::str(to_string(s.reduce));
+    default: return py::none();
+  }
+}
+
+py::object dim_or_none(int d) { return d < 0 ? py::object(py::none()) : py::object(py::int_(d)); }
+
+// What one rank needs to run a step (the runtime does no shape arithmetic):
+// the shape the collective sees, the padded chunk sizes of uneven splits, and
+// this rank's piece of the newly sharded dim.
+void add_coordinate_fields(py::dict& d, const CollectiveStep& s, const Mesh& mesh, const std::vector<int64_t>& coord) {
+  std::vector<int64_t> logical = logical_shape(s.shape, mesh, s.before, s.mesh_dim, coord);
+  const int64_t n = mesh.shape[s.mesh_dim];
+  d["logical_shape"] = as_tuple(logical);
+  if (s.src_dim >= 0) d["src_full"] = (logical[s.src_dim] + n - 1) / n;
+  if (s.dst_dim >= 0) {
+    d["dst_full"] = (logical[s.dst_dim] + n - 1) / n;
+    ChunkExtent c = shard_chunk(logical[s.dst_dim], n, coord[s.mesh_dim]);
+    d["dst_chunk"] = py::make_tuple(c.start, c.size);
+  }
+}
+
+}  // namespace
+
+void bind_placement(py::module_& m) {
+  m.def(
+      "local_layout",
+      [](const std::vector<int64_t>& global_shape, std::vector<int64_t> mesh_shape, const std::string& spec,
+         const std::vector<int64_t>& coord) {
+        LocalLayout l = local_layout(global_shape, make_mesh(std::move(mesh_shape)), parse_spec(spec), coord);
+        return py::make_tuple(as_tuple(l.shape), as_tuple(l.offset));
+      },
+      py::arg("global_shape"), py::arg("mesh_shape"), py::arg("spec"), py::arg("coord"),
+      "(local_shape, global_offset) of the shard at mesh coordinate `coord`, as DTensor computes them.");
+  m.def(
+      "local_layouts",
+      [](const std::vector<int64_t>& global_shape, std::vector<int64_t> mesh_shape, const std::string& spec) {
+        auto all = all_local_layouts(global_shape, make_mesh(std::move(mesh_shape)), parse_spec(spec));
+        py::list out;
+        for (const auto& l : all) out.append(py::make_tuple(as_tuple(l.shape), as_tuple(l.offset)));
+        return out;
+      },
+      py::arg("global_shape"), py::arg("mesh_shape"), py::arg("spec"),
+      "[(local_shape, global_offset)] for every rank of the mesh, indexed by rank (row-major).");
+  m.def(
+      "max_local_shape",
+      [](const std::vector<int64_t>& global_shape, std::vector<int64_t> mesh_shape, const std::string& spec) {
+        return as_tuple(max_local_shape(global_shape, make_mesh(std::move(mesh_shape)), parse_spec(spec)));
+      },
+      py::arg("global_shape"), py::arg("mesh_shape"), py::arg("spec"));
+  m.def(
+      "plan_redistribute",
+      [](const std::vector<int64_t>& global_shape, std::vector<int64_t> mesh_shape, const std::string& src,
+         const std::string& dst, std::optional<std::vector<int64_t>> coord) {
+        Mesh mesh = make_mesh(std::move(mesh_shape));
+        RedistributePlan plan = plan_redistribute(global_shape, mesh, parse_spec(src), parse_spec(dst));
+        py::list out;
+        for (const auto& s : plan.steps) {
+          py::dict d;
+          d["kind"] = to_string(s.kind);
+          d["mesh_dim"] = s.mesh_dim;
+          d["src_dim"] = dim_or_none(s.src_dim);
+          d["dst_dim"] = dim_or_none(s.dst_dim);
+          d["reduce"] = reduce_or_none(s);
+          d["shape"] = as_tuple(s.shape);
+          d["before"] = to_string(s.before);
+          d["after"] = to_string(s.after);
+          if (coord) add_coordinate_fields(d, s, mesh, *coord);
+          out.append(std::move(d));
+        }
+        return out;
+      },
+      py::arg("global_shape"), py::arg("mesh_shape"), py::arg("src"), py::arg("dst"), py::arg("coord") = py::none(),
+      "DTensor's redistribution steps from spec `src` to `dst`, in execution order, as dicts with keys kind "
+      "(all_gather | reduce_scatter | all_reduce | all_to_all | local_chunk | local_partition), mesh_dim, "
+      "src_dim, dst_dim, reduce (None or sum|avg|max|min), shape (global), before, after (spec strings) and, "
+      "when `coord` is given, the per-rank fields logical_shape (the shape the step's collective sees at that "
+      "coordinate), src_full / dst_full (ceil(logical size / group size) of the source / target shard dim: the "
+      "padded chunk size of uneven splits) and dst_chunk ((start, size) of this rank's piece of the target dim). "
+      "Raises ValueError for transitions DTensor refuses.");
+  m.def(
+      "can_redistribute",
+      [](const std::string& src, const std::string& dst, std::optional<std::vector<int64_t>> mesh_shape) {
+        if (mesh_shape) return can_redistribute(make_mesh(std::move(*mesh_shape)), parse_spec(src), parse_spec(dst));
+        return can_redistribute(parse_spec(src), parse_spec(dst));
+      },
+      py::arg("src"), py::arg("dst"), py::arg("mesh_shape") = py::none());
+}
+
+}  // namespace tlm::pybind

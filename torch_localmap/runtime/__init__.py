@@ -1,0 +1,1 @@
+"""Per-rank execution: the pieces the SPMD program runs (internal, not public API)."""
