@@ -6,7 +6,7 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.distributed.tensor import DTensor, distribute_tensor
 
-from .placements import from_spec_str
+from .placements import spec_to_placements
 from .plan import Plan, plan_module
 from .spmd import RankProgram, local_example_inputs, trace_rank_program
 
@@ -75,7 +75,7 @@ def parallelize(model: nn.Module, mesh, example_inputs, *, device="H100", time_l
     for name, spec in plan.param_placements().items():
         p = model.get_parameter(name)
         owner, _, leaf = name.rpartition(".")
-        dt = distribute_tensor(p.detach(), mesh, from_spec_str(spec, mesh.ndim))
+        dt = distribute_tensor(p.detach(), mesh, spec_to_placements(spec, mesh_ndim=mesh.ndim))
         setattr(model.get_submodule(owner) if owner else model, leaf, nn.Parameter(dt, requires_grad=p.requires_grad))
     coord = mesh.get_coordinate()
     fake_mode = torch._subclasses.fake_tensor.FakeTensorMode()

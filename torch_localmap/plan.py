@@ -67,11 +67,9 @@ def plan_options(mode="train", device="H100", time_limit=10.0, memory_limit=None
 
 
 def _spec_str(spec) -> str:
-    if isinstance(spec, str):
-        return spec
-    from .placements import to_spec_str  # torch placement objects
+    from .placements import as_spec  # a spec string or torch placement objects
 
-    return to_spec_str(spec)
+    return as_spec(spec)
 
 
 def plan_joint(joint: JointGraph, mesh, *, node_extra=None, **options) -> Plan:
