@@ -9,5 +9,6 @@ Public API (see docs/user_guide.md):
 import torch  # noqa: F401  (loads libtorch before our extension)
 
 from . import _C  # noqa: F401
+from .solver import solve  # noqa: F401
 
 __version__ = "0.1.0"
