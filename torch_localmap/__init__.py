@@ -12,5 +12,6 @@ import torch  # noqa: F401  (loads libtorch before our extension)
 from . import _C  # noqa: F401
 from .parallelize import ParallelModule, parallelize  # noqa: F401
 from .plan import Plan, plan_module  # noqa: F401
+from .solver import solve  # noqa: F401
 
 __version__ = "0.1.0"

@@ -1,0 +1,183 @@
+#include "dual.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace tlm::solver {
+
+static constexpr double kInf = std::numeric_limits<double>::infinity();
+
+DualSolver::DualSolver(const Model& m) : m_(m) {
+  pot_.resize(m.cost.size());
+  for (size_t k = 0; k < m.cost.size(); ++k) pot_[k] = static_cast<double>(m.cost[k]);
+  mat_.resize(m.mat.size());
+  for (size_t k = 0; k < m.mat.size(); ++k) mat_[k] = m.mat[k] == kInfiniteCost ? kInf : static_cast<double>(m.mat[k]);
+  phi_off_.resize(m.edges.size() + 1, 0);
+  for (size_t e = 0; e < m.edges.size(); ++e)
+    phi_off_[e + 1] = phi_off_[e] + m.num_strategies(m.edges[e].u) + m.num_strategies(m.edges[e].v);
+  phi_.assign(phi_off_.back(), 0.0);
+  n_before_.assign(m.n, 0);
+  n_after_.assign(m.n, 0);
+  for (const auto& e : m.edges) {
+    // the order is the model index order; edges are stored with u < v
+    int lo = std::min(e.u, e.v), hi = std::max(e.u, e.v);
+    ++n_after_[lo];
+    ++n_before_[hi];
+  }
+}
+
+void DualSolver::add_penalty(const std::vector<double>& delta) {
+  for (int i = 0; i < m_.n; ++i) {
+    if (delta[i] == 0.0) continue;
+    for (size_t k = m_.off[i]; k < m_.off[i + 1]; ++k) pot_[k] += delta[i] * static_cast<double>(m_.usage[k]);
+  }
+}
+
+void DualSolver::collect(int e, int i) {
+  const auto& ed = m_.edges[e];
+  const int su = m_.num_strategies(ed.u), sv = m_.num_strategies(ed.v);
+  double* pu = &phi_[phi_off_[e]];
+  double* pv = pu + su;
+  const double* M = &mat_[ed.off];
+  double* node = &pot_[m_.off[i]];
+  if (i == ed.u) {
+    for (int s = 0; s < su; ++s) {
+      const double* row = M + static_cast<size_t>(s) * sv;
+      double best = kInf;
+      for (int t = 0; t < sv; ++t) best = std::min(best, row[t] + pv[t]);
+      double mu = best + pu[s];
+      pu[s] -= mu;
+      node[s] += mu;
+    }
+  } else {
+    buf_.assign(sv, kInf);
+    double* best = buf_.data();
+    for (int s = 0; s < su; ++s) {
+      const double* row = M + static_cast<size_t>(s) * sv;
+      const double a = pu[s];
+      for (int t = 0; t < sv; ++t) best[t] = std::min(best[t], row[t] + a);
+    }
+    for (int t = 0; t < sv; ++t) {
+      double mu = best[t] + pv[t];
+      pv[t] -= mu;
+      node[t] += mu;
+    }
+  }
+}
+
+void DualSolver::push(int e, int i, double frac) {
+  const auto& ed = m_.edges[e];
+  double* ph = &phi_[phi_off_[e]] + (i == ed.u ? 0 : m_.num_strategies(ed.u));
+  double* node = &pot_[m_.off[i]];
+  const int s_count = m_.num_strategies(i);
+  for (int s = 0; s < s_count; ++s) {
+    double d = frac * node[s];
+    ph[s] += d;
+    node[s] -= d;
+  }
+}
+
+void DualSolver::forward(std::vector<int>& labels) {
+  labels.assign(m_.n, 0);
+  std::vector<double> score;
+  for (int i = 0; i < m_.n; ++i) {
+    const int s_count = m_.num_strategies(i);
+    for (size_t k = m_.adj_off[i]; k < m_.adj_off[i + 1]; ++k) {
+      int e = m_.adj[k];
+      int j = m_.edges[e].u == i ? m_.edges[e].v : m_.edges[e].u;
+      if (j < i) collect(e, i);
+    }
+    // Decode: node potential plus the edge potentials towards the earlier, already labelled neighbours.
+    score.assign(pot_.begin() + m_.off[i], pot_.begin() + m_.off[i + 1]);
+    for (size_t k = m_.adj_off[i]; k < m_.adj_off[i + 1]; ++k) {
+      int e = m_.adj[k];
+      const auto& ed = m_.edges[e];
+      int j = ed.u == i ? ed.v : ed.u;
+      if (j > i) continue;
+      // i is the edge's v side (u < v); row x_j of the matrix
+      const int sv = m_.num_strategies(ed.v);
+      const double* row = &mat_[ed.off + static_cast<size_t>(labels[j]) * sv];
+      const double* pv = &phi_[phi_off_[e]] + m_.num_strategies(ed.u);
+      for (int t = 0; t < s_count; ++t) score[t] += row[t] + pv[t];
+    }
+    int best = 0;
+    for (int s = 1; s < s_count; ++s)
+      if (score[s] < score[best]) best = s;
+    if (!(score[best] < kInf)) {  // no compatible choice: fall back to the node's own best
+      for (int s = 1; s < s_count; ++s)
+        if (pot_[m_.off[i] + s] < pot_[m_.off[i] + best]) best = s;
+    }
+    labels[i] = best;
+    int n_fwd = n_after_[i];
+    if (n_fwd == 0) continue;
+    double frac = 1.0 / std::max(n_before_[i], n_fwd);
+    for (size_t k = m_.adj_off[i]; k < m_.adj_off[i + 1]; ++k) {
+      int e = m_.adj[k];
+      int j = m_.edges[e].u == i ? m_.edges[e].v : m_.edges[e].u;
+      if (j > i) push(e, i, frac);
+    }
+  }
+}
+
+void DualSolver::backward() {
+  for (int i = m_.n - 1; i >= 0; --i) {
+    for (size_t k = m_.adj_off[i]; k < m_.adj_off[i + 1]; ++k) {
+      int e = m_.adj[k];
+      int j = m_.edges[e].u == i ? m_.edges[e].v : m_.edges[e].u;
+      if (j > i) collect(e, i);
+    }
+    int n_bwd = n_before_[i];
+    if (n_bwd == 0) continue;
+    double frac = 1.0 / std::max(n_before_[i], n_after_[i]);
+    for (size_t k = m_.adj_off[i]; k < m_.adj_off[i + 1]; ++k) {
+      int e = m_.adj[k];
+      int j = m_.edges[e].u == i ? m_.edges[e].v : m_.edges[e].u;
+      if (j < i) push(e, i, frac);
+    }
+  }
+}
+
+double DualSolver::node_min(int i) const {
+  double best = kInf;
+  for (size_t k = m_.off[i]; k < m_.off[i + 1]; ++k) best = std::min(best, pot_[k]);
+  return best;
+}
+
+double DualSolver::reduced_cost(int i, int s) const { return pot_[m_.off[i] + s] - node_min(i); }
+
+double DualSolver::quick_bound() const {
+  double total = 0.0;
+  for (int i = 0; i < m_.n; ++i) total += node_min(i);
+  return total;
+}
+
+long double DualSolver::exact_bound(long double* magnitude) const {
+  long double total = 0.0L, mag = 0.0L;
+  for (int i = 0; i < m_.n; ++i) {
+    long double b = node_min(i);
+    total += b;
+    mag += std::fabs(b);
+  }
+  for (size_t e = 0; e < m_.edges.size(); ++e) {
+    const auto& ed = m_.edges[e];
+    const int su = m_.num_strategies(ed.u), sv = m_.num_strategies(ed.v);
+    const double* pu = &phi_[phi_off_[e]];
+    const double* pv = pu + su;
+    const double* M = &mat_[ed.off];
+    long double best = kInf;
+    for (int s = 0; s < su; ++s)
+      for (int t = 0; t < sv; ++t) {
+        double x = M[static_cast<size_t>(s) * sv + t];
+        if (x == kInf) continue;
+        best = std::min(best, static_cast<long double>(x) + pu[s] + pv[t]);
+      }
+    total += best;
+    mag += std::fabs(best);
+  }
+  if (magnitude) *magnitude = mag;
+  return total;
+}
+
+}  // namespace tlm::solver
+

@@ -1,0 +1,45 @@
+// The model as a MILP for HiGHS (built here in bulk, handed over in one call):
+//   x[i,s] binary, sum_s x[i,s] = 1                        (one strategy per node)
+//   y[e,s,t] in [0,1] for allowed pairs, sum_t y = x[u,s], sum_s y = x[v,t]   (edge choice)
+//   sum over live nodes of usage * x <= capacity at each memory check point
+//   minimise sum cost * x + sum edge cost * y
+// The marginal constraints make y integral once x is, so only x is integer.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model.h"
+
+namespace tlm::solver {
+
+struct MilpOptions {
+  double time_limit_s = 60.0;
+  int threads = 1;
+  uint64_t seed = 0;
+  const std::vector<int>* start = nullptr;  // feasible labelling to start from
+  bool has_target = false;                  // stop once a solution costs <= target (benchmarks)
+  double target = 0.0;                      // in model cost units (offset included)
+};
+
+struct MilpResult {
+  bool ran = false;
+  std::string why;          // when it did not run
+  bool optimal = false;
+  bool infeasible = false;  // proven
+  std::vector<int> labels;  // best labelling found (empty: none)
+  double dual_bound = 0.0;  // HiGHS' proven bound in model cost units (offset included)
+  double seconds = 0.0;
+  std::vector<std::pair<double, double>> improvements;  // (seconds, objective) of improving solutions
+};
+
+// Columns and nonzeros the MILP of `m` would have.
+std::pair<size_t, size_t> milp_size(const Model& m);
+MilpResult solve_milp(const Model& m, const MilpOptions& options);
+
+// The straightforward model of a problem with no reductions (a baseline for
+// benchmarks): every node and strategy, one check point per distinct start.
+Model plain_model(const Problem& problem);
+
+}  // namespace tlm::solver

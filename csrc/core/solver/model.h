@@ -1,0 +1,62 @@
+// The reduced problem the search works on, and the record of how it was
+// reduced so a model solution expands back to a full Problem solution.
+//
+// Reductions (reduce.cpp) keep the optimum: they only drop strategies no
+// optimal solution needs, fix nodes left with one strategy, and eliminate
+// nodes whose best choice given their neighbours never needs more memory than
+// their smallest usage. Usage is stored as "residual" above each node's
+// smallest usage; the smallest usages are folded into the capacity of each
+// memory check point.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "problem.h"
+
+namespace tlm::solver {
+
+struct Model {
+  struct ModelEdge {
+    int u = 0, v = 0;  // model node indices
+    size_t off = 0;    // |S_u| x |S_v| row-major block of `mat`
+  };
+  int n = 0;
+  std::vector<int> orig;     // model node -> problem node
+  std::vector<size_t> off;   // strategies of node i: [off[i], off[i + 1])
+  std::vector<int> strat;    // model strategy -> problem strategy index
+  std::vector<Cost> cost;    // finite unary cost per model strategy
+  std::vector<Usage> usage;  // residual usage (>= 0) per model strategy
+  std::vector<int> plo, phi; // memory check points of node i: [plo, phi) (empty: no residual usage)
+  std::vector<ModelEdge> edges;
+  std::vector<Cost> mat;     // edge costs; kInfiniteCost = forbidden pair
+  std::vector<size_t> adj_off;
+  std::vector<int> adj;      // incident edge ids per node
+  std::vector<Usage> cap;    // per check point: usage_limit - fixed load (>= 0)
+  std::vector<int64_t> point_time;
+  __int128 offset = 0;       // cost of everything fixed or eliminated (at its best)
+
+  int num_strategies(int i) const { return static_cast<int>(off[i + 1] - off[i]); }
+};
+
+struct Reduction {
+  Model model;
+  std::vector<int> fixed;  // problem node -> strategy if fixed by reduction, else -1
+  struct Eliminated {
+    int v = 0, u = 0, w = -1;  // v's choice depends on u (and w for degree-2)
+    int sw_count = 1;          // |S_w| (problem strategies) for indexing
+    std::vector<int> choice;   // [s_u] or [s_u * |S_w| + s_w] -> problem strategy of v
+  };
+  std::vector<Eliminated> eliminated;  // in elimination order
+  std::string summary;                 // one line for logs
+
+  // Full problem solution from a model solution (model strategy indices).
+  Solution expand(const std::vector<int>& model_x) const;
+  void offset_add(Cost c);
+};
+
+// Throws InfeasibleError naming the conflicting constraints.
+Reduction reduce(const Problem& problem, bool eliminate = true);
+
+}  // namespace tlm::solver

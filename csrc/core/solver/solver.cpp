@@ -1,0 +1,108 @@
+// solve(): reduce, search, optionally hand the reduced model to HiGHS, expand,
+// evaluate. The reported cost always comes from the independent evaluator on
+// the full problem.
+#include "solver.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "milp.h"
+#include "model.h"
+#include "search.h"
+
+namespace tlm::solver {
+namespace {
+
+// Reduced models up to this size go to HiGHS after the heuristic even
+// without exact mode: there it usually proves optimality within seconds.
+constexpr size_t kSmallMilpColumns = 150000;
+constexpr size_t kSmallMilpNonzeros = 1500000;
+
+double seconds_left(Clock::time_point deadline) {
+  return std::chrono::duration<double>(deadline - Clock::now()).count();
+}
+
+}  // namespace
+
+SolveResult solve(const Problem& problem, const SolveOptions& options) {
+  const auto t0 = Clock::now();
+  const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double>(std::max(0.0, options.time_limit_s)));
+  Reduction red = reduce(problem);
+  const Model& m = red.model;
+  auto report = [&](const SearchResult& s) {
+    if (options.on_progress && !s.labels.empty())
+      options.on_progress(std::chrono::duration<double>(Clock::now() - t0).count(), m.offset + s.cost,
+                          static_cast<double>(static_cast<long double>(m.offset) + s.bound));
+  };
+  SearchResult found;
+  bool proven = false;
+  if (m.n > 0) {
+    auto [cols, nz] = milp_size(m);
+    const bool small = cols <= kSmallMilpColumns && nz <= kSmallMilpNonzeros;
+    const bool use_milp = options.exact || small;
+    // The heuristic gets the whole budget unless HiGHS follows; then half.
+    auto search_deadline = use_milp ? t0 + (deadline - t0) / 2 : deadline;
+    found = lagrangian_search(m, options, search_deadline, report);
+    const bool heuristic_optimal = !found.labels.empty() && static_cast<long double>(found.cost) <= found.bound;
+    proven = heuristic_optimal;
+    if (use_milp && !heuristic_optimal && seconds_left(deadline) > 0) {
+      MilpOptions mo;
+      mo.time_limit_s = seconds_left(deadline);
+      mo.threads = options.threads;
+      mo.seed = options.seed;
+      if (!found.labels.empty()) mo.start = &found.labels;
+      MilpResult mr = solve_milp(m, mo);
+      if (mr.ran) {
+        if (mr.infeasible && found.labels.empty())
+          throw InfeasibleError("infeasible: HiGHS proved the reduced problem (" + red.summary +
+                                ") has no solution meeting the usage limit and the forbidden pairs together");
+        if (!mr.labels.empty()) {
+          // Keep whichever labelling is cheaper, by exact evaluation on the model.
+          __int128 c = 0;
+          for (int i = 0; i < m.n; ++i) c += m.cost[m.off[i] + mr.labels[i]];
+          bool ok = true;
+          for (const auto& e : m.edges) {
+            Cost x = m.mat[e.off + static_cast<size_t>(mr.labels[e.u]) * m.num_strategies(e.v) + mr.labels[e.v]];
+            if (x == kInfiniteCost) ok = false;
+            else c += x;
+          }
+          if (ok && (found.labels.empty() || c < found.cost)) {
+            found.labels = mr.labels;
+            found.cost = c;
+          }
+        }
+        if (std::isfinite(mr.dual_bound)) {
+          // HiGHS' bound includes the offset; costs are integers, tolerances are relative 1e-9-ish.
+          long double b = std::ceil(static_cast<long double>(mr.dual_bound) - static_cast<long double>(m.offset) -
+                                    1e-7L * std::fabs(static_cast<long double>(mr.dual_bound)) - 1e-6L);
+          found.bound = std::max(found.bound, b);
+        }
+        proven = mr.optimal;
+      }
+    }
+    if (found.labels.empty())
+      throw std::runtime_error("no feasible solution found within " + std::to_string(options.time_limit_s) +
+                               " s (" + red.summary + "); feasibility is not disproved");
+  } else {
+    found.bound = 0;
+    proven = true;
+  }
+  SolveResult r;
+  r.solution = red.expand(found.labels);
+  Evaluation ev = evaluate(problem, r.solution);
+  if (!ev.feasible) throw std::logic_error("solver produced an infeasible solution: " + ev.violations.front());
+  r.cost = ev.cost;
+  long double bound = static_cast<long double>(m.offset) + found.bound;
+  if (proven) bound = std::max(bound, static_cast<long double>(r.cost));
+  r.bound = static_cast<double>(std::min<long double>(bound, static_cast<long double>(r.cost)));
+  r.optimal = static_cast<long double>(r.cost) <= bound;
+  r.gap = static_cast<double>((static_cast<long double>(r.cost) - r.bound) /
+                              std::max<long double>(std::fabs(static_cast<long double>(r.cost)), 1.0L));
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.status = r.optimal ? "optimal" : (Clock::now() >= deadline ? "time_limit" : "stalled");
+  return r;
+}
+
+}  // namespace tlm::solver

@@ -1,0 +1,95 @@
+// The strategy solver in Python: a parsed problem object (parsed once in C++,
+// never converted to Python lists), solve(), evaluate() and the solution file.
+#include <Python.h>
+#include <pybind11/functional.h>
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+#include "core/solver/highs_api.h"
+#include "core/solver/problem_io.h"
+#include "core/solver/solver.h"
+
+namespace py = pybind11;
+
+namespace tlm::pybind {
+namespace {
+
+py::object py_int(__int128 v) {
+  std::string s = solver::to_string(v);
+  PyObject* o = PyLong_FromString(s.c_str(), nullptr, 10);
+  if (!o) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(o);
+}
+
+py::dict evaluation_dict(const solver::Evaluation& ev) {
+  py::dict d;
+  d["cost"] = py_int(ev.cost);
+  d["feasible"] = ev.feasible;
+  d["violations"] = ev.violations;
+  d["peak_usage"] = ev.peak_usage;
+  d["peak_time"] = ev.peak_time;
+  return d;
+}
+
+}  // namespace
+
+void bind_solver(py::module_& m) {
+  py::register_exception<solver::InfeasibleError>(m, "InfeasibleError", PyExc_ValueError);
+
+  py::class_<solver::Problem>(m, "SolverProblem", "A strategy-selection problem parsed in C++ (see problem.h).")
+      .def_static(
+          "from_json",
+          [](const std::string& text) {
+            py::gil_scoped_release nogil;
+            return solver::read_problem(text);
+          },
+          py::arg("text"), "Parses our problem JSON or the IOPDDL contest format.")
+      .def_readonly("name", &solver::Problem::name)
+      .def_property_readonly("num_nodes", [](const solver::Problem& p) { return p.nodes.size(); })
+      .def_property_readonly("num_edges", [](const solver::Problem& p) { return p.edges.size(); })
+      .def_property_readonly("usage_limit", [](const solver::Problem& p) { return p.usage_limit; })
+      .def("to_json", &solver::write_problem)
+      .def(
+          "evaluate",
+          [](const solver::Problem& p, const std::vector<int>& x) { return evaluation_dict(solver::evaluate(p, x)); },
+          py::arg("solution"), "Exact cost and every violated constraint of a solution.")
+      .def("solution_json", &solver::write_solution, py::arg("solution"), py::arg("extra_members") = "",
+           "The solution file: {problem, solution, cost, feasible, <extra members>}.")
+      .def(
+          "solve",
+          [](const solver::Problem& p, double time_limit, uint64_t seed, int threads, bool exact,
+             std::function<void(double, py::object, double)> progress) {
+            solver::SolveOptions o;
+            o.time_limit_s = time_limit;
+            o.seed = seed;
+            o.threads = threads;
+            o.exact = exact;
+            if (progress)
+              o.on_progress = [progress](double t, __int128 c, double b) {
+                py::gil_scoped_acquire gil;
+                progress(t, py_int(c), b);
+              };
+            solver::SolveResult r;
+            {
+              py::gil_scoped_release nogil;
+              r = solver::solve(p, o);
+            }
+            py::dict d;
+            d["solution"] = r.solution;
+            d["cost"] = py_int(r.cost);
+            d["bound"] = r.bound;
+            d["gap"] = r.gap;
+            d["seconds"] = r.seconds;
+            d["optimal"] = r.optimal;
+            d["status"] = r.status;
+            return d;
+          },
+          py::arg("time_limit") = 60.0, py::arg("seed") = 0, py::arg("threads") = 2, py::arg("exact") = false,
+          py::arg("progress") = nullptr);
+
+  m.def("set_highs_library", &solver::set_highs_library, py::arg("path"),
+        "Where the HiGHS shared library is (libhighs.so from the highspy wheel); used by exact mode.");
+  m.def("read_solution", &solver::read_solution, py::arg("text"));
+}
+
+}  // namespace tlm::pybind
