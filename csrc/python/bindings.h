@@ -7,5 +7,6 @@
 namespace tlm::pybind {
 
 void bind_core(pybind11::module_& m);  // placements, meshes, dtypes, IR validation
+void bind_cost(pybind11::module_& m);  // device table, collective / redistribution / compute prices
 
 }  // namespace tlm::pybind
