@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "collective_cost.h"
 #include "json.h"
 #include "redistribute.h"
 #include "strategy.h"
@@ -38,13 +39,39 @@ struct Topology {
   double inter_latency = 0;
 };
 
+// Peak dense FLOP/s of `device` for an op computing in `dtype` (float64 ->
+// fp64, float32 -> fp32, float16/bfloat16 -> bf16, float8 -> fp8, complex ->
+// its real type, integers and bool -> fp32 rate; docs/cost_model.md).
+double peak_flops(const DeviceProfile& device, DType dtype);
+
+// Latency and bandwidth of one collective on one link class, fitted by least
+// squares from measured timings (calibration profile, docs/cost_model.md).
+// Used instead of the topology's constants for that collective and link.
+struct CollectiveFit {
+  CollectiveKind kind = CollectiveKind::AllGather;
+  bool inter = false;    // fitted on inter-node groups (else intra-node)
+  double latency = 0;    // seconds per algorithm step
+  double bandwidth = 0;  // bytes/s per rank
+  int64_t samples = 0;   // measurements the fit used
+};
+
 struct CostModel {
   DeviceProfile device;
   Topology topology;
+  std::vector<CollectiveFit> fits;  // from a calibration profile; empty = formulas' constants
 
   // Roofline time of one op's work (from op_work in strategy.h); `dtype` picks
   // the peak FLOP/s (the planner passes the op's first output dtype).
   double compute_seconds(const OpWork& work, DType dtype) const;
+  // Time of one collective over mesh dim `mesh_dim`'s process groups moving
+  // `bytes` per rank (the nccl-tests convention: gathered output of an
+  // all-gather, unreduced input of a reduce-scatter, the all-reduce buffer, the
+  // all-to-all send buffer). Local kinds are not collectives: InvalidArgument.
+  double collective_seconds(CollectiveKind kind, const Mesh& mesh, int mesh_dim, double bytes) const;
+  // The link constants `kind` is priced with: the calibrated fit when there is
+  // one, else the topology's latency / bandwidth.
+  Link link(CollectiveKind kind, bool inter) const;
+  const CollectiveFit* fit(CollectiveKind kind, bool inter) const;
   // Time of one collective step (the step records shape and spec before it).
   double step_seconds(const CollectiveStep& step, const Mesh& mesh, DType dtype) const;
   // Time to turn a tensor from `src` into `dst` (sum of its plan's steps);

@@ -9,5 +9,6 @@ namespace tlm::pybind {
 void bind_core(pybind11::module_& m);  // placements, meshes, dtypes, IR validation
 void bind_placement(pybind11::module_& m);  // local layouts, redistribution plans
 void bind_solver(pybind11::module_& m);  // strategy solver: problems, solve, evaluate
+void bind_cost(pybind11::module_& m);  // device table, collective / redistribution / compute prices
 
 }  // namespace tlm::pybind

@@ -10,4 +10,5 @@ PYBIND11_MODULE(_C, m) {
   tlm::pybind::bind_core(m);
   tlm::pybind::bind_placement(m);
   tlm::pybind::bind_solver(m);
+  tlm::pybind::bind_cost(m);
 }

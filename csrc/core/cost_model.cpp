@@ -1,0 +1,167 @@
+// Prices compute (roofline), collectives (collective_cost.h formulas on the
+// mesh dim's group topology) and redistributions (sum over the placement
+// algebra's plan). Formulas and constants: docs/cost_model.md.
+#include "cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "layout.h"
+
+namespace tlm {
+
+double peak_flops(const DeviceProfile& device, DType dtype) {
+  switch (dtype) {
+    case DType::Float64: case DType::Complex128: return device.peak_flops_fp64;
+    case DType::Float16: case DType::BFloat16: return device.peak_flops_bf16;
+    case DType::Float8E4M3: case DType::Float8E5M2: return device.peak_flops_fp8;
+    default: return device.peak_flops_fp32;  // float32, complex64, integers, bool
+  }
+}
+
+double CostModel::compute_seconds(const OpWork& work, DType dtype) const {
+  if (!std::isfinite(work.flops) || !std::isfinite(work.bytes) || work.flops < 0 || work.bytes < 0)
+    throw InvalidArgument("op work must be finite and non-negative, got flops=" + std::to_string(work.flops) +
+                          " bytes=" + std::to_string(work.bytes));
+  if (work.flops == 0 && work.bytes == 0) return 0;  // views, metadata ops: no kernel runs
+  const double flop_time = work.flops / (peak_flops(device, dtype) * device.compute_efficiency);
+  const double byte_time = work.bytes / (device.memory_bandwidth * device.memory_efficiency);
+  return std::max(flop_time, byte_time) + device.kernel_overhead_s;
+}
+
+const CollectiveFit* CostModel::fit(CollectiveKind kind, bool inter) const {
+  for (const auto& f : fits)
+    if (f.kind == kind && f.inter == inter) return &f;
+  return nullptr;
+}
+
+Link CostModel::link(CollectiveKind kind, bool inter) const {
+  if (const CollectiveFit* f = fit(kind, inter)) return {f->latency, f->bandwidth};
+  return inter ? Link{topology.inter_latency, topology.inter_bandwidth}
+               : Link{topology.intra_latency, topology.intra_bandwidth};
+}
+
+namespace {
+
+// One level of links for groups that are all intra-node or all across nodes
+// (Mixed groups are priced on the inter-node link, their slowest hop).
+double flat_seconds(CollectiveKind kind, int64_t n, double bytes, const Link& l, bool tree_allowed) {
+  switch (kind) {
+    case CollectiveKind::AllGather:
+    case CollectiveKind::ReduceScatter:
+      return ring_gather_seconds(n, bytes, l);
+    case CollectiveKind::AllReduce: {
+      const double ring = ring_allreduce_seconds(n, bytes, l);
+      // Like NCCL, take the faster of ring and tree; a calibrated fit already
+      // reflects whatever algorithm the library chose, so it is used as is.
+      return tree_allowed ? std::min(ring, tree_allreduce_seconds(n, bytes, l)) : ring;
+    }
+    case CollectiveKind::AllToAll:
+      return alltoall_seconds(n, bytes, l);
+    default:
+      return 0;
+  }
+}
+
+double hierarchical_seconds(CollectiveKind kind, const GroupTopology& g, double bytes, const Link& intra,
+                            const Link& inter, bool tree_allowed) {
+  switch (kind) {
+    case CollectiveKind::AllGather:
+    case CollectiveKind::ReduceScatter:
+      return hierarchical_ring_seconds(g.local, g.nodes, bytes, intra, inter);
+    case CollectiveKind::AllReduce: {
+      const double ring = 2 * hierarchical_ring_seconds(g.local, g.nodes, bytes, intra, inter);
+      if (!tree_allowed) return ring;
+      return std::min(ring, hierarchical_tree_allreduce_seconds(g.local, g.nodes, bytes, intra, inter));
+    }
+    case CollectiveKind::AllToAll:
+      return hierarchical_alltoall_seconds(g.local, g.nodes, bytes, intra, inter);
+    default:
+      return 0;
+  }
+}
+
+int64_t shard_bytes(const std::vector<int64_t>& shape, const Mesh& mesh, const PlacementSpec& spec, DType dtype) {
+  int64_t n = 1;
+  for (int64_t s : max_local_shape(shape, mesh, spec)) n *= s;
+  return n * element_size(dtype);
+}
+
+void check_mesh_dim(const Mesh& mesh, int mesh_dim) {
+  if (mesh_dim < 0 || static_cast<size_t>(mesh_dim) >= mesh.ndim())
+    throw InvalidArgument("mesh dim " + std::to_string(mesh_dim) + " is outside mesh " + mesh.to_string());
+}
+
+}  // namespace
+
+double CostModel::collective_seconds(CollectiveKind kind, const Mesh& mesh, int mesh_dim, double bytes) const {
+  if (!is_communicating(kind))
+    throw InvalidArgument(std::string("collective_seconds prices communicating collectives only, got ") +
+                          collective_name(kind));
+  if (!std::isfinite(bytes) || bytes < 0)
+    throw InvalidArgument("collective bytes must be finite and >= 0, got " + std::to_string(bytes));
+  const GroupTopology g = group_topology(mesh, mesh_dim, topology.ranks_per_node);
+  if (g.kind == GroupTopology::Kind::Single || bytes == 0) return 0;  // nothing moves
+  const Link intra = link(kind, false), inter = link(kind, true);
+  const bool intra_tree = fit(kind, false) == nullptr, inter_tree = fit(kind, true) == nullptr;
+  switch (g.kind) {
+    case GroupTopology::Kind::Intra:
+      return flat_seconds(kind, g.size, bytes, intra, intra_tree);
+    case GroupTopology::Kind::Inter:
+    case GroupTopology::Kind::Mixed:
+      return flat_seconds(kind, g.size, bytes, inter, inter_tree);
+    case GroupTopology::Kind::Hierarchical:
+      return hierarchical_seconds(kind, g, bytes, intra, inter, intra_tree && inter_tree);
+    default:
+      return 0;
+  }
+}
+
+double CostModel::step_seconds(const CollectiveStep& step, const Mesh& mesh, DType dtype) const {
+  check_mesh_dim(mesh, step.mesh_dim);
+  const double n = static_cast<double>(mesh.shape[step.mesh_dim]);
+  auto bytes = [&](const PlacementSpec& spec) {
+    return static_cast<double>(shard_bytes(step.shape, mesh, spec, dtype));
+  };
+  switch (step.kind) {
+    case CollectiveKind::AllGather:  // gathers n padded chunks of the input shard
+      return collective_seconds(step.kind, mesh, step.mesh_dim, n * bytes(step.before));
+    case CollectiveKind::ReduceScatter:  // reduces n padded chunks of the output shard's size
+      return collective_seconds(step.kind, mesh, step.mesh_dim, n * bytes(step.after));
+    case CollectiveKind::AllReduce:
+      return collective_seconds(step.kind, mesh, step.mesh_dim, bytes(step.before));
+    case CollectiveKind::AllToAll:  // send and receive buffers differ only by uneven padding
+      return collective_seconds(step.kind, mesh, step.mesh_dim, std::max(bytes(step.before), bytes(step.after)));
+    case CollectiveKind::LocalChunk:
+      // DTensor's Replicate -> Shard clones this rank's chunk: read + write it.
+      return compute_seconds(OpWork{0, 2 * bytes(step.after)}, dtype);
+    case CollectiveKind::LocalPartition:
+      // Replicate -> Partial(sum) divides by n (one pointwise op over the
+      // shard); avg/max/min keep the value as is, which costs nothing.
+      if (step.reduce != ReduceOp::Sum) return 0;
+      return compute_seconds(OpWork{bytes(step.before) / static_cast<double>(element_size(dtype)),
+                                    2 * bytes(step.before)},
+                             dtype);
+  }
+  return 0;
+}
+
+double CostModel::redistribute_seconds(const TensorMeta& t, const Mesh& mesh, const PlacementSpec& src,
+                                       const PlacementSpec& dst) const {
+  // Malformed specs are errors; a well-formed transition DTensor refuses is
+  // merely infeasible (+infinity lets the solver rule it out).
+  PlacementSpec s = src, d = dst;
+  validate_spec(s, t.ndim(), mesh.ndim(), "source placements");
+  validate_spec(d, t.ndim(), mesh.ndim(), "target placements");
+  if (!can_redistribute(s, d)) return std::numeric_limits<double>::infinity();
+  double total = 0;
+  for (const auto& step : plan_redistribute(t.shape, mesh, s, d).steps) total += step_seconds(step, mesh, t.dtype);
+  return total;
+}
+
+int64_t CostModel::local_bytes(const TensorMeta& t, const Mesh& mesh, const PlacementSpec& spec) const {
+  return shard_bytes(t.shape, mesh, spec, t.dtype);
+}
+
+}  // namespace tlm
