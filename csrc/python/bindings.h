@@ -7,5 +7,6 @@
 namespace tlm::pybind {
 
 void bind_core(pybind11::module_& m);  // placements, meshes, dtypes, IR validation
+void bind_strategy(pybind11::module_& m);  // sharding strategies, per-rank call args, op work
 
 }  // namespace tlm::pybind

@@ -8,4 +8,5 @@
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_localmap C++ core: placement algebra, strategies, cost model, solver";
   tlm::pybind::bind_core(m);
+  tlm::pybind::bind_strategy(m);
 }
