@@ -1,0 +1,7 @@
+#include "rule.h"
+
+namespace tlm::strategies {
+
+void register_embedding(Registry&) {}
+
+}  // namespace tlm::strategies

@@ -1,0 +1,102 @@
+// Factory and *_like ops: values do not depend on any input's values.
+//
+// A fresh constant tensor can be produced directly in any R/S placement: each
+// rank builds its local piece (shape arguments rewritten per rank). *_like
+// ops follow their input's sharding (they take its local shape); a Partial
+// input only contributes its (global) shape, so it yields a replicated result.
+// Random factories are deliberately absent: a sharded draw differs from the
+// unsharded one, so they take the replicate fallback.
+#include "rule.h"
+#include "shard_math.h"
+
+namespace tlm::strategies {
+
+namespace {
+
+void fresh_rows(const RuleCtx& c, DimRows& rows) {
+  if (c.num_outputs() != 1) return;
+  std::vector<Placement> row(static_cast<size_t>(rows.width()), R());
+  for (int d = 0; d < c.out(0).ndim(); ++d) {
+    row[c.num_inputs()] = S(d);
+    rows.add(row);
+  }
+}
+
+Rule fresh_rule(int size_pos, const char* size_name) {
+  Rule r;
+  r.family = "factory";
+  r.dims = fresh_rows;
+  r.work = [](const RuleCtx& c, const OpStrategy& s) {
+    OpWork w;
+    w.bytes = io_bytes(c, s);
+    return w;
+  };
+  r.call_args = [=](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
+    return replace_arg(c, static_cast<size_t>(size_pos), size_name,
+                       json::Value(local_shape(c.out(0).shape, c.mesh(), s.outputs[0], coord)));
+  };
+  return r;
+}
+
+Rule like_rule() {
+  Rule r;
+  r.family = "factory";
+  r.dims = [](const RuleCtx& c, DimRows& rows) {
+    if (c.num_inputs() != 1 || c.num_outputs() != 1) return;
+    for (int d = 0; d < c.out(0).ndim(); ++d) rows.add({S(d), S(d)});
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) rows.add({P(op), R()});
+  };
+  r.work = [](const RuleCtx& c, const OpStrategy& s) {
+    OpWork w;
+    w.bytes = static_cast<double>(local_numel_out(c, s, 0)) * element_size(c.out(0).dtype);
+    return w;
+  };
+  return r;
+}
+
+// arange(start, end, step) with integer bounds: rank r holds the values at
+// its indices [off, off + len), i.e. arange(start + off*step, start + (off+len)*step, step).
+Rule arange_rule() {
+  Rule r = fresh_rule(0, "start");
+  r.dims = [](const RuleCtx& c, DimRows& rows) {
+    const json::Value* st = c.arg(0, "start");
+    const json::Value* en = c.arg(1, "end");
+    const json::Value* sp = c.arg(2, "step");
+    const bool ints = st && st->is_int() && en && en->is_int() && (!sp || sp->is_int());
+    if (ints && c.num_outputs() == 1 && c.out(0).ndim() == 1) rows.add({S(0)});
+  };
+  r.call_args = [](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
+    const int64_t start = c.int_arg(0, "start", 0);
+    const int64_t step = c.int_arg(2, "step", 1);
+    const Extent e = local_extent(c.out(0).shape[0], c.mesh(), s.outputs[0], 0, coord);
+    json::Value out = replace_arg(c, 0, "start", json::Value(start + e.offset * step));
+    json::Value::Array a = out.at("args").as_array();
+    a[1] = json::Value(start + (e.offset + e.length) * step);
+    out.set("args", json::Value(std::move(a)));
+    return out;
+  };
+  return r;
+}
+
+}  // namespace
+
+void register_factory(Registry& r) {
+  add_rule(r, {"aten.zeros.default", "aten.ones.default", "aten.empty.memory_format", "aten.full.default"},
+           fresh_rule(0, "size"));
+  add_rule(r, {"aten.new_zeros.default", "aten.new_ones.default", "aten.new_empty.default", "aten.new_full.default"},
+           fresh_rule(1, "size"));
+  add_rule(r,
+           {"aten.zeros_like.default", "aten.ones_like.default", "aten.empty_like.default", "aten.full_like.default",
+            "aten.fill.Scalar"},
+           like_rule());
+  add_rule(r, {"aten.arange.start", "aten.arange.start_step"}, arange_rule());
+  {
+    Rule s;
+    s.family = "factory";
+    s.dims = [](const RuleCtx&, DimRows&) {};
+    s.work = no_work;
+    add_rule(r, {"aten.scalar_tensor.default", "aten.arange.default"}, s);
+  }
+}
+
+}  // namespace tlm::strategies

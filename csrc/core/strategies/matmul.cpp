@@ -1,0 +1,106 @@
+// Contractions (mm, bmm, addmm, baddbmm, mv, dot) as einsum-style label sets.
+//
+// On one mesh dim: shard any output label (its dim in every operand that has
+// it, others replicated), or shard a contracted label in both operands and
+// produce a Partial(sum); a single Partial operand (sum or avg) with the
+// other replicated stays Partial because the contraction is linear in each
+// operand. The optional bias (addmm/baddbmm) broadcasts like an elementwise
+// operand and must be Partial whenever the product is.
+#include "rule.h"
+
+namespace tlm::strategies {
+
+namespace {
+
+struct Contraction {
+  int a = 0, b = 1, bias = -1;  // tensor-input indices
+  std::string la, lb, lo;       // labels per dim of A, B, out
+};
+
+int pos_of(const std::string& labels, char l) {
+  auto p = labels.find(l);
+  return p == std::string::npos ? -1 : static_cast<int>(p);
+}
+
+// Placement of a broadcast bias for an output dim `d` sharded (or R when the
+// bias broadcasts along it).
+Placement bias_for_out_dim(const RuleCtx& c, int bias, int d) {
+  const auto& bs = c.in(bias).shape;
+  const auto& os = c.out(0).shape;
+  const int i = d - (static_cast<int>(os.size()) - static_cast<int>(bs.size()));
+  return (i >= 0 && bs[i] == os[d]) ? S(i) : R();
+}
+
+void contraction_rows(const RuleCtx& c, DimRows& rows, const Contraction& k) {
+  std::vector<Placement> row(static_cast<size_t>(rows.width()), R());
+  const int out = c.num_inputs();
+  auto reset = [&] { std::fill(row.begin(), row.end(), R()); };
+  for (size_t d = 0; d < k.lo.size(); ++d) {  // output labels
+    reset();
+    const char l = k.lo[d];
+    int pa = pos_of(k.la, l), pb = pos_of(k.lb, l);
+    if (pa >= 0) row[k.a] = S(pa);
+    if (pb >= 0) row[k.b] = S(pb);
+    if (k.bias >= 0) row[k.bias] = bias_for_out_dim(c, k.bias, static_cast<int>(d));
+    row[out] = S(static_cast<int>(d));
+    rows.add(row);
+  }
+  for (size_t i = 0; i < k.la.size(); ++i) {  // contracted labels
+    const char l = k.la[i];
+    if (pos_of(k.lo, l) >= 0) continue;
+    int pb = pos_of(k.lb, l);
+    if (pb < 0) continue;
+    reset();
+    row[k.a] = S(static_cast<int>(i));
+    row[k.b] = S(pb);
+    if (k.bias >= 0) row[k.bias] = P();
+    row[out] = P();
+    rows.add(row);
+  }
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg})
+    for (int which : {k.a, k.b}) {
+      reset();
+      row[which] = P(op);
+      if (k.bias >= 0) row[k.bias] = P(op);
+      row[out] = P(op);
+      rows.add(row);
+    }
+}
+
+Rule contraction_rule(std::function<Contraction(const RuleCtx&)> layout, bool has_bias) {
+  Rule r;
+  r.family = "matmul";
+  r.dims = [layout](const RuleCtx& c, DimRows& rows) { contraction_rows(c, rows, layout(c)); };
+  r.work = [layout, has_bias](const RuleCtx& c, const OpStrategy& s) {
+    const Contraction k = layout(c);
+    auto sa = local_shape_in(c, s, k.a);
+    auto sb = local_shape_in(c, s, k.b);
+    double prod = 1;
+    for (size_t i = 0; i < k.la.size(); ++i) prod *= static_cast<double>(sa[i]);
+    for (size_t i = 0; i < k.lb.size(); ++i)
+      if (pos_of(k.la, k.lb[i]) < 0) prod *= static_cast<double>(sb[i]);
+    OpWork w;
+    w.flops = 2.0 * prod;
+    if (has_bias) w.flops += 2.0 * static_cast<double>(local_numel_out(c, s, 0));
+    w.bytes = io_bytes(c, s);
+    return w;
+  };
+  return r;
+}
+
+}  // namespace
+
+void register_matmul(Registry& r) {
+  add_rule(r, {"aten.mm.default"}, contraction_rule([](const RuleCtx&) { return Contraction{0, 1, -1, "mk", "kn", "mn"}; }, false));
+  add_rule(r, {"aten.bmm.default"},
+           contraction_rule([](const RuleCtx&) { return Contraction{0, 1, -1, "bmk", "bkn", "bmn"}; }, false));
+  add_rule(r, {"aten.mv.default"}, contraction_rule([](const RuleCtx&) { return Contraction{0, 1, -1, "mk", "k", "m"}; }, false));
+  add_rule(r, {"aten.dot.default"}, contraction_rule([](const RuleCtx&) { return Contraction{0, 1, -1, "k", "k", ""}; }, false));
+  // addmm(bias, A, B): tensor inputs are bias, A, B.
+  add_rule(r, {"aten.addmm.default"},
+           contraction_rule([](const RuleCtx&) { return Contraction{1, 2, 0, "mk", "kn", "mn"}; }, true));
+  add_rule(r, {"aten.baddbmm.default"},
+           contraction_rule([](const RuleCtx&) { return Contraction{1, 2, 0, "bmk", "bkn", "bmn"}; }, true));
+}
+
+}  // namespace tlm::strategies

@@ -1,0 +1,178 @@
+// Elementwise ops with broadcasting.
+//
+// On one mesh dim, an output dim d can be sharded when every input either
+// holds the same dim with the same size (sharded alike) or broadcasts it
+// (size 1 or missing: replicated). Partial inputs pass through only where the
+// op is linear in them:
+//   - Additive: add/sub/rsub of two partials of the same kind (sum or avg);
+//   - Multiplicative: mul with exactly one partial operand, div with a
+//     partial numerator, *_backward ops that are linear in the incoming grad;
+//   - Copy-like ops (clone, detach, float->float casts): every Partial kind,
+//     because they commute with any elementwise reduction.
+// Scalar-offset ops (add.Scalar, masked_fill, ...) are not linear in a
+// partial (the offset would be counted once per rank) and get R/S only.
+#include <set>
+
+#include "rule.h"
+
+namespace tlm::strategies {
+
+namespace {
+
+enum class Linear {
+  None,      // R/S only
+  Additive,  // all tensor inputs partial together (sum, avg)
+  Operand,   // listed operands may each be the single partial input (sum, avg)
+  Copy,      // single input, any Partial kind
+};
+
+struct PointwiseSpec {
+  Linear linear = Linear::None;
+  std::vector<int> operands;  // Linear::Operand: tensor-input indices that may carry the partial
+};
+
+// Broadcast-aligned shard rows for an elementwise op whose outputs all have
+// the shape of output 0.
+void shard_rows(const RuleCtx& c, DimRows& rows) {
+  const auto& oshape = c.out(0).shape;
+  const int ond = static_cast<int>(oshape.size());
+  std::vector<Placement> row(static_cast<size_t>(rows.width()));
+  for (int d = 0; d < ond; ++d) {
+    for (int k = 0; k < c.num_inputs(); ++k) {
+      const auto& ish = c.in(k).shape;
+      const int i = d - (ond - static_cast<int>(ish.size()));
+      row[k] = (i >= 0 && ish[i] == oshape[d]) ? S(i) : R();
+    }
+    for (int k = 0; k < c.num_outputs(); ++k) {
+      if (c.out(k).shape != oshape) c.fail("elementwise outputs have different shapes");
+      row[c.num_inputs() + k] = S(d);
+    }
+    rows.add(row);
+  }
+}
+
+void partial_rows(const RuleCtx& c, DimRows& rows, const PointwiseSpec& spec) {
+  const int n_in = c.num_inputs();
+  std::vector<Placement> row(static_cast<size_t>(rows.width()));
+  auto out_all = [&](const Placement& p) {
+    for (int k = 0; k < c.num_outputs(); ++k) row[n_in + k] = p;
+  };
+  switch (spec.linear) {
+    case Linear::None:
+      return;
+    case Linear::Additive:
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
+        for (int k = 0; k < n_in; ++k) row[k] = P(op);
+        out_all(P(op));
+        rows.add(row);
+      }
+      return;
+    case Linear::Operand:
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg})
+        for (int which : spec.operands) {
+          if (which >= n_in) continue;
+          for (int k = 0; k < n_in; ++k) row[k] = k == which ? P(op) : R();
+          out_all(P(op));
+          rows.add(row);
+        }
+      return;
+    case Linear::Copy:
+      if (n_in != 1) return;
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min}) {
+        row[0] = P(op);
+        out_all(P(op));
+        rows.add(row);
+      }
+      return;
+  }
+}
+
+Rule pointwise_rule(PointwiseSpec spec) {
+  Rule r;
+  r.family = "pointwise";
+  r.dims = [spec](const RuleCtx& c, DimRows& rows) {
+    if (c.num_outputs() == 0) return;
+    shard_rows(c, rows);
+    partial_rows(c, rows, spec);
+  };
+  return r;
+}
+
+// Casts are copies when they stay floating point; a cast to an integer or
+// bool type rounds each partial term separately, so it is R/S only.
+Rule cast_rule() {
+  Rule r;
+  r.family = "pointwise";
+  r.dims = [](const RuleCtx& c, DimRows& rows) {
+    if (c.num_outputs() == 0) return;
+    shard_rows(c, rows);
+    if (c.num_inputs() == 1 && is_floating(c.in(0).dtype) && is_floating(c.out(0).dtype))
+      partial_rows(c, rows, PointwiseSpec{Linear::Copy, {}});
+  };
+  return r;
+}
+
+}  // namespace
+
+void register_pointwise(Registry& r) {
+  const Rule plain = pointwise_rule({Linear::None, {}});
+  add_rule(r,
+           {"aten.relu.default", "aten.gelu.default", "aten.tanh.default", "aten.sigmoid.default",
+            "aten.silu.default", "aten.exp.default", "aten.exp2.default", "aten.log.default", "aten.log2.default",
+            "aten.log10.default", "aten.log1p.default", "aten.expm1.default", "aten.sqrt.default",
+            "aten.rsqrt.default", "aten.reciprocal.default", "aten.abs.default", "aten.sign.default",
+            "aten.sgn.default", "aten.sin.default", "aten.cos.default", "aten.tan.default", "aten.asin.default",
+            "aten.acos.default", "aten.atan.default", "aten.sinh.default", "aten.cosh.default", "aten.erf.default",
+            "aten.erfc.default", "aten.erfinv.default", "aten.floor.default", "aten.ceil.default",
+            "aten.round.default", "aten.round.decimals", "aten.trunc.default", "aten.frac.default",
+            "aten.pow.Tensor_Scalar", "aten.pow.Tensor_Tensor", "aten.pow.Scalar", "aten.square.default",
+            "aten.clamp.default", "aten.clamp.Tensor", "aten.clamp_min.default", "aten.clamp_max.default",
+            "aten.clamp_min.Tensor", "aten.clamp_max.Tensor", "aten.maximum.default", "aten.minimum.default",
+            "aten.fmax.default", "aten.fmin.default", "aten.eq.Tensor", "aten.eq.Scalar", "aten.ne.Tensor",
+            "aten.ne.Scalar", "aten.lt.Tensor", "aten.lt.Scalar", "aten.le.Tensor", "aten.le.Scalar",
+            "aten.gt.Tensor", "aten.gt.Scalar", "aten.ge.Tensor", "aten.ge.Scalar", "aten.logical_and.default",
+            "aten.logical_or.default", "aten.logical_not.default", "aten.logical_xor.default",
+            "aten.bitwise_and.Tensor", "aten.bitwise_or.Tensor", "aten.bitwise_not.default",
+            "aten.bitwise_xor.Tensor", "aten.bitwise_and.Scalar", "aten.bitwise_or.Scalar",
+            "aten.isnan.default", "aten.isinf.default", "aten.isfinite.default", "aten.nan_to_num.default",
+            "aten.add.Scalar", "aten.sub.Scalar", "aten.rsub.Scalar", "aten.masked_fill.Scalar",
+            "aten.masked_fill.Tensor", "aten.atan2.default", "aten.remainder.Tensor", "aten.remainder.Scalar",
+            "aten.fmod.Tensor", "aten.fmod.Scalar", "aten.hardtanh.default", "aten.elu.default",
+            "aten.leaky_relu.default", "aten.softplus.default", "aten.mish.default", "aten.hardswish.default",
+            "aten.hardsigmoid.default", "aten.logit.default", "aten.lerp.Scalar", "aten.lerp.Tensor",
+            "aten.addcmul.default", "aten.addcdiv.default",
+            "aten.floor_divide.default", "aten.div.Tensor_mode", "aten.div.Scalar_mode",
+            "aten.bitwise_left_shift.Tensor", "aten.bitwise_right_shift.Tensor", "aten.heaviside.default",
+            "aten.xlogy.Tensor", "aten.relu6.default", "aten.xlogy.Scalar_Other"},
+           plain);
+  // Linear in both operands jointly.
+  add_rule(r, {"aten.add.Tensor", "aten.sub.Tensor", "aten.rsub.Tensor"}, pointwise_rule({Linear::Additive, {}}));
+  // where(cond, a, b) is linear in (a, b) jointly with cond replicated/sharded.
+  add_rule(r, {"aten.where.self"}, [] {
+    Rule w = pointwise_rule({Linear::None, {}});
+    w.dims = [](const RuleCtx& c, DimRows& rows) {
+      shard_rows(c, rows);
+      if (c.num_inputs() != 3) return;
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) rows.add({R(), P(op), P(op), P(op)});
+    };
+    return w;
+  }());
+  // Bilinear: either operand may be the partial one.
+  add_rule(r, {"aten.mul.Tensor"}, pointwise_rule({Linear::Operand, {0, 1}}));
+  // Linear in the first tensor (numerator / incoming gradient).
+  add_rule(r,
+           {"aten.div.Tensor", "aten.mul.Scalar", "aten.div.Scalar", "aten.neg.default",
+            "aten.threshold_backward.default", "aten.gelu_backward.default", "aten.tanh_backward.default",
+            "aten.silu_backward.default", "aten.leaky_relu_backward.default", "aten.hardtanh_backward.default",
+            "aten.elu_backward.default", "aten.softplus_backward.default", "aten.hardswish_backward.default",
+            "aten.hardsigmoid_backward.default", "aten.mish_backward.default", "aten.sigmoid_backward.default"},
+           pointwise_rule({Linear::Operand, {0}}));
+  // Copies: every Partial kind passes.
+  add_rule(r,
+           {"aten.clone.default", "aten.detach.default", "aten.alias.default", "aten.contiguous.default",
+            "aten.lift_fresh_copy.default", "aten.positive.default"},
+           pointwise_rule({Linear::Copy, {}}));
+  add_rule(r, {"aten._to_copy.default", "aten.to.dtype"}, cast_rule());
+}
+
+}  // namespace tlm::strategies

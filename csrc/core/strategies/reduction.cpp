@@ -1,0 +1,131 @@
+// Reductions over some dims (sum, mean, amax/amin, max/min, argmax/argmin,
+// var/std, prod, any/all, logsumexp).
+//
+// On one mesh dim a kept dim may be sharded (the output keeps that shard).
+// Sharding a reduced dim leaves each rank a partial result whose combination
+// is the op's own reduction: sum -> P(sum); mean -> P(avg), exact only when
+// every rank holds the same number of elements (checked on the combined
+// strategy); amax/amin -> P(max)/P(min), which needs no empty shard (an empty
+// max has no value). Partial inputs pass through linear reductions (sum, mean:
+// sum/avg kinds) and through amax of P(max) / amin of P(min).
+#include "rule.h"
+#include "shard_math.h"
+
+namespace tlm::strategies {
+
+namespace {
+
+enum class Kind { Sum, Mean, Max, Min, None };
+
+struct Reduced {
+  std::vector<bool> reduced;  // per input dim
+  bool keepdim = false;
+};
+
+// `dim_pos`: position of the dim argument (-1: reduces every dim);
+// `keep_pos`: position of keepdim (-1: keyword-only).
+Reduced parse(const RuleCtx& c, int dim_pos, int keep_pos) {
+  const int64_t nd = c.in(0).ndim();
+  Reduced r;
+  r.reduced.assign(static_cast<size_t>(nd), dim_pos < 0);
+  if (dim_pos >= 0) {
+    std::vector<int64_t> dims = c.int_list_arg(static_cast<size_t>(dim_pos), "dim");
+    if (dims.empty()) {
+      r.reduced.assign(static_cast<size_t>(nd), true);  // dim=None / [] reduces everything
+    } else {
+      for (auto d : dims)
+        if (nd > 0) r.reduced[wrap_dim(d, nd)] = true;
+    }
+  }
+  r.keepdim = keep_pos >= 0 ? c.bool_arg(static_cast<size_t>(keep_pos), "keepdim", false)
+                            : c.bool_arg(1000, "keepdim", false);
+  return r;
+}
+
+void reduction_rows(const RuleCtx& c, DimRows& rows, Kind kind, const Reduced& red) {
+  const int nd = static_cast<int>(red.reduced.size());
+  const int n_out = c.num_outputs();
+  std::vector<Placement> row(static_cast<size_t>(rows.width()), R());
+  int out_d = 0;
+  for (int i = 0; i < nd; ++i) {
+    row[0] = S(i);
+    if (!red.reduced[i]) {
+      for (int k = 0; k < n_out; ++k) row[1 + k] = S(out_d);
+      rows.add(row);
+      ++out_d;
+      continue;
+    }
+    if (red.keepdim) ++out_d;
+    Placement p;
+    switch (kind) {
+      case Kind::Sum: p = P(ReduceOp::Sum); break;
+      case Kind::Mean: p = P(ReduceOp::Avg); break;
+      case Kind::Max: p = P(ReduceOp::Max); break;
+      case Kind::Min: p = P(ReduceOp::Min); break;
+      case Kind::None: continue;
+    }
+    for (int k = 0; k < n_out; ++k) row[1 + k] = p;
+    rows.add(row);
+  }
+  auto through = [&](ReduceOp op) {
+    row[0] = P(op);
+    for (int k = 0; k < n_out; ++k) row[1 + k] = P(op);
+    rows.add(row);
+  };
+  switch (kind) {
+    case Kind::Sum:
+    case Kind::Mean: through(ReduceOp::Sum); through(ReduceOp::Avg); break;
+    case Kind::Max: through(ReduceOp::Max); break;
+    case Kind::Min: through(ReduceOp::Min); break;
+    case Kind::None: break;
+  }
+}
+
+Rule reduction_rule(Kind kind, int dim_pos, int keep_pos) {
+  Rule r;
+  r.family = "reduction";
+  r.dims = [=](const RuleCtx& c, DimRows& rows) { reduction_rows(c, rows, kind, parse(c, dim_pos, keep_pos)); };
+  if (kind == Kind::Mean || kind == Kind::Max || kind == Kind::Min) {
+    r.valid = [=](const RuleCtx& c, const OpStrategy& s) {
+      const Reduced red = parse(c, dim_pos, keep_pos);
+      const auto& shape = c.in(0).shape;
+      for (size_t d = 0; d < red.reduced.size(); ++d) {
+        if (!red.reduced[d]) continue;
+        const int dd = static_cast<int>(d);
+        if (kind == Kind::Mean && !evenly_sharded(shape[d], c.mesh(), s.inputs[0], dd)) return false;
+        if (kind != Kind::Mean && !no_empty_shard(shape[d], c.mesh(), s.inputs[0], dd)) return false;
+      }
+      return true;
+    };
+  }
+  r.work = [](const RuleCtx& c, const OpStrategy& s) {
+    OpWork w;
+    w.flops = static_cast<double>(local_numel_in(c, s, 0));
+    w.bytes = io_bytes(c, s);
+    return w;
+  };
+  return r;
+}
+
+}  // namespace
+
+void register_reduction(Registry& r) {
+  add_rule(r, {"aten.sum.default"}, reduction_rule(Kind::Sum, -1, -1));
+  add_rule(r, {"aten.sum.dim_IntList"}, reduction_rule(Kind::Sum, 1, 2));
+  add_rule(r, {"aten.mean.default"}, reduction_rule(Kind::Mean, -1, -1));
+  add_rule(r, {"aten.mean.dim"}, reduction_rule(Kind::Mean, 1, 2));
+  add_rule(r, {"aten.amax.default"}, reduction_rule(Kind::Max, 1, 2));
+  add_rule(r, {"aten.amin.default"}, reduction_rule(Kind::Min, 1, 2));
+  add_rule(r, {"aten.max.default"}, reduction_rule(Kind::Max, -1, -1));
+  add_rule(r, {"aten.min.default"}, reduction_rule(Kind::Min, -1, -1));
+  // Index-producing and non-decomposable reductions: kept dims only.
+  add_rule(r, {"aten.max.dim", "aten.min.dim", "aten.argmax.default", "aten.argmin.default", "aten.prod.dim_int",
+               "aten.any.dim", "aten.all.dim", "aten.logsumexp.default", "aten.var.dim", "aten.std.dim"},
+           reduction_rule(Kind::None, 1, 2));
+  add_rule(r, {"aten.prod.default", "aten.any.default", "aten.all.default"}, reduction_rule(Kind::None, -1, -1));
+  add_rule(r, {"aten.var.correction", "aten.std.correction", "aten.var_mean.correction", "aten.std_mean.correction"},
+           reduction_rule(Kind::None, 1, -1));
+  add_rule(r, {"aten.any.dims", "aten.all.dims"}, reduction_rule(Kind::None, 1, 2));
+}
+
+}  // namespace tlm::strategies

@@ -1,0 +1,341 @@
+// Views, reshapes and data movement: view/reshape (shape factoring),
+// permute/transpose/t, expand, squeeze/unsqueeze, slice/select, cat/stack,
+// split/split_with_sizes/unbind, flatten/unflatten.
+//
+// All of them move or alias elements without combining them, so every
+// Partial kind passes through unchanged. A shard passes from an input dim to
+// the output dim holding the same elements. For reshapes, dims are grouped
+// into minimal runs with equal products (e.g. (4,6)->(24) or (2,12)); within a
+// multi-dim group only the leading dim can stay sharded, and only when every
+// rank's piece of it maps to exactly its piece of the output's leading dim --
+// checked per rank on the combined strategy, since uneven chunks usually break
+// that. Shape arguments are rewritten per rank from the output's local shape.
+#include "rule.h"
+#include "shard_math.h"
+
+namespace tlm::strategies {
+
+namespace {
+
+void partial_passthrough(DimRows& rows) {
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min}) rows.add_uniform(P(op));
+}
+
+// Rows for a single-input op where input dim i becomes output dim map[i]
+// (-1: gone), for every output.
+void mapped_rows(const RuleCtx& c, DimRows& rows, const std::vector<int>& map) {
+  std::vector<Placement> row(static_cast<size_t>(rows.width()), R());
+  for (size_t i = 0; i < map.size(); ++i) {
+    if (map[i] < 0) continue;
+    if (c.in(0).shape[i] != c.out(0).shape[map[i]]) continue;
+    row[0] = S(static_cast<int>(i));
+    for (int k = 0; k < c.num_outputs(); ++k) row[1 + k] = S(map[i]);
+    rows.add(row);
+  }
+  partial_passthrough(rows);
+}
+
+Rule mapped_rule(std::function<std::vector<int>(const RuleCtx&)> map_fn, bool is_view = true) {
+  Rule r;
+  r.family = "view";
+  r.dims = [map_fn](const RuleCtx& c, DimRows& rows) { mapped_rows(c, rows, map_fn(c)); };
+  if (is_view) r.work = no_work;
+  return r;
+}
+
+// ---- reshape by shape factoring ----
+
+struct Group {
+  std::vector<int> in, out;  // dims (size > 1) of one group, ascending
+};
+
+// Minimal groups of non-singleton dims with equal products; empty when either
+// side has a zero-size dim (nothing to shard then).
+std::vector<Group> factor_groups(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  std::vector<int> ia, ib;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == 0) return {};
+    if (a[i] != 1) ia.push_back(static_cast<int>(i));
+  }
+  for (size_t i = 0; i < b.size(); ++i) {
+    if (b[i] == 0) return {};
+    if (b[i] != 1) ib.push_back(static_cast<int>(i));
+  }
+  std::vector<Group> out;
+  size_t x = 0, y = 0;
+  while (x < ia.size() && y < ib.size()) {
+    Group g;
+    int64_t pa = a[ia[x]], pb = b[ib[y]];
+    g.in.push_back(ia[x++]);
+    g.out.push_back(ib[y++]);
+    while (pa != pb) {
+      if (pa < pb) {
+        if (x >= ia.size()) return {};
+        pa *= a[ia[x]];
+        g.in.push_back(ia[x++]);
+      } else {
+        if (y >= ib.size()) return {};
+        pb *= b[ib[y]];
+        g.out.push_back(ib[y++]);
+      }
+    }
+    out.push_back(std::move(g));
+  }
+  if (x != ia.size() || y != ib.size()) return {};
+  return out;
+}
+
+int64_t prod_tail(const std::vector<int64_t>& shape, const std::vector<int>& dims) {
+  int64_t p = 1;
+  for (size_t i = 1; i < dims.size(); ++i) p *= shape[dims[i]];
+  return p;
+}
+
+void reshape_rows(const RuleCtx& c, DimRows& rows) {
+  const auto& a = c.in(0).shape;
+  const auto& b = c.out(0).shape;
+  for (const Group& g : factor_groups(a, b)) rows.add({S(g.in[0]), S(g.out[0])});
+  partial_passthrough(rows);
+}
+
+// Every rank's piece of the leading input dim must be exactly its piece of the
+// leading output dim (in flat elements of the group).
+bool reshape_exact(const RuleCtx& c, const OpStrategy& s) {
+  const auto& a = c.in(0).shape;
+  const auto& b = c.out(0).shape;
+  for (const Group& g : factor_groups(a, b)) {
+    if (g.in.size() == 1 && g.out.size() == 1) continue;
+    const int di = g.in[0], dout = g.out[0];
+    if (mesh_dims_sharding(s.inputs[0], di).empty()) continue;
+    const int64_t inner_a = prod_tail(a, g.in), inner_b = prod_tail(b, g.out);
+    const auto ea = all_extents(a[di], c.mesh(), s.inputs[0], di);
+    const auto eb = all_extents(b[dout], c.mesh(), s.outputs[0], dout);
+    if (ea.size() != eb.size()) return false;
+    for (size_t r = 0; r < ea.size(); ++r)
+      if (ea[r].offset * inner_a != eb[r].offset * inner_b || ea[r].length * inner_a != eb[r].length * inner_b)
+        return false;
+  }
+  return true;
+}
+
+json::Value local_out_shape_value(const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
+  return json::Value(local_shape(c.out(0).shape, c.mesh(), s.outputs[0], coord));
+}
+
+Rule reshape_rule(int size_pos, const char* size_name) {
+  Rule r;
+  r.family = "view";
+  r.dims = reshape_rows;
+  r.valid = reshape_exact;
+  r.work = no_work;
+  if (size_pos >= 0)
+    r.call_args = [=](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
+      return replace_arg(c, static_cast<size_t>(size_pos), size_name, local_out_shape_value(c, s, coord));
+    };
+  return r;
+}
+
+// ---- individual ops ----
+
+std::vector<int> identity_map(int64_t nd) {
+  std::vector<int> m(static_cast<size_t>(nd));
+  for (int i = 0; i < nd; ++i) m[i] = i;
+  return m;
+}
+
+std::vector<int> permute_map(const RuleCtx& c) {
+  const int64_t nd = c.in(0).ndim();
+  auto dims = c.int_list_arg(1, "dims");
+  std::vector<int> m(static_cast<size_t>(nd), -1);
+  for (size_t j = 0; j < dims.size(); ++j) m[wrap_dim(dims[j], nd)] = static_cast<int>(j);
+  return m;
+}
+
+std::vector<int> transpose_map(const RuleCtx& c) {
+  const int64_t nd = c.in(0).ndim();
+  auto m = identity_map(nd);
+  if (nd == 0) return m;
+  const int d0 = wrap_dim(c.int_arg(1, "dim0", 0), nd), d1 = wrap_dim(c.int_arg(2, "dim1", 1), nd);
+  std::swap(m[d0], m[d1]);
+  return m;
+}
+
+std::vector<int> t_map(const RuleCtx& c) {
+  const int64_t nd = c.in(0).ndim();
+  auto m = identity_map(nd);
+  if (nd == 2) std::swap(m[0], m[1]);
+  return m;
+}
+
+std::vector<int> unsqueeze_map(const RuleCtx& c) {
+  const int64_t nd = c.in(0).ndim();
+  const int d = wrap_dim(c.int_arg(1, "dim", 0), nd + 1);
+  std::vector<int> m(static_cast<size_t>(nd));
+  for (int i = 0; i < nd; ++i) m[i] = i < d ? i : i + 1;
+  return m;
+}
+
+// Dims a squeeze variant may remove: its listed dims (all dims for squeeze.default).
+std::vector<bool> squeeze_candidates(const RuleCtx& c) {
+  const int64_t nd = c.in(0).ndim();
+  std::vector<bool> cand(static_cast<size_t>(nd), false);
+  if (c.n.op == "aten.squeeze.default") {
+    cand.assign(static_cast<size_t>(nd), true);
+  } else {
+    for (auto d : c.int_list_arg(1, c.n.op == "aten.squeeze.dim" ? "dim" : "dims"))
+      if (nd > 0) cand[wrap_dim(d, nd)] = true;
+  }
+  return cand;
+}
+
+std::vector<int> squeeze_map(const RuleCtx& c) {
+  const auto cand = squeeze_candidates(c);
+  const auto& shape = c.in(0).shape;
+  std::vector<int> m(shape.size(), -1);
+  int j = 0;
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (!(cand[i] && shape[i] == 1)) m[i] = j++;
+  return m;
+}
+
+// A squeeze applied locally would also drop a sharded dim whose local piece
+// has size 1, so no rank may hold a single element of a candidate dim.
+bool squeeze_keeps_local_dims(const RuleCtx& c, const OpStrategy& s) {
+  const auto cand = squeeze_candidates(c);
+  const auto& shape = c.in(0).shape;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (!cand[d] || mesh_dims_sharding(s.inputs[0], static_cast<int>(d)).empty()) continue;
+    for (const auto& e : all_extents(shape[d], c.mesh(), s.inputs[0], static_cast<int>(d)))
+      if (e.length == 1) return false;
+  }
+  return true;
+}
+
+std::vector<int> select_map(const RuleCtx& c) {
+  const int64_t nd = c.in(0).ndim();
+  const int d = wrap_dim(c.int_arg(1, "dim", 0), nd);
+  std::vector<int> m(static_cast<size_t>(nd), -1);
+  for (int i = 0; i < nd; ++i) m[i] = i < d ? i : (i == d ? -1 : i - 1);
+  return m;
+}
+
+std::vector<int> slice_map(const RuleCtx& c) {
+  const int64_t nd = c.in(0).ndim();
+  auto m = identity_map(nd);
+  const int d = wrap_dim(c.int_arg(1, "dim", 0), nd);
+  // A slice that keeps the whole dim is an identity on it and may stay sharded.
+  if (c.in(0).shape[d] != c.out(0).shape[d]) m[d] = -1;
+  return m;
+}
+
+// expand: broadcast dims (new or size 1) become sharded outputs of a replicated input.
+void expand_rows(const RuleCtx& c, DimRows& rows) {
+  const auto& is = c.in(0).shape;
+  const auto& os = c.out(0).shape;
+  const int off = static_cast<int>(os.size()) - static_cast<int>(is.size());
+  for (int d = 0; d < static_cast<int>(os.size()); ++d) {
+    const int i = d - off;
+    if (i >= 0 && is[i] == os[d])
+      rows.add({S(i), S(d)});
+    else
+      rows.add({R(), S(d)});
+  }
+  partial_passthrough(rows);
+}
+
+// cat / stack: every input sharded alike on a dim other than the joined one.
+void join_rows(const RuleCtx& c, DimRows& rows, bool stack) {
+  const int n_in = c.num_inputs();
+  if (n_in == 0) return;
+  const int64_t ond = c.out(0).ndim();
+  const int64_t ind = c.in(0).ndim();
+  for (int k = 0; k < n_in; ++k)
+    if (c.in(k).ndim() != ind) {  // legacy cat of 1-D empty tensors: replicate only
+      partial_passthrough(rows);
+      return;
+    }
+  const int d = wrap_dim(c.int_arg(1, "dim", 0), stack ? ind + 1 : ind);
+  std::vector<Placement> row(static_cast<size_t>(rows.width()), R());
+  for (int i = 0; i < ind; ++i) {
+    if (!stack && i == d) continue;
+    const int o = stack ? (i < d ? i : i + 1) : i;
+    if (o >= ond) continue;
+    for (int k = 0; k < n_in; ++k) row[k] = S(i);
+    row[n_in] = S(o);
+    rows.add(row);
+  }
+  partial_passthrough(rows);
+}
+
+// split / split_with_sizes / unbind: every output sharded alike off the split dim.
+void split_rows(const RuleCtx& c, DimRows& rows, bool drops_dim) {
+  const int64_t nd = c.in(0).ndim();
+  const int d = wrap_dim(c.int_arg(drops_dim ? 1 : 2, "dim", 0), nd);
+  std::vector<Placement> row(static_cast<size_t>(rows.width()), R());
+  for (int i = 0; i < nd; ++i) {
+    if (i == d) continue;
+    row[0] = S(i);
+    const int o = drops_dim && i > d ? i - 1 : i;
+    for (int k = 0; k < c.num_outputs(); ++k) row[1 + k] = S(o);
+    rows.add(row);
+  }
+  partial_passthrough(rows);
+}
+
+}  // namespace
+
+void register_view(Registry& r) {
+  add_rule(r, {"aten.view.default", "aten._unsafe_view.default", "aten.reshape.default"}, reshape_rule(1, "size"));
+  add_rule(r, {"aten.flatten.using_ints"}, reshape_rule(-1, nullptr));
+  {
+    Rule u = reshape_rule(-1, nullptr);
+    u.call_args = [](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
+      const int d = wrap_dim(c.int_arg(1, "dim", 0), c.in(0).ndim());
+      const size_t n = c.int_list_arg(2, "sizes").size();
+      auto local = local_shape(c.out(0).shape, c.mesh(), s.outputs[0], coord);
+      std::vector<int64_t> sizes(local.begin() + d, local.begin() + d + static_cast<int64_t>(n));
+      return replace_arg(c, 2, "sizes", json::Value(sizes));
+    };
+    add_rule(r, {"aten.unflatten.int"}, u);
+  }
+  add_rule(r, {"aten.permute.default"}, mapped_rule(permute_map));
+  add_rule(r, {"aten.transpose.int"}, mapped_rule(transpose_map));
+  add_rule(r, {"aten.t.default", "aten.numpy_T.default"}, mapped_rule(t_map));
+  add_rule(r, {"aten.unsqueeze.default"}, mapped_rule(unsqueeze_map));
+  {
+    Rule sq = mapped_rule(squeeze_map);
+    sq.valid = squeeze_keeps_local_dims;
+    add_rule(r, {"aten.squeeze.default", "aten.squeeze.dim", "aten.squeeze.dims"}, sq);
+  }
+  add_rule(r, {"aten.select.int"}, mapped_rule(select_map));
+  add_rule(r, {"aten.slice.Tensor"}, mapped_rule(slice_map));
+  {
+    Rule e;
+    e.family = "view";
+    e.dims = expand_rows;
+    e.work = no_work;
+    e.call_args = [](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
+      return replace_arg(c, 1, "size", local_out_shape_value(c, s, coord));
+    };
+    add_rule(r, {"aten.expand.default"}, e);
+  }
+  {
+    Rule j;
+    j.family = "view";
+    j.dims = [](const RuleCtx& c, DimRows& rows) { join_rows(c, rows, false); };
+    add_rule(r, {"aten.cat.default"}, j);
+    j.dims = [](const RuleCtx& c, DimRows& rows) { join_rows(c, rows, true); };
+    add_rule(r, {"aten.stack.default"}, j);
+  }
+  {
+    Rule s;
+    s.family = "view";
+    s.work = no_work;
+    s.dims = [](const RuleCtx& c, DimRows& rows) { split_rows(c, rows, false); };
+    add_rule(r, {"aten.split.Tensor", "aten.split_with_sizes.default"}, s);
+    s.dims = [](const RuleCtx& c, DimRows& rows) { split_rows(c, rows, true); };
+    add_rule(r, {"aten.unbind.int"}, s);
+  }
+}
+
+}  // namespace tlm::strategies

@@ -1,0 +1,305 @@
+// The strategy engine: op registry lookup, placeholder / fixed / fallback
+// nodes, and the combinator that expands single-mesh-dim rules to the whole
+// mesh. Per-op knowledge lives in csrc/core/strategies/*.cpp.
+#include "strategy.h"
+
+#include <algorithm>
+
+#include "strategies/rule.h"
+#include "strategies/shard_math.h"
+
+namespace tlm {
+
+using strategies::DimRows;
+using strategies::Rule;
+using strategies::RuleCtx;
+
+namespace {
+
+const strategies::Registry& registry() {
+  static const strategies::Registry reg = [] {
+    strategies::Registry r;
+    strategies::register_pointwise(r);
+    strategies::register_matmul(r);
+    strategies::register_reduction(r);
+    strategies::register_view(r);
+    strategies::register_factory(r);
+    strategies::register_norm(r);
+    strategies::register_softmax(r);
+    strategies::register_attention(r);
+    strategies::register_embedding(r);
+    strategies::register_loss(r);
+    strategies::register_conv(r);
+    strategies::register_indexing(r);
+    return r;
+  }();
+  return reg;
+}
+
+bool row_is_replicate(const Placement* row, int width) {
+  for (int i = 0; i < width; ++i)
+    if (!row[i].is_replicate()) return false;
+  return true;
+}
+
+bool rows_equal(const Placement* a, const Placement* b, int width) {
+  for (int i = 0; i < width; ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
+bool partial_kinds_commute(const PlacementSpec& sp) {
+  bool linear = false, other = false;
+  ReduceOp first = ReduceOp::Sum;
+  for (const auto& p : sp) {
+    if (!p.is_partial()) continue;
+    if (p.reduce == ReduceOp::Sum || p.reduce == ReduceOp::Avg) {
+      linear = true;
+    } else if (!other) {
+      other = true;
+      first = p.reduce;
+    } else if (p.reduce != first) {
+      return false;
+    }
+  }
+  return !(linear && other);
+}
+
+// Shapes of the row's tensors: inputs then outputs.
+std::vector<const std::vector<int64_t>*> row_shapes(const RuleCtx& c) {
+  std::vector<const std::vector<int64_t>*> out;
+  for (int k = 0; k < c.num_inputs(); ++k) out.push_back(&c.in(k).shape);
+  for (int k = 0; k < c.num_outputs(); ++k) out.push_back(&c.out(k).shape);
+  return out;
+}
+
+// Expands single-mesh-dim rows to every mesh dim and keeps the valid combinations.
+std::vector<OpStrategy> combine(const RuleCtx& c, const DimRows& raw, const strategies::ValidFn& valid) {
+  const Mesh& mesh = c.mesh();
+  const int width = raw.width();
+  const int n_in = c.num_inputs();
+  const auto shapes = row_shapes(c);
+
+  // Distinct rows, first occurrence order; the all-replicate row is always valid.
+  std::vector<const Placement*> rows;
+  std::vector<Placement> all_r(static_cast<size_t>(width), Placement::replicate());
+  for (size_t i = 0; i < raw.size(); ++i) {
+    const Placement* r = raw.row(i);
+    bool dup = false;
+    for (const Placement* q : rows)
+      if (rows_equal(q, r, width)) { dup = true; break; }
+    if (!dup) rows.push_back(r);
+  }
+  bool has_r = false;
+  for (const Placement* q : rows) has_r = has_r || row_is_replicate(q, width);
+  if (!has_r) rows.insert(rows.begin(), all_r.data());
+
+  // Rows usable on each mesh dim: on a size-1 mesh dim every placement is
+  // equivalent to Replicate, so only the replicate row is kept (dominance).
+  // A row that shards a dim smaller than that mesh dim is dropped early.
+  const size_t k = mesh.ndim();
+  std::vector<std::vector<const Placement*>> per_dim(k);
+  for (size_t m = 0; m < k; ++m) {
+    for (const Placement* r : rows) {
+      if (mesh.shape[m] == 1) {
+        if (row_is_replicate(r, width)) per_dim[m].push_back(r);
+        continue;
+      }
+      bool ok = true;
+      for (int t = 0; t < width && ok; ++t)
+        if (r[t].is_shard()) {
+          const auto& sh = *shapes[t];
+          if (r[t].dim < 0 || r[t].dim >= static_cast<int>(sh.size()))
+            throw std::logic_error("rule for " + c.n.op + " shards dim " + std::to_string(r[t].dim) +
+                                   " of a rank-" + std::to_string(sh.size()) + " tensor");
+          ok = sh[r[t].dim] >= mesh.shape[m];
+        }
+      if (ok) per_dim[m].push_back(r);
+    }
+  }
+
+  std::vector<OpStrategy> out;
+  std::vector<size_t> idx(k, 0);
+  OpStrategy cand;
+  cand.inputs.assign(static_cast<size_t>(n_in), PlacementSpec(k));
+  cand.outputs.assign(static_cast<size_t>(width - n_in), PlacementSpec(k));
+  std::vector<int64_t> shards;  // scratch: shards per tensor dim
+  while (true) {
+    for (size_t m = 0; m < k; ++m) {
+      const Placement* r = per_dim[m][idx[m]];
+      for (int t = 0; t < width; ++t) (t < n_in ? cand.inputs[t] : cand.outputs[t - n_in])[m] = r[t];
+    }
+    // Nested sharding: every sharded dim must hold at least as many elements
+    // as it has shards (torch.distributed.tensor's is_tensor_shardable).
+    bool ok = true;
+    if (k > 1) {
+      for (int t = 0; t < width && ok; ++t) {
+        const PlacementSpec& sp = t < n_in ? cand.inputs[t] : cand.outputs[t - n_in];
+        const auto& sh = *shapes[t];
+        shards.assign(sh.size(), 1);
+        for (size_t m = 0; m < k; ++m)
+          if (sp[m].is_shard()) shards[sp[m].dim] *= mesh.shape[m];
+        for (size_t d = 0; d < sh.size() && ok; ++d) ok = shards[d] <= sh[d] || shards[d] == 1;
+      }
+    }
+    // Partials of different kinds on one tensor must commute: sum and avg do,
+    // max or min do not mix with anything else.
+    if (ok && k > 1) {
+      for (int t = 0; t < width && ok; ++t) {
+        const PlacementSpec& sp = t < n_in ? cand.inputs[t] : cand.outputs[t - n_in];
+        ok = partial_kinds_commute(sp);
+      }
+    }
+    if (ok && valid) ok = valid(c, cand);
+    if (ok) out.push_back(cand);
+    // Odometer, last mesh dim fastest.
+    size_t m = k;
+    while (m > 0) {
+      --m;
+      if (++idx[m] < per_dim[m].size()) break;
+      idx[m] = 0;
+      if (m == 0) return out;
+    }
+    if (k == 0) return out;
+  }
+}
+
+OpStrategy replicate_all(const Graph& g, const IrNode& n) {
+  OpStrategy s;
+  const PlacementSpec r(g.mesh.ndim(), Placement::replicate());
+  s.inputs.assign(n.tensor_inputs.size(), r);
+  s.outputs.assign(n.outputs.size(), r);
+  return s;
+}
+
+// Every Replicate / Shard spec of a tensor of this shape (no Partial: a
+// placeholder holds real values).
+std::vector<PlacementSpec> all_rs_specs(const std::vector<int64_t>& shape, const Mesh& mesh) {
+  const size_t k = mesh.ndim();
+  std::vector<std::vector<Placement>> options(k);
+  for (size_t m = 0; m < k; ++m) {
+    options[m].push_back(Placement::replicate());
+    if (mesh.shape[m] == 1) continue;
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (shape[d] >= mesh.shape[m]) options[m].push_back(Placement::shard(static_cast<int>(d)));
+  }
+  std::vector<PlacementSpec> out;
+  std::vector<size_t> idx(k, 0);
+  PlacementSpec cur(k);
+  std::vector<int64_t> shards;
+  while (true) {
+    for (size_t m = 0; m < k; ++m) cur[m] = options[m][idx[m]];
+    shards.assign(shape.size(), 1);
+    bool ok = true;
+    for (size_t m = 0; m < k; ++m)
+      if (cur[m].is_shard()) shards[cur[m].dim] *= mesh.shape[m];
+    for (size_t d = 0; d < shape.size() && ok; ++d) ok = shards[d] == 1 || shards[d] <= shape[d];
+    if (ok) out.push_back(cur);
+    size_t m = k;
+    while (m > 0) {
+      --m;
+      if (++idx[m] < options[m].size()) break;
+      idx[m] = 0;
+      if (m == 0) return out;
+    }
+  }
+}
+
+const IrNode& node_at(const Graph& g, int id) {
+  if (id < 0 || id >= static_cast<int>(g.nodes.size()))
+    throw InvalidArgument("node index " + std::to_string(id) + " is outside the graph (0.." +
+                          std::to_string(static_cast<int>(g.nodes.size()) - 1) + ")");
+  return g.nodes[id];
+}
+
+void check_strategy_fits(const Graph& g, const IrNode& n, const OpStrategy& s) {
+  if (s.inputs.size() != n.tensor_inputs.size() || s.outputs.size() != n.outputs.size())
+    throw InvalidArgument("strategy for node '" + n.name + "' has " + std::to_string(s.inputs.size()) + " inputs and " +
+                          std::to_string(s.outputs.size()) + " outputs; the node has " +
+                          std::to_string(n.tensor_inputs.size()) + " tensor inputs and " +
+                          std::to_string(n.outputs.size()) + " tensor outputs");
+  for (size_t k = 0; k < s.inputs.size(); ++k) {
+    PlacementSpec sp = s.inputs[k];
+    validate_spec(sp, g.meta(n.tensor_inputs[k]).ndim(), g.mesh.ndim(),
+                  "node '" + n.name + "' input " + std::to_string(k));
+  }
+  for (size_t k = 0; k < s.outputs.size(); ++k) {
+    PlacementSpec sp = s.outputs[k];
+    validate_spec(sp, n.outputs[k].ndim(), g.mesh.ndim(), "node '" + n.name + "' output " + std::to_string(k));
+  }
+}
+
+}  // namespace
+
+NodeStrategies enumerate_strategies(const Graph& g, int id, const StrategyOptions& options) {
+  const IrNode& n = node_at(g, id);
+  NodeStrategies out;
+  if (n.op == "output")
+    throw InvalidArgument("node '" + n.name + "' is the graph's output node; the planner places it, not a rule");
+  if (n.has_fixed) {
+    out.family = "local_map";
+    out.strategies.push_back(OpStrategy{n.fixed.inputs, n.fixed.outputs});
+    return out;
+  }
+  if (n.op == "placeholder") {
+    out.family = "placeholder";
+    if (n.outputs.size() != 1)
+      throw InvalidArgument("placeholder '" + n.name + "' has " + std::to_string(n.outputs.size()) +
+                            " tensor outputs (expected 1)");
+    for (auto& sp : all_rs_specs(n.outputs[0].shape, g.mesh)) out.strategies.push_back(OpStrategy{{}, {sp}});
+    return out;
+  }
+  const auto& reg = registry();
+  auto it = reg.find(n.op);
+  if (it == reg.end()) {
+    if (!options.fallback_replicate)
+      throw NoStrategyError("no sharding strategy for op '" + n.op + "' at node '" + n.name +
+                            "'; wrap the code that produces it in torch_localmap.local_map with explicit "
+                            "placements, or enable the replicate fallback");
+    out.family = "fallback";
+    out.fell_back = true;
+    out.strategies.push_back(replicate_all(g, n));
+    return out;
+  }
+  const Rule& rule = it->second;
+  RuleCtx c{g, id, n};
+  DimRows rows(c.num_inputs() + c.num_outputs());
+  rule.dims(c, rows);
+  out.family = rule.family;
+  out.strategies = combine(c, rows, rule.valid);
+  if (out.strategies.empty()) out.strategies.push_back(replicate_all(g, n));
+  return out;
+}
+
+OpWork op_work(const Graph& g, int id, const OpStrategy& s) {
+  const IrNode& n = node_at(g, id);
+  if (n.op == "placeholder" || n.op == "output") return OpWork{};
+  check_strategy_fits(g, n, s);
+  RuleCtx c{g, id, n};
+  const auto& reg = registry();
+  auto it = reg.find(n.op);
+  if (it != reg.end() && it->second.work) return it->second.work(c, s);
+  return strategies::elementwise_work(c, s);
+}
+
+json::Value local_call_args(const Graph& g, int id, const OpStrategy& s, const std::vector<int64_t>& coord) {
+  const IrNode& n = node_at(g, id);
+  check_strategy_fits(g, n, s);
+  if (coord.size() != g.mesh.ndim())
+    throw InvalidArgument("mesh coordinate has " + std::to_string(coord.size()) + " entries; the mesh " +
+                          g.mesh.to_string() + " has " + std::to_string(g.mesh.ndim()) + " dims");
+  for (size_t m = 0; m < coord.size(); ++m)
+    if (coord[m] < 0 || coord[m] >= g.mesh.shape[m])
+      throw InvalidArgument("mesh coordinate " + std::to_string(coord[m]) + " at dim " + std::to_string(m) +
+                            " is outside the mesh " + g.mesh.to_string());
+  RuleCtx c{g, id, n};
+  const auto& reg = registry();
+  auto it = reg.find(n.op);
+  if (it != reg.end() && it->second.call_args) return it->second.call_args(c, s, coord);
+  json::Value out = json::Value::Object{};
+  out.set("args", n.args);
+  out.set("kwargs", n.kwargs);
+  return out;
+}
+
+}  // namespace tlm
