@@ -12,4 +12,5 @@ PYBIND11_MODULE(_C, m) {
   tlm::pybind::bind_solver(m);
   tlm::pybind::bind_cost(m);
   tlm::pybind::bind_strategy(m);
+  tlm::pybind::bind_planner(m);
 }

@@ -1,0 +1,34 @@
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+#include "core/planner.h"
+
+namespace py = pybind11;
+
+namespace tlm::pybind {
+
+void bind_planner(py::module_& m) {
+  m.def(
+      "plan",
+      [](const std::string& ir_json, const std::string& options_json) {
+        Graph g = read_graph(ir_json);
+        PlanOptions opt = read_plan_options(options_json.empty() ? json::Value() : json::parse(options_json));
+        json::Value plan;
+        {
+          py::gil_scoped_release release;  // planning is pure C++; let other Python threads run
+          plan = plan_graph(g, opt);
+        }
+        return plan.dump();
+      },
+      py::arg("ir_json"), py::arg("options_json") = "",
+      "Plans a whole IR graph in one call; returns the plan as JSON text.");
+  m.def(
+      "rank_call_args",
+      [](const std::string& ir_json, const std::string& plan_json, const std::vector<int64_t>& coord) {
+        return rank_call_args(read_graph(ir_json), json::parse(plan_json), coord).dump();
+      },
+      py::arg("ir_json"), py::arg("plan_json"), py::arg("coord"),
+      "Per-node local call arguments for the rank at mesh coordinate `coord` (JSON list).");
+}
+
+}  // namespace tlm::pybind
