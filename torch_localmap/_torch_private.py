@@ -77,3 +77,14 @@ def strided_shard_type() -> type:
     from torch.distributed.tensor.placement_types import _StridedShard
 
     return _StridedShard
+
+
+def outside_fake_mode():
+    """Context that suspends an active FakeTensorMode (torch._subclasses.fake_tensor, 2.13).
+
+    aot_autograd calls our partition function with fake mode active; sending the plan
+    between ranks must move real bytes.
+    """
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    return unset_fake_temporarily()

@@ -28,12 +28,14 @@ def localmap_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **k
 
     options = dict(options or {})
     mesh = options.pop("mesh", None)
+    on_plan = options.pop("on_plan", None)  # callback(Plan), e.g. to print or test the plan
     if mesh is None:
         raise ValueError('backend "localmap" needs options={"mesh": DeviceMesh}')
     known = {"device", "time_limit", "memory_limit", "calibration", "fallback_replicate", "seed"}
     unknown = set(options) - known
     if unknown:
-        raise ValueError(f"unknown localmap backend options {sorted(unknown)} (expected mesh, {', '.join(sorted(known))})")
+        raise ValueError(f"unknown localmap backend options {sorted(unknown)} "
+                         f"(expected mesh, on_plan, {', '.join(sorted(known))})")
 
     def partition(joint_module, joint_inputs, *, num_fwd_outputs, **_kw):
         from .local_map_glue import node_extra
@@ -41,8 +43,12 @@ def localmap_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **k
         joint = JointGraph(gm=joint_module, num_fwd_outputs=num_fwd_outputs, param_names=[], buffer_names=[],
                            num_user_inputs=0)
         plan = plan_joint(joint, mesh, node_extra=node_extra, mode="compile", **options)
+        if on_plan is not None:
+            on_plan(plan)
         coord = mesh.get_coordinate()
-        spmd = trace_rank_program(plan, mesh, coord, list(joint_inputs))
+        # aot_autograd hands (primals, tangents); the joint graph takes them flat.
+        flat_inputs = torch.utils._pytree.tree_leaves(joint_inputs)
+        spmd = trace_rank_program(plan, mesh, coord, flat_inputs)
         return _torch_private.partition_joint(spmd, num_fwd_outputs)
 
     return aot_autograd(fw_compiler=_nop_compiler, bw_compiler=_nop_compiler, partition_fn=partition)(

@@ -30,7 +30,14 @@ class ParallelModule(nn.Module):
 
     def __init__(self, module: nn.Module, mesh, plan: Plan, program: RankProgram, input_metas):
         super().__init__()
-        self.module = module
+        # Adopt the module's children, parameters and buffers so names (and state_dict keys)
+        # stay exactly those of the original module.
+        for name, child in module.named_children():
+            self.add_module(name, child)
+        for name, p in module.named_parameters(recurse=False):
+            self.register_parameter(name, p)
+        for name, b in module.named_buffers(recurse=False):
+            self.register_buffer(name, b)
         self.mesh = mesh
         self.plan = plan
         self._program = program
@@ -49,9 +56,9 @@ class ParallelModule(nn.Module):
         args = []
         for role, target in self._roles:
             if role == "param":
-                args.append(self.module.get_parameter(target).to_local())
+                args.append(self.get_parameter(target).to_local())
             elif role == "buffer":
-                b = self.module.get_buffer(target)
+                b = self.get_buffer(target)
                 args.append(b.to_local() if isinstance(b, DTensor) else b)
             elif role == "input":
                 args.append(inputs[int(target)])

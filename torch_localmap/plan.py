@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass
 
 import torch
 
-from . import _C
+from . import _C, _torch_private
 from .ir_export import ExportedGraph, export_graph
 from .trace import JointGraph, trace_joint
 
@@ -72,10 +73,40 @@ def _spec_str(spec) -> str:
     return as_spec(spec)
 
 
+def _agreed_plan_json(ir_json: str, options_json: str, mesh) -> str:
+    """Plans on one rank and broadcasts, so every rank runs the same plan even when a
+    time-limited solve could end differently on different processes."""
+    import torch.distributed as dist
+
+    if not hasattr(mesh, "get_group") or not dist.is_initialized() or mesh.size() == 1:
+        return _C.plan(ir_json, options_json)
+    if mesh.size() != dist.get_world_size():
+        raise ValueError(f"mesh has {mesh.size()} devices but the world size is {dist.get_world_size()}; "
+                         "expected a mesh covering every rank")
+    pg, src = None, 0  # the default group: the mesh covers every rank
+    box = [None]
+    if dist.get_rank() == src:
+        try:
+            box[0] = ("ok", _C.plan(ir_json, options_json))
+        except (ValueError, RuntimeError) as e:  # every rank must raise, not hang
+            box[0] = (type(e).__name__, str(e))
+    with _torch_private.outside_fake_mode():
+        dist.broadcast_object_list(box, src=src, group=pg)
+    kind, payload = box[0]
+    if kind != "ok":
+        raise (ValueError if kind == "ValueError" else RuntimeError)(payload)
+    return payload
+
+
 def plan_joint(joint: JointGraph, mesh, *, node_extra=None, **options) -> Plan:
     shape, names = _mesh_shape_and_names(mesh)
     exported = export_graph(joint.gm, shape, names, node_extra=node_extra)
-    doc = json.loads(_C.plan(exported.to_json(), plan_options(**options)))
+    doc = json.loads(_agreed_plan_json(exported.to_json(), plan_options(**options), mesh))
+    fell_back = doc["summary"].get("fallback_ops")
+    if fell_back:
+        warnings.warn(f"torch_localmap: no sharding rule for {', '.join(fell_back)}; these ops run replicated. "
+                      "Wrap them in torch_localmap.local_map to choose placements, or pass "
+                      "fallback_replicate=False to make this an error.", stacklevel=3)
     return Plan(doc=doc, exported=exported, joint=joint)
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 from dataclasses import dataclass
 
 import torch
@@ -27,6 +28,11 @@ def check_example_inputs(module: torch.nn.Module, example_inputs) -> tuple:
     for i, x in enumerate(example_inputs):
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"example_inputs[{i}] must be a torch.Tensor, got {type(x).__name__}")
+    try:
+        inspect.signature(module.forward).bind(*example_inputs)
+    except TypeError as e:
+        raise ValueError(f"example_inputs: {type(module).__name__}.forward{inspect.signature(module.forward)} "
+                         f"cannot take {len(example_inputs)} positional inputs ({e})") from None
     return tuple(example_inputs)
 
 
