@@ -1,0 +1,100 @@
+#include <gtest/gtest.h>
+
+#include "core/planner.h"
+#include "core/solver/solver.h"
+
+using namespace tlm;
+
+namespace {
+
+// w (param) and x (input) of n x n; loss = sum(x @ w); a stand-in "gradient" of w = x^T x.
+std::string training_graph(int64_t n, const char* mesh) {
+  std::string sz = std::to_string(n);
+  std::string t = R"({"shape": [)" + sz + "," + sz + R"(], "dtype": "float32"})";
+  return std::string(R"({"mesh": {"shape": )") + mesh + R"(}, "nodes": [
+    {"name": "w", "op": "placeholder", "role": "param", "extra": {"target": "w"}, "outputs": [)" + t + R"(]},
+    {"name": "x", "op": "placeholder", "role": "input", "extra": {"target": "0"}, "outputs": [)" + t + R"(]},
+    {"name": "y", "op": "aten.mm.default", "args": [{"t": [1, 0]}, {"t": [0, 0]}], "outputs": [)" + t + R"(]},
+    {"name": "loss", "op": "aten.sum.default", "args": [{"t": [2, 0]}], "outputs": [{"shape": [], "dtype": "float32"}]},
+    {"name": "xt", "op": "aten.t.default", "args": [{"t": [1, 0]}], "outputs": [)" + t + R"(]},
+    {"name": "gw", "op": "aten.mm.default", "args": [{"t": [4, 0]}, {"t": [1, 0]}], "outputs": [)" + t + R"(]},
+    {"name": "output", "op": "output", "args": [[{"t": [3, 0]}, {"t": [5, 0]}]],
+     "extra": {"roles": ["output", "grad"], "targets": ["0", "w"]}}]})";
+}
+
+const json::Value& node(const json::Value& plan, size_t i) { return plan.at("nodes").as_array().at(i); }
+std::string out_spec(const json::Value& plan, size_t i) {
+  return node(plan, i).at("strategy").at("outputs").as_array().at(0).as_string();
+}
+std::string final_spec(const json::Value& plan, size_t j) {
+  return node(plan, 6).at("strategy").at("inputs").as_array().at(j).as_string();
+}
+
+}  // namespace
+
+TEST(Planner, GradientLeavesInItsParametersSpecAndLossLeavesReplicated) {
+  Graph g = read_graph(training_graph(8192, "[4]"));
+  json::Value plan = plan_graph(g, PlanOptions{});
+  EXPECT_EQ(final_spec(plan, 0), "R");
+  EXPECT_EQ(final_spec(plan, 1), out_spec(plan, 0));  // grad of w in w's spec
+  EXPECT_EQ(out_spec(plan, 1), "R");                  // inputs arrive replicated
+  const auto& s = plan.at("summary");
+  EXPECT_NEAR(s.at("estimated_step_s").as_double(), s.at("compute_s").as_double() + s.at("comm_s").as_double(),
+              1e-15);
+  EXPECT_LE(s.at("solver").at("gap").as_double(), 1e-9);
+}
+
+TEST(Planner, LargeMatmulIsShardedOnFourRanks) {
+  // 2 * 8192^3 FLOP per mm: far above any collective of the 256 MiB operands on NVLink.
+  Graph g = read_graph(training_graph(8192, "[4]"));
+  json::Value plan = plan_graph(g, PlanOptions{});
+  EXPECT_NE(out_spec(plan, 2), "R") << plan.dump();
+  EXPECT_LT(plan.at("summary").at("compute_s").as_double(),
+            node(plan, 2).at("compute_s").as_double() * 4 * 2);  // work was divided
+}
+
+TEST(Planner, FixedParametersArePinned) {
+  Graph g = read_graph(training_graph(512, "[2, 2]"));
+  PlanOptions opt;
+  opt.fixed_params["w"] = parse_spec("S(1)S(0)");
+  json::Value plan = plan_graph(g, opt);
+  EXPECT_EQ(out_spec(plan, 0), "S(1)S(0)");
+  EXPECT_EQ(final_spec(plan, 1), "S(1)S(0)");
+  opt.fixed_params["w"] = parse_spec("S(2)R");
+  EXPECT_THROW(plan_graph(g, opt), InvalidArgument);
+  opt.fixed_params.clear();
+  opt.fixed_params["v"] = parse_spec("RR");
+  EXPECT_THROW(plan_graph(g, opt), InvalidArgument);
+}
+
+TEST(Planner, CompileModeKeepsEveryBoundaryReplicated) {
+  Graph g = read_graph(training_graph(8192, "[4]"));
+  PlanOptions opt;
+  opt.mode = "compile";
+  json::Value plan = plan_graph(g, opt);
+  EXPECT_EQ(out_spec(plan, 0), "R");
+  EXPECT_EQ(final_spec(plan, 0), "R");
+  EXPECT_EQ(final_spec(plan, 1), "R");
+}
+
+TEST(Planner, ImpossibleMemoryLimitIsReported) {
+  Graph g = read_graph(training_graph(512, "[2]"));
+  PlanOptions opt;
+  opt.memory_limit_bytes = 1024;  // one 512x512 float32 shard alone is 512 KiB
+  EXPECT_THROW(plan_graph(g, opt), std::invalid_argument);
+}
+
+TEST(Planner, PlanIsDeterministic) {
+  Graph g = read_graph(training_graph(1024, "[2, 2]"));
+  EXPECT_EQ(plan_graph(g, PlanOptions{}).at("nodes").dump(), plan_graph(g, PlanOptions{}).at("nodes").dump());
+}
+
+TEST(Planner, RankCallArgsCoverEveryNode) {
+  Graph g = read_graph(training_graph(6, "[4]"));
+  json::Value plan = plan_graph(g, PlanOptions{});
+  json::Value args = rank_call_args(g, plan, {3});
+  ASSERT_EQ(args.size(), g.nodes.size());
+  EXPECT_TRUE(args.as_array()[0].is_null());  // placeholder
+  EXPECT_TRUE(args.as_array()[2].find("args") != nullptr);
+  EXPECT_THROW(rank_call_args(g, plan, {0, 0}), InvalidArgument);
+}
