@@ -191,5 +191,7 @@ def decode_arg(a, tensor_of):
             return getattr(torch, a["enum"].replace("torch.", ""))
         if "dict" in a:
             return {k: decode_arg(v, tensor_of) for k, v in a["dict"].items()}
+        if "subgraph" in a:
+            return a["subgraph"]  # a HOP body's attribute name (local_map regions)
         raise ValueError(f"cannot decode IR argument {a!r}")
     return a
