@@ -13,5 +13,7 @@ from . import _C  # noqa: F401
 from .parallelize import ParallelModule, parallelize  # noqa: F401
 from .plan import Plan, plan_module  # noqa: F401
 from .solver import solve  # noqa: F401
+from .local_map import local_map, use_mesh  # noqa: E402  (local_map.use_mesh etc. also work)
+from .region import Region, region_of  # noqa: E402
 
 __version__ = "0.1.0"

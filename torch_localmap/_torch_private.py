@@ -88,3 +88,109 @@ def outside_fake_mode():
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     return unset_fake_temporarily()
+
+
+# ---- local_map HOP support (torch 2.13) ------------------------------------------------
+# Everything the HOP in torch_localmap/_hop.py needs beyond the public
+# HigherOrderOperator / py_impl surface.
+
+
+@contextlib.contextmanager
+def tracing_suspended():
+    """Run plain (fake) tensor code while an outer make_fx / functionalization trace is active.
+
+    torch._dispatch.python.suspend_functionalization,
+    torch._subclasses.functional_tensor.disable_functional_mode and
+    torch.fx.experimental.proxy_tensor.disable_proxy_modes_tracing (2.13).
+    """
+    from torch._dispatch.python import suspend_functionalization
+    from torch._subclasses.functional_tensor import disable_functional_mode
+    from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
+
+    with suspend_functionalization(), disable_functional_mode(), disable_proxy_modes_tracing():
+        yield
+
+
+def proxy_tracing_disabled():
+    """torch.fx.experimental.proxy_tensor.disable_proxy_modes_tracing (2.13)."""
+    from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
+
+    return disable_proxy_modes_tracing()
+
+
+def fake_mode_of(values):
+    """The FakeTensorMode of `values`, or a fresh one (real inputs): torch._guards.detect_fake_mode (2.13)."""
+    from torch._guards import detect_fake_mode
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = detect_fake_mode(values)
+    return mode if mode is not None else FakeTensorMode(allow_non_fake_inputs=True)
+
+
+def trace_subgraph(fn, *args) -> fx.GraphModule:
+    """Trace `fn` as a subgraph of the current make_fx session, with its settings.
+
+    torch._higher_order_ops.utils.reenter_make_fx (2.13).
+    """
+    from torch._higher_order_ops.utils import reenter_make_fx
+
+    return reenter_make_fx(fn)(*args)
+
+
+def trace_standalone(fn, *args) -> fx.GraphModule:
+    """A fresh make_fx trace of fn(*args) (args may be fake tensors)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    return make_fx(fn)(*args)
+
+
+def add_subgraph(proxy_mode, gm: fx.GraphModule, prefix: str) -> str:
+    """Registers `gm` on the traced root module under a fresh name; returns the name.
+
+    torch._higher_order_ops.utils.unique_graph_id (2.13).
+    """
+    from torch._higher_order_ops.utils import unique_graph_id
+
+    _, name = unique_graph_id(proxy_mode, prefix=prefix)
+    proxy_mode.tracer.root.register_module(name, gm)
+    return name
+
+
+def track_outputs(example_out, out_proxy, tracer):
+    """torch.fx.experimental.proxy_tensor.track_tensor_tree (2.13)."""
+    from torch.fx.experimental.proxy_tensor import track_tensor_tree
+
+    return track_tensor_tree(example_out, out_proxy, constant=None, tracer=tracer)
+
+
+def clone_if_aliasing(inputs):
+    """fn(t) -> t, or a clone when t shares storage with one of `inputs`.
+
+    torch._higher_order_ops.utils.clone_outputs_aliasing_inputs (2.13); HOP outputs must
+    not alias HOP inputs (functionalization and aot_autograd assume fresh outputs).
+    """
+    from torch._higher_order_ops.utils import clone_outputs_aliasing_inputs
+
+    return clone_outputs_aliasing_inputs(inputs)
+
+
+def interpreted(fn):
+    """Runs a GraphModule through fx.Interpreter when node meta is being preserved.
+
+    torch._higher_order_ops.utils._maybe_run_with_interpreter (2.13).
+    """
+    from torch._higher_order_ops.utils import _maybe_run_with_interpreter
+
+    return _maybe_run_with_interpreter(fn)
+
+
+def below_autograd():
+    """torch._C._AutoDispatchBelowAutograd (2.13): dispatch the next call past the Autograd key."""
+    return torch._C._AutoDispatchBelowAutograd()
+
+
+def opaque_to_dynamo(fn):
+    """torch._dynamo.allow_in_graph (2.13): Dynamo records a call to `fn` as one graph node
+    (running it on fake tensors for shapes) instead of tracing into it; aot_autograd then
+    traces through it, where the local_map HOP takes over."""
+    return torch._dynamo.allow_in_graph(fn)

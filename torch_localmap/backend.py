@@ -51,5 +51,8 @@ def localmap_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **k
         spmd = trace_rank_program(plan, mesh, coord, flat_inputs)
         return _torch_private.partition_joint(spmd, num_fwd_outputs)
 
-    return aot_autograd(fw_compiler=_nop_compiler, bw_compiler=_nop_compiler, partition_fn=partition)(
-        gm, example_inputs)
+    from .local_map_glue import use_mesh
+
+    with use_mesh(mesh):  # aot_autograd traces here; local_map regions default to this mesh
+        return aot_autograd(fw_compiler=_nop_compiler, bw_compiler=_nop_compiler, partition_fn=partition)(
+            gm, example_inputs)

@@ -28,6 +28,7 @@ class ExportedGraph:
     index_of: dict  # fx.Node -> IR node index
     # fx.Node -> {tuple position -> IR output index} for multi-output nodes
     output_slots: dict = field(default_factory=dict)
+    subgraphs: set = field(default_factory=set)  # get_attr nodes of HOP subgraphs (not exported)
 
     def to_json(self) -> str:
         return json.dumps(self.doc, separators=(",", ":"))
@@ -62,6 +63,8 @@ class _Encoder:
         return {"t": [self.g.index_of[node], 0]}
 
     def arg(self, a):
+        if isinstance(a, fx.Node) and a in self.g.subgraphs:
+            return {"subgraph": str(a.target)}  # a HOP's body (local_map regions); not a tensor
         if isinstance(a, fx.Node):
             return self.ref(a)
         if isinstance(a, (list, tuple)):
@@ -89,6 +92,13 @@ class _Encoder:
         return {"repr": repr(a)}
 
 
+def _attr(root, target: str):
+    obj = root
+    for part in target.split("."):
+        obj = getattr(obj, part, None)
+    return obj
+
+
 def export_graph(gm: fx.GraphModule, mesh_shape, mesh_dim_names=None, node_extra=None) -> ExportedGraph:
     """Exports `gm` (nodes must carry meta["val"], e.g. from make_fx / aot tracing).
 
@@ -101,6 +111,9 @@ def export_graph(gm: fx.GraphModule, mesh_shape, mesh_dim_names=None, node_extra
     for node in gm.graph.nodes:
         if node.op == "call_function" and node.target is operator.getitem:
             continue  # folded into references
+        if node.op == "get_attr" and isinstance(_attr(gm, node.target), fx.GraphModule):
+            ex.subgraphs.add(node)
+            continue  # a HOP's subgraph: referenced by name from the HOP node's args
         val = node.meta.get("val")
         entry = {"name": node.name}
         if node.op == "placeholder":
@@ -178,5 +191,7 @@ def decode_arg(a, tensor_of):
             return getattr(torch, a["enum"].replace("torch.", ""))
         if "dict" in a:
             return {k: decode_arg(v, tensor_of) for k, v in a["dict"].items()}
+        if "subgraph" in a:
+            return a["subgraph"]  # a HOP body's attribute name (local_map regions)
         raise ValueError(f"cannot decode IR argument {a!r}")
     return a

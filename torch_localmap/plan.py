@@ -113,7 +113,8 @@ def plan_joint(joint: JointGraph, mesh, *, node_extra=None, **options) -> Plan:
 def plan_module(module: torch.nn.Module, mesh, example_inputs, **options) -> Plan:
     """Plans `module(*example_inputs)` (a scalar loss) on `mesh` (a DeviceMesh or a shape
     tuple for a simulated mesh). Tracing uses fake tensors: no real compute, no process group."""
-    from .local_map_glue import node_extra  # local_map regions pin their placements
+    from .local_map_glue import node_extra, use_mesh  # local_map regions pin their placements
 
-    joint = trace_joint(module, example_inputs)
+    with use_mesh(mesh):  # regions without device_mesh trace on the mesh being planned for
+        joint = trace_joint(module, example_inputs)
     return plan_joint(joint, mesh, node_extra=node_extra, **options)

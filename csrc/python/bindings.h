@@ -12,5 +12,6 @@ void bind_cost(pybind11::module_& m);  // device table, collective / redistribut
 void bind_strategy(pybind11::module_& m);  // sharding strategies, per-rank call args, op work
 void bind_core(pybind11::module_& m);     // placements, meshes, dtypes, IR validation
 void bind_planner(pybind11::module_& m);  // plan a graph, per-rank call arguments
+void bind_local_map(pybind11::module_& m);  // local_map region boundaries
 
 }  // namespace tlm::pybind

@@ -13,4 +13,5 @@ PYBIND11_MODULE(_C, m) {
   tlm::pybind::bind_cost(m);
   tlm::pybind::bind_strategy(m);
   tlm::pybind::bind_planner(m);
+  tlm::pybind::bind_local_map(m);
 }
