@@ -49,7 +49,9 @@ def _train_rank(rank, world_size, steps, lr, cfg):
 
 
 def run(steps=5, lr=0.05, cfg=None) -> int:
-    cfg = dict(batch=16, d_in=32, hidden=64, d_out=16, depth=2, dtype=torch.float64) | (cfg or {})
+    # Big enough that the H100 cost model prefers sharding to replication (tiny layers are
+    # dominated by fixed per-kernel overhead and rightly stay replicated).
+    cfg = dict(batch=512, d_in=256, hidden=512, d_out=256, depth=2, dtype=torch.float64) | (cfg or {})
     model, example = make_example(**cfg)
     print(f"== Planning a {cfg['depth'] + 1}-layer MLP (batch {cfg['batch']}, hidden {cfg['hidden']}) "
           f"on a {MESH[0]}x{MESH[1]} mesh {MESH_NAMES}, cost model: H100")
