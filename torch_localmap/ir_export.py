@@ -162,7 +162,11 @@ def export_graph(gm: fx.GraphModule, mesh_shape, mesh_dim_names=None, node_extra
         if node_extra is not None:
             more = node_extra(node)
             if more:
+                more = dict(more)
+                extra = more.pop("extra", None)
                 entry.update(more)
+                if extra:  # merge: the exporter's own extra fields (output_positions) stay
+                    entry.setdefault("extra", {}).update(extra)
         nodes.append(entry)
         ex.fx_nodes.append(node)
         ex.index_of[node] = len(nodes) - 1

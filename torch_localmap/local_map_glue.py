@@ -14,8 +14,26 @@ __all__ = ["node_extra", "run_region_local", "use_mesh"]
 
 
 def node_extra(fx_node):
-    """Extra IR fields for a node (fixed placements of local_map regions), or None."""
-    return node_fixed_placements(fx_node)
+    """Extra IR fields for a node: fixed placements of local_map regions, plus the work
+    inside the region (so the planner charges its interior compute), or None."""
+    extra = node_fixed_placements(fx_node)
+    if extra is not None:
+        extra["extra"] = {"work": region_work(fx_node)}
+    return extra
+
+
+def region_work(fx_node) -> dict:
+    """FLOPs and bytes of a region's body on one rank's local tensors (one C++ call)."""
+    from . import _C
+    from .ir_export import export_graph
+    from .local_map import region_body
+
+    body = region_body(fx_node)
+    if not isinstance(body, torch.fx.GraphModule):
+        return {"flops": 0.0, "bytes": 0.0}
+    # The body is traced at local shapes: price it on a one-device mesh.
+    flops, nbytes = _C.graph_work(export_graph(body, [1]).to_json())
+    return {"flops": flops, "bytes": nbytes}
 
 
 def run_region_local(fx_node, args, kwargs):

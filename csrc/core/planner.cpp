@@ -60,27 +60,90 @@ struct OutputSink {
   int coupled_param = -1;            // IR node of the parameter (grads)
 };
 
-// Redistribution costs repeat across layers: cache them by (shape, dtype, src, dst).
+// Specs and tensor metas are interned to small integers once, so the edge loops
+// below touch no strings; redistribution costs repeat across layers and are
+// computed once per (tensor meta, src spec, dst spec).
+class Interner {
+ public:
+  int id(const std::string& key) {
+    auto it = ids_.find(key);
+    if (it != ids_.end()) return it->second;
+    int next = static_cast<int>(ids_.size());
+    ids_.emplace(key, next);
+    return next;
+  }
+
+ private:
+  std::unordered_map<std::string, int> ids_;
+};
+
 class RedistCostCache {
  public:
   RedistCostCache(const CostModel& cm, const Mesh& mesh) : cm_(cm), mesh_(mesh) {}
-  solver::Cost get(const TensorMeta& t, const PlacementSpec& src, const PlacementSpec& dst) {
-    if (src == dst) return 0;
+
+  int spec_id(const PlacementSpec& s) {
+    int id = specs_.id(to_string(s));
+    if (id == static_cast<int>(spec_values_.size())) spec_values_.push_back(s);
+    return id;
+  }
+  int meta_id(const TensorMeta& t) {
     std::string key = to_string(t.dtype);
-    for (auto s : t.shape) key += "," + std::to_string(s);
-    key += "|" + to_string(src) + "|" + to_string(dst);
+    for (auto d : t.shape) key += "," + std::to_string(d);
+    int id = metas_.id(key);
+    if (id == static_cast<int>(meta_values_.size())) meta_values_.push_back(t);
+    return id;
+  }
+  solver::Cost get(int meta, int src, int dst) {
+    if (src == dst) return 0;
+    uint64_t key = (static_cast<uint64_t>(meta) << 42) | (static_cast<uint64_t>(src) << 21) | static_cast<uint64_t>(dst);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
-    solver::Cost c = to_cost(cm_.redistribute_seconds(t, mesh_, src, dst));
-    cache_.emplace(std::move(key), c);
+    solver::Cost c = to_cost(cm_.redistribute_seconds(meta_values_[meta], mesh_, spec_values_[src], spec_values_[dst]));
+    cache_.emplace(key, c);
     return c;
+  }
+  solver::Cost get(const TensorMeta& t, const PlacementSpec& src, const PlacementSpec& dst) {
+    return get(meta_id(t), spec_id(src), spec_id(dst));
   }
 
  private:
   const CostModel& cm_;
   const Mesh& mesh_;
-  std::unordered_map<std::string, solver::Cost> cache_;
+  Interner specs_, metas_;
+  std::vector<PlacementSpec> spec_values_;
+  std::vector<TensorMeta> meta_values_;
+  std::unordered_map<uint64_t, solver::Cost> cache_;
 };
+
+// Spec ids of every strategy's inputs and outputs, interned once per node.
+struct SpecIds {
+  std::vector<std::vector<int>> in, out;  // [strategy][k]
+};
+
+// The cost matrix of one (producer output -> consumer input) edge: costs are
+// computed per unique (src, dst) spec pair and then spread by index.
+std::vector<solver::Cost> edge_matrix(RedistCostCache& cache, int meta, const std::vector<int>& src_ids,
+                                      const std::vector<int>& dst_ids) {
+  std::vector<int> usrc, udst, src_pos(src_ids.size()), dst_pos(dst_ids.size());
+  auto index_of = [](std::vector<int>& uniq, int id) {
+    for (size_t i = 0; i < uniq.size(); ++i)
+      if (uniq[i] == id) return static_cast<int>(i);
+    uniq.push_back(id);
+    return static_cast<int>(uniq.size() - 1);
+  };
+  for (size_t a = 0; a < src_ids.size(); ++a) src_pos[a] = index_of(usrc, src_ids[a]);
+  for (size_t b = 0; b < dst_ids.size(); ++b) dst_pos[b] = index_of(udst, dst_ids[b]);
+  std::vector<solver::Cost> pair(usrc.size() * udst.size());
+  for (size_t a = 0; a < usrc.size(); ++a)
+    for (size_t b = 0; b < udst.size(); ++b) pair[a * udst.size() + b] = cache.get(meta, usrc[a], udst[b]);
+  std::vector<solver::Cost> m(src_ids.size() * dst_ids.size());
+  for (size_t a = 0; a < src_ids.size(); ++a) {
+    const solver::Cost* row = &pair[src_pos[a] * udst.size()];
+    solver::Cost* out = &m[a * dst_ids.size()];
+    for (size_t b = 0; b < dst_ids.size(); ++b) out[b] = row[dst_pos[b]];
+  }
+  return m;
+}
 
 int find_spec(const std::vector<OpStrategy>& strategies, const PlacementSpec& spec) {
   for (size_t i = 0; i < strategies.size(); ++i)
@@ -168,37 +231,41 @@ json::Value plan_graph(const Graph& g, const PlanOptions& opt) {
 
   // 4. Edges: redistribution from each producer's output spec to each consumer's input spec.
   RedistCostCache rcache(cm, mesh);
+  std::vector<SpecIds> ids(n);
+  for (int i = 0; i + 1 < n; ++i)
+    for (const auto& st : strat[i].strategies) {
+      ids[i].in.emplace_back();
+      for (const auto& sp : st.inputs) ids[i].in.back().push_back(rcache.spec_id(sp));
+      ids[i].out.emplace_back();
+      for (const auto& sp : st.outputs) ids[i].out.back().push_back(rcache.spec_id(sp));
+    }
   std::map<std::pair<int, int>, size_t> edge_of;
-  auto add_edge_costs = [&](int u, int v, const std::vector<std::vector<solver::Cost>>& m) {
+  auto add_edge_costs = [&](int u, int v, std::vector<solver::Cost> m) {
     auto key = std::make_pair(u, v);
     auto it = edge_of.find(key);
-    size_t su = m.size(), sv = m.empty() ? 0 : m[0].size();
     if (it == edge_of.end()) {
       solver::Edge e;
       e.u = u;
       e.v = v;
-      e.costs.resize(su * sv);
-      for (size_t a = 0; a < su; ++a)
-        for (size_t b = 0; b < sv; ++b) e.costs[a * sv + b] = m[a][b];
+      e.costs = std::move(m);
       edge_of[key] = prob.edges.size();
       prob.edges.push_back(std::move(e));
-    } else {
+    } else {  // several inputs from the same producer: one edge, summed costs
       auto& e = prob.edges[it->second];
-      for (size_t a = 0; a < su; ++a)
-        for (size_t b = 0; b < sv; ++b) e.costs[a * sv + b] = add_cost(e.costs[a * sv + b], m[a][b]);
+      for (size_t a = 0; a < m.size(); ++a) e.costs[a] = add_cost(e.costs[a], m[a]);
     }
+  };
+  auto column = [](const std::vector<std::vector<int>>& rows, size_t k) {
+    std::vector<int> c(rows.size());
+    for (size_t a = 0; a < rows.size(); ++a) c[a] = rows[a][k];
+    return c;
   };
   for (int v = 0; v + 1 < n; ++v) {
     const IrNode& node = g.nodes[v];
     for (size_t k = 0; k < node.tensor_inputs.size(); ++k) {
       const TensorRef& r = node.tensor_inputs[k];
-      const TensorMeta& t = g.meta(r);
-      const auto& su = strat[r.node].strategies;
-      const auto& sv = strat[v].strategies;
-      std::vector<std::vector<solver::Cost>> m(su.size(), std::vector<solver::Cost>(sv.size()));
-      for (size_t a = 0; a < su.size(); ++a)
-        for (size_t b = 0; b < sv.size(); ++b) m[a][b] = rcache.get(t, su[a].outputs[r.output], sv[b].inputs[k]);
-      add_edge_costs(r.node, v, m);
+      int meta = rcache.meta_id(g.meta(r));
+      add_edge_costs(r.node, v, edge_matrix(rcache, meta, column(ids[r.node].out, r.output), column(ids[v].in, k)));
     }
   }
 
@@ -232,12 +299,10 @@ json::Value plan_graph(const Graph& g, const PlanOptions& opt) {
     pn.end = n;
     pn.strategies.resize(s.specs.size());
     prob.nodes.push_back(pn);
-    const TensorMeta& t = g.meta(s.ref);
-    const auto& su = strat[s.ref.node].strategies;
-    std::vector<std::vector<solver::Cost>> m(su.size(), std::vector<solver::Cost>(s.specs.size()));
-    for (size_t a = 0; a < su.size(); ++a)
-      for (size_t b = 0; b < s.specs.size(); ++b) m[a][b] = rcache.get(t, su[a].outputs[s.ref.output], s.specs[b]);
-    add_edge_costs(s.ref.node, s.problem_node, m);
+    std::vector<int> dst_ids;
+    for (const auto& sp : s.specs) dst_ids.push_back(rcache.spec_id(sp));
+    add_edge_costs(s.ref.node, s.problem_node,
+                   edge_matrix(rcache, rcache.meta_id(g.meta(s.ref)), column(ids[s.ref.node].out, s.ref.output), dst_ids));
     if (s.coupled_param >= 0) {
       solver::Coupling c;
       c.u = s.coupled_param;
@@ -347,6 +412,20 @@ json::Value plan_graph(const Graph& g, const PlanOptions& opt) {
   summary.set("mode", opt.mode);
   plan.set("summary", summary);
   return plan;
+}
+
+OpWork graph_work(const Graph& g) {
+  OpWork total;
+  StrategyOptions sopt;  // replicate fallback: any op is priced, unknown ones as elementwise
+  for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i) {
+    const IrNode& n = g.nodes[i];
+    if (n.op == "placeholder" || n.op == "output") continue;
+    NodeStrategies st = enumerate_strategies(g, i, sopt);
+    OpWork w = op_work(g, i, st.strategies.at(0));
+    total.flops += w.flops;
+    total.bytes += w.bytes;
+  }
+  return total;
 }
 
 json::Value rank_call_args(const Graph& g, const json::Value& plan, const std::vector<int64_t>& coord) {

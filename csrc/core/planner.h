@@ -48,6 +48,10 @@ json::Value plan_graph(const Graph& g, const PlanOptions& options);
 // Per-node call arguments for the rank at `coord` under a plan (one call per rank).
 json::Value rank_call_args(const Graph& g, const json::Value& plan, const std::vector<int64_t>& coord);
 
+// Total work of every op in a graph under its first (on a 1-device mesh: the
+// only) strategy: how the work inside a local_map region body is measured.
+OpWork graph_work(const Graph& g);
+
 // Picoseconds, the solver's integer cost unit (exact sums; 1 ps resolution
 // is far below any op's time, and int64 holds 106 days of it).
 solver::Cost to_cost(double seconds);

@@ -275,6 +275,10 @@ OpWork op_work(const Graph& g, int id, const OpStrategy& s) {
   const IrNode& n = node_at(g, id);
   if (n.op == "placeholder" || n.op == "output") return OpWork{};
   check_strategy_fits(g, n, s);
+  // A local_map region: the exporter measured the work of its body on local shapes.
+  if (const json::Value* w = n.has_fixed ? n.extra.find("work") : nullptr)
+    return OpWork{w->at("flops", "region work").as_double("work.flops"),
+                  w->at("bytes", "region work").as_double("work.bytes")};
   RuleCtx c{g, id, n};
   const auto& reg = registry();
   auto it = reg.find(n.op);

@@ -23,6 +23,13 @@ void bind_planner(py::module_& m) {
       py::arg("ir_json"), py::arg("options_json") = "",
       "Plans a whole IR graph in one call; returns the plan as JSON text.");
   m.def(
+      "graph_work",
+      [](const std::string& ir_json) {
+        OpWork w = graph_work(read_graph(ir_json));
+        return std::make_pair(w.flops, w.bytes);
+      },
+      py::arg("ir_json"), "(flops, bytes) of every op of a graph; prices local_map region bodies.");
+  m.def(
       "rank_call_args",
       [](const std::string& ir_json, const std::string& plan_json, const std::vector<int64_t>& coord) {
         return rank_call_args(read_graph(ir_json), json::parse(plan_json), coord).dump();

@@ -72,3 +72,22 @@ def test_joint_graph_region_boundaries_carry_declared_placements():
     names = {region_of(n).name for n in jg.gm.graph.nodes if region_of(n)}
     assert names == {f.__wrapped__.__module__ + "." + f.__wrapped__.__qualname__ + ":" +
                      str(f.__wrapped__.__code__.co_firstlineno) for f in (pointwise, replicated_linear, cp_attention)}
+
+
+def test_planner_charges_each_region_its_interior_compute():
+    """A region's cost is its body's work on local shards, not a pass-through."""
+    from torch_localmap.plan import plan_module
+
+    plan = plan_module(Loss(CPAttentionModel()), (2, 2, 2), example_inputs(), time_limit=2.0)
+    regions = [(ir, pn) for ir, pn in zip(plan.exported.doc["nodes"], plan.nodes) if "fixed" in ir]
+    assert regions, "the model has local_map regions"
+    for ir, pn in regions:
+        work = ir["extra"]["work"]
+        assert work["bytes"] > 0, ir["name"]
+        assert pn["compute_s"] > 0, ir["name"]
+    # Attention (forward and backward) does matmuls inside: real FLOPs, and more than a
+    # pointwise region's.
+    flops = {ir["fixed"]["region"]: ir["extra"]["work"]["flops"] for ir, _ in regions}
+    attn = [f for name, f in flops.items() if "cp_attention" in name]
+    point = [f for name, f in flops.items() if "pointwise" in name]
+    assert attn and point and min(attn) > max(point) > 0
