@@ -1,0 +1,176 @@
+"""Strategy enumeration speed: our C++ propagator vs DTensor's Python strategy functions.
+
+Traces the Llama-3-8B-shaped joint graph (fake tensors, no real memory), exports the
+planner IR and times `_C.enumerate_strategies` on each mesh. Beside it, in the same run,
+DTensor's own strategy functions (torch.distributed.tensor sharding propagator on a fake
+process-group mesh) enumerate strategies node by node the way autoparallel drives them:
+each op gets its producers' output specs as input strategies. DTensor runs on a graph
+with --dtensor-layers layers (the layers are identical) under a time budget; its total
+for the full graph is extrapolated per node from the mean time of each op measured.
+
+    PYTHONPATH=$PWD python benchmarks/strategy_enumeration.py [--layers 32] [--mesh 8x8 --mesh 8x8x4]
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import json
+import statistics
+import sys
+import time
+
+import torch
+import torch.fx as fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from torch_localmap import _C, models
+from torch_localmap import _dtensor_reference as dtref
+from torch_localmap.ir_export import export_graph
+from torch_localmap.trace import trace_joint
+
+
+def trace_llama(layers: int, seq: int):
+    cfg = dataclasses.replace(models.llama.LlamaConfig.llama3_8b(), n_layers=layers, seq_len=seq)
+    with FakeTensorMode():
+        module, inputs = models.build("llama", config=cfg, batch=1)
+    return trace_joint(module, inputs)
+
+
+def time_cpp(ir_json: str, repeat: int) -> tuple[float, list]:
+    times, result = [], None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        result = _C.enumerate_strategies(ir_json, True)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), json.loads(result)
+
+
+def _all_specs(ndim: int, mesh_ndim: int) -> list:
+    """Every R/S(d) spec of a tensor: what autoparallel offers for placeholders."""
+    per_dim = ["R"] + [f"S({d})" for d in range(ndim)]
+    return [tuple(c) for c in itertools.product(per_dim, repeat=mesh_ndim)]
+
+
+def dtensor_enumerate(gm: fx.GraphModule, mesh_shape, budget_s: float):
+    """Per-node DTensor strategy enumeration.
+
+    Returns ({op: [seconds per node]}, nodes timed, ops without rules, {op: first error}).
+    """
+    dmesh = dtref.dtensor_fake_mesh(mesh_shape)
+    slot = dtref._TensorSlot
+    outs = {}  # fx node -> list over outputs of lists of spec tuples
+    per_op, no_rule, timed, errors = {}, set(), 0, {}
+    start = time.perf_counter()
+    for n in gm.graph.nodes:
+        val = n.meta.get("val")
+        if n.op == "placeholder":
+            outs[n] = [_all_specs(val.dim(), len(mesh_shape))]
+            continue
+        if n.op != "call_function":
+            continue
+        if n.target is __import__("operator").getitem:
+            src, k = n.args
+            outs[n] = [outs.get(src, [[("R",) * len(mesh_shape)]] * (k + 1))[k]]
+            continue
+        replicate = [("R",) * len(mesh_shape)]
+        n_out = len(val) if isinstance(val, (list, tuple)) else 1
+        if not isinstance(n.target, torch._ops.OpOverload) or not dtref.dtensor_has_rule(n.target):
+            no_rule.add(str(n.target))
+            outs[n] = [replicate] * n_out
+            continue
+        if time.perf_counter() - start > budget_s:
+            outs[n] = [replicate] * n_out
+            continue
+        metas, choices = [], []
+
+        def to_slot(a):
+            if isinstance(a, fx.Node):
+                v = a.meta["val"]
+                metas.append((list(v.shape), v.dtype))
+                specs = outs.get(a, [replicate])[0] or replicate
+                # DTensor takes every spec the producer offers; Replicate first for single-dim rules
+                choices.append(sorted(set(specs), key=lambda s: (s != replicate[0], s)))
+                return slot(len(metas) - 1)
+            return a
+
+        args = fx.node.map_aggregate(n.args, to_slot)
+        kwargs = fx.node.map_aggregate(dict(n.kwargs), to_slot)
+        t = time.perf_counter()
+        try:
+            result = dtref.dtensor_op_strategies(n.target, list(args), kwargs, metas, choices, dmesh)
+        except Exception as e:  # DTensor cannot handle this call: time it anyway, feed Replicate onwards
+            result = None
+            errors.setdefault(str(n.target), f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}")
+        per_op.setdefault(str(n.target), []).append(time.perf_counter() - t)
+        timed += 1
+        if not result:
+            outs[n] = [replicate] * n_out
+        elif result[0][0] == "tuple":
+            outs[n] = [[tuple(_split(o[0])) for _, o in child] or replicate for child in result[0][1]]
+        else:
+            outs[n] = [[tuple(_split(o[k])) for _, o in result if o[k] is not None] or replicate
+                       for k in range(len(result[0][1]))]
+    return per_op, timed, no_rule, errors
+
+
+def _split(spec: str) -> list:
+    import re
+
+    return re.findall(r"R|S\(-?\d+\)|P\(\w+\)|_StridedShard\([^)]*\)|MaskPartial|\w+\([^)]*\)", spec)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--layers", type=int, default=32)
+    p.add_argument("--seq", type=int, default=8192)
+    p.add_argument("--mesh", action="append", help="mesh shape such as 8x8 (repeatable); default 8x8 and 8x8x4")
+    p.add_argument("--dtensor-layers", type=int, default=1, help="layers of the graph DTensor enumerates")
+    p.add_argument("--dtensor-budget", type=float, default=120.0, help="seconds of DTensor enumeration per mesh")
+    p.add_argument("--repeat", type=int, default=5, help="C++ timing repeats (median)")
+    args = p.parse_args(argv)
+    meshes = [tuple(int(s) for s in m.split("x")) for m in (args.mesh or ["8x8", "8x8x4"])]
+
+    t = time.perf_counter()
+    full = trace_llama(args.layers, args.seq)
+    print(f"traced Llama-3-8B dims, {args.layers} layers, seq {args.seq}, batch 1: "
+          f"{len(full.gm.graph.nodes)} FX nodes ({time.perf_counter() - t:.1f}s)")
+    small = trace_llama(args.dtensor_layers, args.seq) if args.dtensor_layers != args.layers else full
+    full_counts = {}
+    for n in full.gm.graph.nodes:
+        if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload):
+            full_counts[str(n.target)] = full_counts.get(str(n.target), 0) + 1
+
+    print(f"{'mesh':>8} {'IR nodes':>9} {'strategies':>11} {'C++ s':>8} {'DTensor s':>10} {'ratio':>8}  notes")
+    for mesh in meshes:
+        ex = export_graph(full.gm, list(mesh))
+        ir_json = ex.to_json()
+        cpp_s, result = time_cpp(ir_json, args.repeat)
+        n_strats = sum(len(e["strategies"]) for e in result if e is not None)
+        fell = sorted({ex.doc["nodes"][i]["op"] for i, e in enumerate(result) if e and e.get("fell_back")})
+
+        per_op, timed, no_rule, errors = dtensor_enumerate(small.gm, mesh, args.dtensor_budget)
+        all_times = [x for v in per_op.values() for x in v]
+        mean_all = statistics.fmean(all_times) if all_times else float("nan")
+        est, covered = 0.0, 0
+        for op, count in full_counts.items():
+            if op in no_rule:
+                continue
+            times = per_op.get(op)
+            est += count * (statistics.fmean(times) if times else mean_all)
+            covered += count
+        note = (f"DTensor: {timed} nodes timed on a {args.dtensor_layers}-layer graph, extrapolated per op "
+                f"to {covered} nodes; {len(no_rule)} ops without DTensor rules excluded; C++: strategies only")
+        print(f"{'x'.join(map(str, mesh)):>8} {len(ex.doc['nodes']):9d} {n_strats:11d} {cpp_s:8.3f} {est:10.1f} "
+              f"{est / cpp_s:8.0f}x  {note}")
+        if fell:
+            print(f"         C++ replicate fallback for: {', '.join(fell)}")
+        if no_rule:
+            print(f"         no DTensor rule: {', '.join(sorted(no_rule))}")
+        slow = sorted(((statistics.fmean(v), op) for op, v in per_op.items()), reverse=True)[:5]
+        print("         slowest DTensor ops (mean s/node): " + ", ".join(f"{op} {s:.3f}" for s, op in slow))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
