@@ -525,7 +525,12 @@ def verify_case(case: OpCase, mesh_shape, seed: int = 0, strategies: list | None
     layouts = layouts or Layouts()
     ir_json = json.dumps(case.doc(mesh_shape), separators=(",", ":"))
     if strategies is None:
-        entry = json.loads(_C.enumerate_strategies(ir_json, True))[case.node_index]
+        try:
+            entry = json.loads(_C.enumerate_strategies(ir_json, True))[case.node_index]
+        except (ValueError, RuntimeError) as e:
+            res.failures.append(f"FAIL {case.describe()} mesh={list(mesh_shape)}: enumerate_strategies raised "
+                                f"{type(e).__name__}: {str(e).splitlines()[0][:200]}")
+            return res
         res.family, res.fell_back = entry.get("family", ""), bool(entry.get("fell_back"))
         strategies = entry["strategies"]
         if res.fell_back:  # replicate-only: no rule to verify
