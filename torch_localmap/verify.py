@@ -23,6 +23,7 @@ one-op programs. C++ makes every decision; this module only builds tensors.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import json
 import math
@@ -265,6 +266,20 @@ def collect_cases(seed: int = 0, op_filter: str | None = None, sources=("models"
     rank/dtype signatures with edge and hand-made shapes first, so each op keeps its
     most different instances and the default run stays CI-fast.
     """
+    by_op = {}
+    for c in _distinct_cases(seed, tuple(sources)):
+        if not op_filter or op_matches(c.op, op_filter):
+            by_op.setdefault(c.op, []).append(c)
+    out = []
+    for op in sorted(by_op):
+        out += _diverse(by_op[op], max_per_op)
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def _distinct_cases(seed: int, sources: tuple) -> tuple:
+    """All distinct instances, traced once per process (tracing dominates collection time).
+    Callers must not mutate the cases' tensors (verification only reads them)."""
     from . import models
 
     torch.manual_seed(seed)
@@ -280,18 +295,13 @@ def collect_cases(seed: int = 0, op_filter: str | None = None, sources=("models"
             if hasattr(cfg, "n_layers"):  # one layer holds every op of the stack
                 cfg = dataclasses.replace(cfg, n_layers=1)
             cases += _model_cases(name, cfg, 2, seed, name)
-    seen, by_op = set(), {}
+    seen, out = set(), []
     for c in cases:
-        if op_filter and not op_matches(c.op, op_filter):
-            continue
         key = _case_key(c)
         if key not in seen:
             seen.add(key)
-            by_op.setdefault(c.op, []).append(c)
-    out = []
-    for op in sorted(by_op):
-        out += _diverse(by_op[op], max_per_op)
-    return out
+            out.append(c)
+    return tuple(out)
 
 
 def _diverse(cases: list, limit: int) -> list:
@@ -300,7 +310,7 @@ def _diverse(cases: list, limit: int) -> list:
     groups = {}
     for c in cases:
         groups.setdefault(tuple((t.dim(), str(t.dtype)) for t in c.inputs), []).append(c)
-    picked, queues = [], list(groups.values())
+    picked, queues = [], [list(g) for g in groups.values()]
     while len(picked) < limit:
         for q in queues:
             if q and len(picked) < limit:

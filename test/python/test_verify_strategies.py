@@ -75,7 +75,7 @@ def test_a_wrong_strategy_is_reported():
 @needs_rules
 @needs_layouts
 @pytest.mark.parametrize("op", ["aten.mm.default", "aten.view.default", "aten.sum.dim_IntList",
-                                "aten.native_layer_norm_backward.default"])
+                                "aten.mul.Tensor"])
 def test_verify_strategies_cli_subset(op, capsys):
     from torch_localmap.__main__ import main
 
