@@ -14,12 +14,9 @@ pair DTensor returns must be
 
 Exceptions that no longer match anything fail the test, so the list cannot go stale.
 """
-import itertools
-import json
 import re
 
 import pytest
-import torch
 
 from torch_localmap import _C, verify
 from torch_localmap import _dtensor_reference as dtref
