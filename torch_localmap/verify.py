@@ -26,8 +26,6 @@ import dataclasses
 import functools
 import itertools
 import json
-import math
-import operator
 from dataclasses import dataclass, field
 
 import torch
