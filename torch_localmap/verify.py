@@ -248,8 +248,8 @@ def _hand_cases(seed: int) -> list:
     from torch.fx.experimental.proxy_tensor import make_fx
 
     cases = []
+    torch.manual_seed(seed)  # the programs' inputs are drawn from the global generator
     for name, fn, inputs in _hand_programs():
-        torch.manual_seed(seed)
         inputs = tuple(x.clone() for x in inputs)
         gm = make_fx(fn)(*inputs)
         cases += cases_from_graph(gm, [x.clone() for x in inputs], f"hand:{name}")
