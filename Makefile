@@ -4,7 +4,7 @@ PY ?= python3
 PIP = $(PY) -m pip
 JOBS ?= 2
 
-.PHONY: install demo test test-cpp test-py gtest-dev
+.PHONY: install demo test test-cpp test-py gtest-dev verify-strategies
 
 install:
 	$(PIP) install --quiet "torch==2.13.*" "numpy>=1.24" "highspy>=1.7" "pybind11>=2.12" ninja "setuptools>=64" wheel \
@@ -14,7 +14,7 @@ install:
 demo: install
 	$(PY) -m torch_localmap demo
 
-test: install test-cpp test-py
+test: install test-cpp test-py verify-strategies
 
 # GoogleTest comes from Debian (libgtest-dev); installed on first use.
 gtest-dev:
@@ -27,3 +27,7 @@ test-cpp: gtest-dev
 
 test-py:
 	$(PY) -m pytest -n $(JOBS) -q test/python
+
+# Every C++ sharding strategy checked numerically on the default meshes (issue 3).
+verify-strategies:
+	$(PY) -m torch_localmap verify-strategies

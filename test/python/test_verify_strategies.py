@@ -1,0 +1,96 @@
+"""The strategy verifier: its tensor building/reassembly, that it catches a wrong
+strategy, and a subset of the verify-strategies run (CI runs the full CLI via make)."""
+import itertools
+import re
+
+import pytest
+import torch
+
+from torch_localmap import _C, verify
+
+needs_layouts = pytest.mark.skipif(not hasattr(_C, "local_layouts"), reason="needs _C.local_layouts (algebra)")
+needs_rules = pytest.mark.skipif(not hasattr(_C, "enumerate_strategies") or not hasattr(_C, "local_call_args"),
+                                 reason="needs _C.enumerate_strategies / local_call_args (strategies)")
+
+
+@needs_layouts
+@pytest.mark.parametrize("mesh,spec", [
+    ((2,), "P(sum)"), ((3,), "P(avg)"), ((2,), "P(max)"), ((3,), "P(min)"),
+    ((2, 3), "S(0)P(sum)"), ((2, 2), "P(max)S(1)"), ((3, 2), "S(1)S(1)"), ((2, 1, 2), "P(sum)RP(avg)"),
+])
+def test_local_inputs_reassemble_to_the_global_value(mesh, spec):
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(5, 3, dtype=torch.float64, generator=gen)
+    layouts = verify.Layouts()
+    local = verify.local_inputs(x, spec, mesh, layouts, gen)
+    assert sorted(local) == list(itertools.product(*[range(n) for n in mesh]))
+    if "P" in spec:  # partial pieces really are different from the value
+        assert any(not torch.equal(t, x[: t.shape[0], : t.shape[1]]) for t in local.values())
+    got, why = verify.assemble(local, [5, 3], x.dtype, spec, mesh, layouts)
+    assert why == "" and torch.allclose(got, x, rtol=1e-12, atol=1e-12)
+
+
+@needs_layouts
+def test_integer_partials_are_exact():
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randint(-9, 9, (4, 3), generator=gen)
+    layouts = verify.Layouts()
+    for spec in ("P(sum)", "P(max)", "P(min)"):
+        local = verify.local_inputs(x, spec, (3,), layouts, gen)
+        got, _ = verify.assemble(local, [4, 3], x.dtype, spec, (3,), layouts)
+        assert torch.equal(got, x)
+
+
+@needs_layouts
+def test_assemble_rejects_disagreeing_replicas_and_wrong_shapes():
+    layouts = verify.Layouts()
+    x = torch.arange(6.0, dtype=torch.float64).reshape(2, 3)
+    local = {(0,): x.clone(), (1,): x + 1}
+    got, why = verify.assemble(local, [2, 3], x.dtype, "R", (2,), layouts)
+    assert got is None and "replicas disagree" in why
+    got, why = verify.assemble({(0,): x, (1,): x}, [2, 3], x.dtype, "S(0)", (2,), layouts)
+    assert got is None and "shape" in why
+
+
+def _add_case():
+    cases = [c for c in verify._hand_cases(0) if c.op == "aten.add.Tensor" and c.input_shapes == [[3, 1, 5], [4, 1]]]
+    assert cases, "hand-made broadcast add case missing"
+    return cases[0]
+
+
+@needs_rules
+@needs_layouts
+def test_a_wrong_strategy_is_reported():
+    case = _add_case()
+    ok = verify.verify_case(case, (2,), strategies=[{"inputs": ["S(0)", "R"], "outputs": ["S(0)"]}])
+    assert ok.strategies == 1 and ok.failures == []
+    # P(sum) + R is not P(sum): the replicated operand would be added once per rank
+    bad = verify.verify_case(case, (2,), strategies=[{"inputs": ["P(sum)", "R"], "outputs": ["P(sum)"]}])
+    assert len(bad.failures) == 1 and "aten.add.Tensor" in bad.failures[0] and "P(sum)" in bad.failures[0]
+    # output claimed sharded on the wrong dim
+    bad = verify.verify_case(case, (3,), strategies=[{"inputs": ["S(0)", "R"], "outputs": ["S(1)"]}])
+    assert len(bad.failures) == 1
+
+
+@needs_rules
+@needs_layouts
+@pytest.mark.parametrize("op", ["aten.mm.default", "aten.view.default", "aten.sum.dim_IntList",
+                                "aten.mul.Tensor"])
+def test_verify_strategies_cli_subset(op, capsys):
+    from torch_localmap.__main__ import main
+
+    code = main(["verify-strategies", "--op", op, "--mesh", "2x2", "--mesh", "3x2", "--max-cases-per-op", "3"])
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    m = re.fullmatch(r"(\d+) ops, (\d+) strategies verified, (\d+) failures", last)
+    assert m, last
+    assert int(m.group(1)) == 1 and int(m.group(2)) > 0
+    assert code == int(int(m.group(3)) > 0)
+    assert int(m.group(3)) == 0, last
+
+
+def test_bad_mesh_and_unknown_op():
+    with pytest.raises(ValueError, match="positive"):
+        verify.parse_mesh("2x0")
+    with pytest.raises(ValueError, match="2x2"):
+        verify.parse_mesh("two")
+    assert verify.op_matches("aten.mm.default", "mm") and not verify.op_matches("aten.bmm.default", "mm")

@@ -1,0 +1,643 @@
+"""Numerical verification of every sharding strategy the C++ propagator emits.
+
+For one op instance (a "case": the op's IR node plus real global input values)
+and one mesh, every strategy from `_C.enumerate_strategies` is checked:
+
+1. each mesh coordinate's local inputs are built from the global inputs per the
+   strategy's input specs: Shard -> the slice `_C.local_layout` names;
+   Partial(sum) -> random pieces summing to the value; Partial(avg) -> pieces
+   averaging to it; Partial(max/min) -> copies with entries lowered/raised except
+   on one random owner coordinate;
+2. the op runs once per coordinate, in this process, with the arguments
+   `_C.local_call_args` gives for that coordinate (local sizes for view/expand/...);
+3. outputs are reassembled per the output specs (Partial groups reduced, Shard
+   pieces placed at their offsets, Replicate copies checked to agree) and compared
+   with the op on the global inputs: float64 with a tight tolerance, integers exactly.
+
+Cases come from the joint graphs of the reference models (torch_localmap.models),
+traced in float64 and run on real random data so that every op sees consistent
+inputs (valid indices, matching saved statistics, ...), at tiny sizes and at
+"edge" sizes (odd, size-1 and smaller-than-mesh dims), plus a few hand-made
+one-op programs. C++ makes every decision; this module only builds tensors.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+import json
+from dataclasses import dataclass, field
+
+import torch
+import torch.fx as fx
+
+from . import _C
+from .ir_export import decode_arg
+
+# Ops whose outputs cannot be compared value by value, with the reason.
+EXCLUDED_OPS = {
+    "aten.native_dropout.default": "random: each call draws a new mask, so shards cannot match the global mask",
+    "aten.bernoulli.default": "random: draws from the RNG",
+    "aten.bernoulli.p": "random: draws from the RNG",
+    "aten.rand_like.default": "random: draws from the RNG",
+    "aten.randn_like.default": "random: draws from the RNG",
+    "aten.randint_like.default": "random: draws from the RNG",
+}
+# Ops whose output memory is uninitialized: only shapes and dtypes are compared.
+SHAPE_ONLY_OPS = {
+    "aten.empty.memory_format", "aten.empty_like.default", "aten.new_empty.default",
+    "aten.new_empty_strided.default", "aten.empty_strided.default",
+}
+RTOL, ATOL = 1e-7, 1e-9
+
+
+# ----------------------------------------------------------------------------- cases
+
+@dataclass
+class OpCase:
+    op: str
+    source: str                 # where the instance came from ("llama", "edge:vit", "hand:mm", ...)
+    node: dict                  # the op's IR node; tensor refs point at placeholders 0..k-1
+    inputs: list                # global input tensors, one per tensor argument occurrence
+    input_shapes: list = field(default_factory=list)
+
+    def doc(self, mesh_shape) -> dict:
+        nodes = [{"name": f"in{i}", "op": "placeholder", "role": "input", "args": [], "kwargs": {},
+                  "outputs": [_meta(t)]} for i, t in enumerate(self.inputs)]
+        k = len(nodes)
+        nodes.append(self.node)
+        outs = [{"t": [k, i]} for i in range(len(self.node["outputs"]))]
+        nodes.append({"name": "output", "op": "output", "args": [outs], "kwargs": {}})
+        return {"mesh": {"shape": list(mesh_shape)}, "nodes": nodes}
+
+    @property
+    def node_index(self) -> int:
+        return len(self.inputs)
+
+    def describe(self) -> str:
+        return f"{self.op} inputs {self.input_shapes} ({self.source})"
+
+
+def _meta(t: torch.Tensor) -> dict:
+    return {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", "")}
+
+
+def _remap_refs(arg, occurrences: list):
+    """Replaces every tensor ref by a fresh placeholder index (one per occurrence, depth first,
+    args before kwargs: the IR's tensor_inputs order)."""
+    if isinstance(arg, list):
+        return [_remap_refs(a, occurrences) for a in arg]
+    if isinstance(arg, dict):
+        if "t" in arg:
+            occurrences.append(tuple(arg["t"]))
+            return {"t": [len(occurrences) - 1, 0]}
+        if "dict" in arg:
+            return {"dict": {k: _remap_refs(v, occurrences) for k, v in arg["dict"].items()}}
+    return arg
+
+
+def _run_graph(gm: fx.GraphModule, placeholder_values: list) -> dict:
+    """Runs an FX graph on real tensors, returning every node's value."""
+    env = {}
+    it = iter(placeholder_values)
+    for n in gm.graph.nodes:
+        if n.op == "placeholder":
+            env[n] = next(it)
+        elif n.op == "call_function":
+            args = fx.node.map_arg(n.args, lambda a: env[a])
+            kwargs = fx.node.map_arg(n.kwargs, lambda a: env[a])
+            env[n] = n.target(*args, **kwargs)
+        elif n.op == "output":
+            break
+        else:
+            raise ValueError(f"unexpected FX node {n.op} {n.name}")
+    return env
+
+
+def cases_from_graph(gm: fx.GraphModule, placeholder_values: list, source: str) -> list:
+    """One OpCase per op node of `gm`, with the values the graph computes on `placeholder_values`."""
+    from .ir_export import export_graph
+
+    env = _run_graph(gm, placeholder_values)
+    ex = export_graph(gm, [1])
+
+    def value(ref):
+        node_idx, out_idx = ref
+        fxn = ex.fx_nodes[node_idx]
+        v = env[fxn]
+        if isinstance(v, (tuple, list)):
+            slots = ex.output_slots[fxn]
+            pos = next(p for p, o in slots.items() if o == out_idx)
+            return v[pos]
+        return v
+
+    cases = []
+    for i, node in enumerate(ex.doc["nodes"]):
+        if node["op"] in ("placeholder", "output") or not node.get("outputs"):
+            continue
+        occ: list = []
+        new = dict(node)
+        new["args"] = _remap_refs(node["args"], occ)
+        new["kwargs"] = {k: _remap_refs(v, occ) for k, v in node["kwargs"].items()}
+        new["kwargs"] = dict(new["kwargs"])
+        inputs = [value(r) for r in occ]
+        if not all(isinstance(t, torch.Tensor) for t in inputs):
+            continue
+        cases.append(OpCase(op=node["op"], source=source, node=new, inputs=[t.detach().clone() for t in inputs],
+                            input_shapes=[list(t.shape) for t in inputs]))
+    return cases
+
+
+def _case_key(c: OpCase) -> str:
+    node = {k: c.node[k] for k in ("op", "args", "kwargs", "outputs")}
+    return json.dumps([node, [_meta(t) for t in c.inputs]], sort_keys=True)
+
+
+def _model_cases(name: str, config, batch: int, seed: int, source: str) -> list:
+    from . import models
+    from .trace import trace_joint
+
+    module, inputs = models.build(name, config=config, batch=batch, seed=seed)
+    module = module.to(torch.float64)
+    inputs = tuple(x.to(torch.float64) if x.is_floating_point() else x for x in inputs)
+    joint = trace_joint(module, inputs)
+    params = dict(module.named_parameters())
+    buffers = dict(module.named_buffers())
+    from . import _torch_private
+
+    gen = torch.Generator().manual_seed(seed + 7)
+    values = []
+    for n in joint.gm.graph.nodes:
+        if n.op != "placeholder":
+            continue
+        role, target = _torch_private.describe_input(n.meta.get("desc"))
+        if role == "param":
+            values.append(params[target].detach().clone())
+        elif role == "buffer":
+            values.append(buffers[target].detach().clone())
+        elif role == "input":
+            values.append(inputs[int(target)])
+        else:  # tangent: a random cotangent exercises the backward more than ones would
+            meta = n.meta["val"]
+            values.append(torch.randn(meta.shape, dtype=meta.dtype, generator=gen))
+    return cases_from_graph(joint.gm, values, source)
+
+
+def edge_configs() -> list:
+    """(model, config, batch): sizes that are odd, 1, or smaller than the mesh dims."""
+    from .models import cnn, llama, moe, vit
+
+    return [
+        ("llama", llama.LlamaConfig.tiny(dim=12, n_layers=1, n_heads=3, n_kv_heads=1, ffn_dim=7, vocab_size=5,
+                                         seq_len=3), 1),
+        ("llama_tied", llama.LlamaConfig.tiny(dim=8, n_layers=1, n_heads=2, n_kv_heads=2, ffn_dim=5, vocab_size=7,
+                                              seq_len=1, tie_embeddings=True), 3),
+        ("moe", moe.MoEConfig.tiny(dim=6, n_layers=1, n_heads=1, n_experts=3, top_k=1, expert_ffn_dim=5,
+                                   vocab_size=7, seq_len=3), 1),
+        ("vit", vit.ViTConfig.tiny(image_size=6, patch_size=3, channels=1, dim=6, n_layers=1, n_heads=3,
+                                   mlp_dim=5, n_classes=3), 1),
+        ("cnn", cnn.CNNConfig.tiny(image_size=5, in_channels=1, widths=(3,), n_classes=3), 3),
+    ]
+
+
+def _hand_programs():
+    """Small one-op programs at edge shapes that the models do not produce."""
+    import torch.nn.functional as F
+
+    def grad_of(fn, *xs):
+        xs = [x.requires_grad_() if x.is_floating_point() else x for x in xs]
+        out = fn(*xs)
+        # a deterministic non-constant cotangent (a generator object cannot be traced)
+        g = torch.cos(torch.arange(out.numel(), dtype=out.dtype) * 1.3).reshape(out.shape)
+        diff = [x for x in xs if x.requires_grad]
+        return (out,) + tuple(torch.autograd.grad(out, diff, g))
+
+    r = lambda *s: torch.randn(*s, dtype=torch.float64)  # noqa: E731
+    return [
+        ("mm_odd", lambda a, b: grad_of(torch.mm, a, b), (r(5, 3), r(3, 7))),
+        ("mm_size1", lambda a, b: grad_of(torch.mm, a, b), (r(1, 4), r(4, 1))),
+        ("bmm_odd", lambda a, b: grad_of(torch.bmm, a, b), (r(3, 5, 1), r(3, 1, 2))),
+        ("addmm_bcast", lambda c, a, b: grad_of(torch.addmm, c, a, b), (r(7), r(3, 5), r(5, 7))),
+        ("broadcast_add", lambda a, b: grad_of(torch.add, a, b), (r(3, 1, 5), r(4, 1))),
+        ("broadcast_mul", lambda a, b: grad_of(torch.mul, a, b), (r(1, 5), r(3, 1))),
+        ("sum_keepdim", lambda a: grad_of(lambda x: x.sum((0, 2), keepdim=True), a), (r(3, 1, 5),)),
+        ("mean_all", lambda a: grad_of(lambda x: x.mean(), a), (r(5, 3),)),
+        ("amax", lambda a: (torch.amax(a, 1), torch.amax(a, (0, 1), keepdim=True)), (r(3, 5),)),
+        ("softmax_odd", lambda a: grad_of(lambda x: torch.softmax(x, 0), a), (r(5, 3),)),
+        ("log_softmax_size1", lambda a: grad_of(lambda x: torch.log_softmax(x, -1), a), (r(3, 1),)),
+        ("layer_norm_odd", lambda a, w, b: grad_of(lambda x, w, b: F.layer_norm(x, (5,), w, b), a, w, b),
+         (r(3, 1, 5), r(5), r(5))),
+        ("transpose_view", lambda a: (a.t().reshape(-1), a.view(3, 5).unsqueeze(1).expand(3, 2, 5)), (r(5, 3),)),
+        ("reshape_factor", lambda a: (a.reshape(2, 3, 5), a.reshape(5, 6), a.flatten()), (r(6, 5),)),
+        ("cat_stack", lambda a, b: (torch.cat([a, b], 0), torch.stack([a, a], 1)), (r(3, 5), r(1, 5))),
+        ("split_select", lambda a: (torch.split(a, 2, 1)[2], a[:, 1], a[1:4:2]), (r(5, 5),)),
+        ("gelu_where", lambda a, b: grad_of(lambda x, y: torch.where(x > 0, F.gelu(x), y), a, b), (r(5, 3), r(5, 3))),
+        ("cross_entropy_ignore", lambda x, t: grad_of(lambda x: F.cross_entropy(x, t, ignore_index=1), x),
+         (r(7, 5), torch.tensor([0, 1, 4, 2, 1, 3, 0]))),
+        ("embedding_odd", lambda w, i: grad_of(lambda w: F.embedding(i, w), w), (r(7, 3), torch.tensor([[0, 6, 2]]))),
+        ("cumsum_odd", lambda a: grad_of(lambda x: torch.cumsum(x, 1), a), (r(3, 5),)),
+        ("casts", lambda a: (a.to(torch.float32), (a > 0).to(torch.int64), a.to(torch.float32).to(torch.float64)),
+         (r(3, 5),)),
+        ("factories", lambda a: (torch.zeros_like(a), torch.ones(3, 5, dtype=a.dtype), a.new_zeros(5, 1),
+                                 torch.full_like(a, 2.0), torch.arange(5)), (r(3, 5),)),
+        ("conv_odd", lambda x, w: grad_of(lambda x, w: F.conv2d(x, w, padding=1), x, w), (r(3, 2, 5, 5), r(5, 2, 3, 3))),
+    ]
+
+
+def _hand_cases(seed: int) -> list:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    cases = []
+    torch.manual_seed(seed)  # the programs' inputs are drawn from the global generator
+    for name, fn, inputs in _hand_programs():
+        inputs = tuple(x.clone() for x in inputs)
+        gm = make_fx(fn)(*inputs)
+        cases += cases_from_graph(gm, [x.clone() for x in inputs], f"hand:{name}")
+    return cases
+
+
+def collect_cases(seed: int = 0, op_filter: str | None = None, sources=("models", "edge", "hand"),
+                  max_per_op: int = 6) -> list:
+    """Distinct op instances (op, arguments, input shapes/dtypes) with real input values.
+
+    At most `max_per_op` instances per op (0: all), picked round-robin over input
+    rank/dtype signatures with edge and hand-made shapes first, so each op keeps its
+    most different instances and the default run stays CI-fast.
+    """
+    by_op = {}
+    for c in _distinct_cases(seed, tuple(sources)):
+        if not op_filter or op_matches(c.op, op_filter):
+            by_op.setdefault(c.op, []).append(c)
+    out = []
+    for op in sorted(by_op):
+        out += _diverse(by_op[op], max_per_op)
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def _distinct_cases(seed: int, sources: tuple) -> tuple:
+    """All distinct instances, traced once per process (tracing dominates collection time).
+    Callers must not mutate the cases' tensors (verification only reads them)."""
+    from . import models
+
+    torch.manual_seed(seed)
+    cases = []
+    if "edge" in sources:
+        for name, cfg, batch in edge_configs():
+            cases += _model_cases(name, cfg, batch, seed, f"edge:{name}")
+    if "hand" in sources:
+        cases += _hand_cases(seed)
+    if "models" in sources:
+        for name in models.REGISTRY:
+            cfg = models.tiny_config(name)
+            if hasattr(cfg, "n_layers"):  # one layer holds every op of the stack
+                cfg = dataclasses.replace(cfg, n_layers=1)
+            cases += _model_cases(name, cfg, 2, seed, name)
+    seen, out = set(), []
+    for c in cases:
+        key = _case_key(c)
+        if key not in seen:
+            seen.add(key)
+            out.append(c)
+    return tuple(out)
+
+
+def _diverse(cases: list, limit: int) -> list:
+    if limit <= 0 or len(cases) <= limit:
+        return cases
+    groups = {}
+    for c in cases:
+        groups.setdefault(tuple((t.dim(), str(t.dtype)) for t in c.inputs), []).append(c)
+    picked, queues = [], [list(g) for g in groups.values()]
+    while len(picked) < limit:
+        for q in queues:
+            if q and len(picked) < limit:
+                picked.append(q.pop(0))
+    return picked
+
+
+def op_matches(op: str, name: str) -> bool:
+    """--op accepts "aten.mm.default", "aten.mm", "mm" or "mm.default"."""
+    parts = op.split(".")
+    short = parts[1] if len(parts) > 1 else op
+    return name in (op, short, ".".join(parts[:2]), ".".join(parts[1:]))
+
+
+# ------------------------------------------------------------------ placements -> tensors
+
+def _spec_parts(spec: str) -> list:
+    """"S(0)RP(sum)" -> [("S", 0), ("R", None), ("P", "sum")]; the C++ spelling, parsed for tensor building only."""
+    canon = _C.normalize_spec(spec)
+    parts, i = [], 0
+    while i < len(canon):
+        if canon[i] == "R":
+            parts.append(("R", None))
+            i += 1
+        else:
+            j = canon.index(")", i)
+            inner = canon[i + 2:j]
+            parts.append((canon[i], int(inner) if canon[i] == "S" else inner))
+            i = j + 1
+    return parts
+
+
+class Layouts:
+    """Local shapes/offsets of every rank from C++ (`_C.local_layouts`, row-major ranks),
+    one call per (global shape, mesh, spec), cached."""
+
+    def __init__(self):
+        self._cache = {}
+
+    def __call__(self, shape, mesh_shape, spec, coord):
+        key = (tuple(shape), tuple(mesh_shape), spec)
+        per_rank = self._cache.get(key)
+        if per_rank is None:
+            per_rank = [(list(s), list(o)) for s, o in _C.local_layouts(list(shape), list(mesh_shape), spec)]
+            self._cache[key] = per_rank
+        rank = 0
+        for c, n in zip(coord, mesh_shape):
+            rank = rank * n + c
+        return per_rank[rank]
+
+
+def _slice(t: torch.Tensor, shape, offset) -> torch.Tensor:
+    idx = tuple(slice(o, o + s) for o, s in zip(offset, shape))
+    return t[idx] if idx else t
+
+
+def _split(value: torch.Tensor, n: int, reduce: str, gen: torch.Generator) -> list:
+    """n tensors whose `reduce` over the list equals `value` elementwise."""
+    if n == 1:
+        return [value.clone()]
+    if value.dtype == torch.bool:
+        raise ValueError("Partial placement of a bool tensor")
+    is_float = value.is_floating_point()
+
+    def noise():
+        if is_float:
+            scale = float(value.abs().max()) if value.numel() else 1.0
+            return torch.randn(value.shape, dtype=value.dtype, generator=gen) * (scale or 1.0)
+        return torch.randint(-5, 6, value.shape, dtype=value.dtype, generator=gen)
+
+    if reduce in ("sum", "avg"):
+        total = value * n if reduce == "avg" else value
+        pieces = [noise() for _ in range(n - 1)]
+        last = total - sum(pieces) if pieces else total
+        return pieces + [last]
+    if reduce in ("max", "min"):
+        # One random owner per element keeps the exact value; the others are strictly
+        # lower (max) or higher (min), so the reduction gives the value back exactly.
+        owner = torch.randint(0, n, value.shape, generator=gen)
+        sign = -1 if reduce == "max" else 1
+        out = []
+        for i in range(n):
+            shift = noise().abs() + (0 if is_float else 1)
+            out.append(torch.where(owner == i, value, value + sign * shift))
+        return out
+    raise ValueError(f"unknown partial reduce '{reduce}'")
+
+
+def local_inputs(value: torch.Tensor, spec: str, mesh_shape, layouts: Layouts, gen) -> dict:
+    """coord -> local tensor for a global `value` in placement `spec`."""
+    parts = _spec_parts(spec)
+    coords = list(itertools.product(*[range(n) for n in mesh_shape]))
+    partial_dims = [m for m, (k, _) in enumerate(parts) if k == "P"]
+    # Pieces per (shard position, partial coordinates): slice first, then split; splitting
+    # is elementwise so the reduction over a Partial group gives back the slice.
+    shard_pieces = {}
+    out = {}
+    for c in coords:
+        shape, offset = layouts(value.shape, mesh_shape, spec, c)
+        local = _slice(value, shape, offset)
+        if not partial_dims:
+            out[c] = local.clone()
+            continue
+        # Replicate mesh dims hold identical pieces: the key is the shard position only.
+        key = (tuple(offset), tuple(shape))
+        if key not in shard_pieces:
+            tree = {(): local}
+            for m in partial_dims:
+                nxt = {}
+                for k, v in tree.items():
+                    for i, piece in enumerate(_split(v, mesh_shape[m], parts[m][1], gen)):
+                        nxt[k + (i,)] = piece
+                tree = nxt
+            shard_pieces[key] = tree
+        out[c] = shard_pieces[key][tuple(c[m] for m in partial_dims)].clone()
+    return out
+
+
+def _reduce(tensors: list, how: str) -> torch.Tensor:
+    stacked = torch.stack(tensors)
+    if how == "sum":
+        return stacked.sum(0)
+    if how == "avg":
+        return stacked.mean(0) if stacked.is_floating_point() else stacked.sum(0) // len(tensors)
+    if how == "max":
+        return stacked.amax(0)
+    if how == "min":
+        return stacked.amin(0)
+    raise ValueError(f"unknown partial reduce '{how}'")
+
+
+def assemble(locals_by_coord: dict, global_shape, dtype, spec: str, mesh_shape, layouts: Layouts, in_dtypes=()):
+    """Global tensor from per-coordinate outputs, or (None, reason) when they are inconsistent."""
+    parts = _spec_parts(spec)
+    partial_dims = [m for m, (k, _) in enumerate(parts) if k == "P"]
+    groups = {}
+    for c, t in locals_by_coord.items():
+        shape, offset = layouts(global_shape, mesh_shape, spec, c)
+        if list(t.shape) != list(shape):
+            return None, f"coord {list(c)}: local output shape {list(t.shape)}, expected {shape}"
+        if t.dtype != dtype:
+            return None, f"coord {list(c)}: local output dtype {t.dtype}, expected {dtype}"
+        key = tuple(c[m] for m in range(len(c)) if m not in partial_dims)
+        groups.setdefault(key, (shape, offset, {}))[2][tuple(c[m] for m in partial_dims)] = t
+    result = torch.zeros(global_shape, dtype=dtype)
+    written = torch.zeros(global_shape, dtype=torch.bool)
+    for key, (shape, offset, members) in groups.items():
+        # reduce Partial mesh dims innermost first: each is a reduction over one mesh dim
+        vals = members
+        for level in range(len(partial_dims) - 1, -1, -1):
+            how = parts[partial_dims[level]][1]
+            merged = {}
+            for k, v in vals.items():
+                merged.setdefault(k[:level], []).append((k[level], v))
+            vals = {k: _reduce([v for _, v in sorted(lst, key=lambda p: p[0])], how) for k, lst in merged.items()}
+        value = vals[()]
+        region = tuple(slice(o, o + s) for o, s in zip(offset, shape))
+        if region and value.numel() == 0:
+            continue
+        prev_written = written[region] if region else written
+        if bool(prev_written.any()):
+            prev = result[region] if region else result
+            if not _close(value, prev, in_dtypes):
+                return None, f"replicas disagree at coord group {list(key)} (region offset {offset})"
+            continue
+        if region:
+            result[region] = value
+            written[region] = True
+        else:
+            result, written = value.clone(), torch.ones((), dtype=torch.bool)
+    if not bool(written.all()):
+        return None, "the output shards do not cover the global tensor"
+    return result, ""
+
+
+def _close(a: torch.Tensor, b: torch.Tensor, dtypes=()) -> bool:
+    """`dtypes`: input dtypes; Partial pieces of a float32 input are rounded in float32."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() or a.is_complex():
+        rtol, atol = max((TOLERANCE.get(d, (RTOL, ATOL)) for d in (b.dtype, *dtypes)), key=lambda t: t[0])
+        scale = float(b.abs().max()) if b.numel() else 0.0
+        return torch.allclose(a, b, rtol=rtol, atol=atol * max(1.0, scale), equal_nan=True)
+    return torch.equal(a, b)
+
+
+# Cases run in float64; ops that cast (to float32 and back) round at that precision, and
+# Partial pieces are rounded separately from the whole, so the bound follows the output dtype.
+TOLERANCE = {torch.float32: (1e-5, 1e-5), torch.float16: (2e-2, 2e-2), torch.bfloat16: (5e-2, 5e-2)}
+
+
+# ------------------------------------------------------------------------ verification
+
+def _op_callable(op: str):
+    ns, name, overload = op.split(".", 2) if op.count(".") >= 2 else (*op.split("."), "default")
+    packet = getattr(getattr(torch.ops, ns), name)
+    return getattr(packet, overload)
+
+
+def _outputs_of(result, node: dict) -> list:
+    if isinstance(result, torch.Tensor):
+        return [result]
+    positions = (node.get("extra") or {}).get("output_positions")
+    if positions is None:
+        positions = [i for i, r in enumerate(result) if isinstance(r, torch.Tensor)]
+    return [result[p] for p in positions]
+
+
+@dataclass
+class CaseResult:
+    strategies: int = 0
+    failures: list = field(default_factory=list)
+    family: str = ""
+    fell_back: bool = False
+    skipped: str = ""
+
+
+def enumerate_case(case: OpCase, mesh_shape) -> dict:
+    doc = json.dumps(case.doc(mesh_shape), separators=(",", ":"))
+    return json.loads(_C.enumerate_strategies(doc, True))[case.node_index]
+
+
+def verify_case(case: OpCase, mesh_shape, seed: int = 0, strategies: list | None = None,
+                layouts: Layouts | None = None) -> CaseResult:
+    """Checks every strategy C++ emits for `case` on `mesh_shape` (or the given `strategies`)."""
+    res = CaseResult()
+    if case.op in EXCLUDED_OPS:
+        res.skipped = EXCLUDED_OPS[case.op]
+        return res
+    layouts = layouts or Layouts()
+    ir_json = json.dumps(case.doc(mesh_shape), separators=(",", ":"))
+    if strategies is None:
+        try:
+            entry = json.loads(_C.enumerate_strategies(ir_json, True))[case.node_index]
+        except (ValueError, RuntimeError) as e:
+            res.failures.append(f"FAIL {case.describe()} mesh={list(mesh_shape)}: enumerate_strategies raised "
+                                f"{type(e).__name__}: {str(e).splitlines()[0][:200]}")
+            return res
+        res.family, res.fell_back = entry.get("family", ""), bool(entry.get("fell_back"))
+        strategies = entry["strategies"]
+        if res.fell_back:  # replicate-only: no rule to verify
+            return res
+    fn = _op_callable(case.op)
+    ref_args, ref_kwargs = _decode(case.node, case.inputs)
+    ref_outs = _outputs_of(fn(*ref_args, **ref_kwargs), case.node)
+    coords = list(itertools.product(*[range(n) for n in mesh_shape]))
+    gen = torch.Generator().manual_seed(seed)
+    local_cache = {}
+    in_dtypes = {t.dtype for t in case.inputs if t.is_floating_point()}
+    for s in strategies:
+        res.strategies += 1
+        label = f"{case.describe()} strategy in={s['inputs']} out={s['outputs']} mesh={list(mesh_shape)}"
+        try:
+            per_input = []
+            for i, (value, spec) in enumerate(zip(case.inputs, s["inputs"])):
+                key = (i, spec)
+                if key not in local_cache:
+                    local_cache[key] = local_inputs(value, spec, mesh_shape, layouts, gen)
+                per_input.append(local_cache[key])
+            s_json = json.dumps(s)
+            outs_by_coord = [dict() for _ in ref_outs]
+            for c in coords:
+                call = json.loads(_C.local_call_args(ir_json, case.node_index, s_json, list(c)))
+                locals_ = [per_input[i][c] for i in range(len(case.inputs))]
+                args = decode_arg(call["args"], lambda r: locals_[r[0]])
+                kwargs = {k: decode_arg(v, lambda r: locals_[r[0]]) for k, v in call["kwargs"].items()}
+                outs = _outputs_of(fn(*args, **kwargs), case.node)
+                for j, o in enumerate(outs):
+                    outs_by_coord[j][c] = o
+            for j, (ref, spec) in enumerate(zip(ref_outs, s["outputs"])):
+                got, why = assemble(outs_by_coord[j], list(ref.shape), ref.dtype, spec, mesh_shape, layouts, in_dtypes)
+                if got is None:
+                    res.failures.append(f"FAIL {label}: output {j}: {why}")
+                    break
+                if case.op in SHAPE_ONLY_OPS:
+                    continue
+                if not _close(got, ref, in_dtypes):
+                    err = (got.double() - ref.double()).abs().max().item() if ref.numel() else 0.0
+                    res.failures.append(f"FAIL {label}: output {j} differs from the global op (max abs err {err:.3g})")
+                    break
+        except Exception as e:  # a strategy whose local call raises is a failed strategy
+            res.failures.append(f"FAIL {label}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+    return res
+
+
+def _decode(node: dict, inputs: list):
+    args = decode_arg(node["args"], lambda r: inputs[r[0]])
+    kwargs = {k: decode_arg(v, lambda r: inputs[r[0]]) for k, v in node["kwargs"].items()}
+    return args, kwargs
+
+
+def parse_mesh(text: str) -> tuple:
+    try:
+        shape = tuple(int(s) for s in text.lower().split("x"))
+    except ValueError:
+        raise ValueError(f"--mesh must look like 2x2 or 2x1x2, got '{text}'") from None
+    if not shape or any(n <= 0 for n in shape) or len(shape) > 4:
+        raise ValueError(f"--mesh needs 1 to 4 positive sizes, got '{text}'")
+    return shape
+
+
+DEFAULT_MESHES = ((2,), (2, 2), (2, 1, 2), (3, 2))
+
+
+@dataclass
+class MeshReport:
+    mesh: tuple
+    ops: set = field(default_factory=set)
+    strategies: int = 0
+    failures: list = field(default_factory=list)
+    fallback_ops: set = field(default_factory=set)
+    per_family: dict = field(default_factory=dict)  # family -> [cases, strategies, failures]
+
+
+def verify_cases(cases: list, mesh_shape, seed: int = 0) -> MeshReport:
+    rep = MeshReport(mesh=tuple(mesh_shape))
+    layouts = Layouts()
+    for i, case in enumerate(cases):
+        if case.op in EXCLUDED_OPS:
+            continue
+        r = verify_case(case, mesh_shape, seed=seed * 1000003 + i, layouts=layouts)
+        if r.fell_back:
+            rep.fallback_ops.add(case.op)
+            continue
+        rep.ops.add(case.op)
+        rep.strategies += r.strategies
+        rep.failures += r.failures
+        fam = rep.per_family.setdefault(r.family or "?", [0, 0, 0])
+        fam[0] += 1
+        fam[1] += r.strategies
+        fam[2] += len(r.failures)
+    return rep
