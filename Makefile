@@ -14,7 +14,7 @@ install:
 demo: install
 	$(PY) -m torch_localmap demo
 
-test: install test-cpp test-py verify-strategies
+test: install test-cpp verify-strategies test-py
 
 # GoogleTest comes from Debian (libgtest-dev); installed on first use.
 gtest-dev:
