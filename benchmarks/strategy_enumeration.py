@@ -151,7 +151,7 @@ def main(argv=None) -> int:
     print("CPU seconds (medians of --repeat runs for C++); parse = read_graph only; enumerate = "
           "_C.enumerate_strategies (parse + rules + JSON result); counts = _C.strategy_counts (no JSON result)")
     print(f"{'mesh':>8} {'IR nodes':>9} {'strategies':>11} {'parse':>7} {'counts':>7} {'enumerate':>9} "
-          f"{'(wall)':>7} {'DTensor':>9} {'ratio':>7}")
+          f"{'(wall)':>7} {'+costs':>7} {'DTensor':>9} {'ratio':>7}")
     notes = []
     for mesh in meshes:
         ex = export_graph(full.gm, list(mesh))
@@ -159,6 +159,10 @@ def main(argv=None) -> int:
         _, parse_s, _ = _timed(lambda: _C.check_graph(ir_json), args.repeat)
         _, counts_s, counts = _timed(lambda: _C.strategy_counts(ir_json), args.repeat)
         enum_wall, enum_s, result = _timed(lambda: _C.enumerate_strategies(ir_json, True), args.repeat)
+        # Strategies + compute costs + every distinct redistribution cost of every edge (the
+        # planner's problem build, no solve; dense matrices not materialized).
+        _, costs_s, build = _timed(lambda: _C.plan(ir_json, json.dumps({"build_only": True})), args.repeat)
+        build = json.loads(build)
         result = json.loads(result)
         n_strats = sum(len(e["strategies"]) for e in result if e is not None)
         fell = sorted({ex.doc["nodes"][i]["op"] for i, e in enumerate(result) if e and e.get("fell_back")})
@@ -175,7 +179,9 @@ def main(argv=None) -> int:
             covered += count
         m = "x".join(map(str, mesh))
         print(f"{m:>8} {len(ex.doc['nodes']):9d} {n_strats:11d} {parse_s:7.3f} {counts_s:7.3f} {enum_s:9.3f} "
-              f"{enum_wall:7.3f} {est:9.1f} {est / enum_s:6.0f}x")
+              f"{enum_wall:7.3f} {costs_s:7.3f} {est:9.1f} {est / enum_s:6.0f}x")
+        notes.append(f"{m}: problem build (+costs): {build['edges']} edges, {build['edge_matrix_entries']} edge-matrix "
+                     f"entries, {build['distinct_redistribution_costs']} distinct redistribution costs computed")
         notes.append(f"{m}: DTensor timed {timed} nodes of a {args.dtensor_layers}-layer graph, extrapolated per op "
                      f"to the {covered} nodes of the full graph it has rules for")
         notes.append(f"{m}: strategies per family (nodes, strategies): {counts}")
@@ -199,7 +205,8 @@ def main(argv=None) -> int:
         print(f"_C.plan on {m} (strategies + compute/redistribution costs + solver): {cpu:.1f} s CPU, {wall:.1f} s wall; "
               f"the solver reports {solver['seconds']:.1f} s wall of it (status {solver['status']}), so building "
               f"the problem (strategies + all costs) took about {max(0.0, wall - solver['seconds']):.1f} s wall")
-    print("enumerate column: strategies only (no binding times the problem build without the solver; see _C.plan line)")
+    print("enumerate column: strategies only; +costs column: _C.plan with build_only (parse + strategies + compute "
+          "costs + all redistribution costs, no solve); ratio: DTensor / enumerate")
     for n in notes:
         print("  " + n)
     return 0

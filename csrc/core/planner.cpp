@@ -43,6 +43,7 @@ PlanOptions read_plan_options(const json::Value& v) {
     o.memory_limit_bytes = x->as_int("options.memory_limit");
     if (*o.memory_limit_bytes <= 0) throw InvalidArgument("options.memory_limit: expected a positive byte count");
   }
+  if (auto* x = v.find("build_only")) o.build_only = x->as_bool("options.build_only");
   if (auto* x = v.find("fixed_params"))
     for (const auto& kv : x->as_object("options.fixed_params"))
       o.fixed_params[kv.first] = parse_spec(kv.second.as_string("options.fixed_params." + kv.first));
@@ -102,6 +103,7 @@ class RedistCostCache {
     cache_.emplace(key, c);
     return c;
   }
+  size_t size() const { return cache_.size(); }
   solver::Cost get(const TensorMeta& t, const PlacementSpec& src, const PlacementSpec& dst) {
     return get(meta_id(t), spec_id(src), spec_id(dst));
   }
@@ -123,7 +125,7 @@ struct SpecIds {
 // The cost matrix of one (producer output -> consumer input) edge: costs are
 // computed per unique (src, dst) spec pair and then spread by index.
 std::vector<solver::Cost> edge_matrix(RedistCostCache& cache, int meta, const std::vector<int>& src_ids,
-                                      const std::vector<int>& dst_ids) {
+                                      const std::vector<int>& dst_ids, bool materialize = true) {
   std::vector<int> usrc, udst, src_pos(src_ids.size()), dst_pos(dst_ids.size());
   auto index_of = [](std::vector<int>& uniq, int id) {
     for (size_t i = 0; i < uniq.size(); ++i)
@@ -136,6 +138,7 @@ std::vector<solver::Cost> edge_matrix(RedistCostCache& cache, int meta, const st
   std::vector<solver::Cost> pair(usrc.size() * udst.size());
   for (size_t a = 0; a < usrc.size(); ++a)
     for (size_t b = 0; b < udst.size(); ++b) pair[a * udst.size() + b] = cache.get(meta, usrc[a], udst[b]);
+  if (!materialize) return {};
   std::vector<solver::Cost> m(src_ids.size() * dst_ids.size());
   for (size_t a = 0; a < src_ids.size(); ++a) {
     const solver::Cost* row = &pair[src_pos[a] * udst.size()];
@@ -240,8 +243,16 @@ json::Value plan_graph(const Graph& g, const PlanOptions& opt) {
       for (const auto& sp : st.outputs) ids[i].out.back().push_back(rcache.spec_id(sp));
     }
   std::map<std::pair<int, int>, size_t> edge_of;
+  int64_t matrix_entries = 0;
   auto add_edge_costs = [&](int u, int v, std::vector<solver::Cost> m) {
     auto key = std::make_pair(u, v);
+    if (opt.build_only) {  // count only: dense matrices on 3-D/4-D meshes take gigabytes
+      if (!edge_of.count(key)) {
+        edge_of[key] = edge_of.size();
+        matrix_entries += static_cast<int64_t>(prob.nodes[u].strategies.size() * prob.nodes[v].strategies.size());
+      }
+      return;
+    }
     auto it = edge_of.find(key);
     if (it == edge_of.end()) {
       solver::Edge e;
@@ -265,7 +276,8 @@ json::Value plan_graph(const Graph& g, const PlanOptions& opt) {
     for (size_t k = 0; k < node.tensor_inputs.size(); ++k) {
       const TensorRef& r = node.tensor_inputs[k];
       int meta = rcache.meta_id(g.meta(r));
-      add_edge_costs(r.node, v, edge_matrix(rcache, meta, column(ids[r.node].out, r.output), column(ids[v].in, k)));
+      add_edge_costs(r.node, v, edge_matrix(rcache, meta, column(ids[r.node].out, r.output), column(ids[v].in, k),
+                                            !opt.build_only));
     }
   }
 
@@ -302,7 +314,8 @@ json::Value plan_graph(const Graph& g, const PlanOptions& opt) {
     std::vector<int> dst_ids;
     for (const auto& sp : s.specs) dst_ids.push_back(rcache.spec_id(sp));
     add_edge_costs(s.ref.node, s.problem_node,
-                   edge_matrix(rcache, rcache.meta_id(g.meta(s.ref)), column(ids[s.ref.node].out, s.ref.output), dst_ids));
+                   edge_matrix(rcache, rcache.meta_id(g.meta(s.ref)), column(ids[s.ref.node].out, s.ref.output), dst_ids,
+                               !opt.build_only));
     if (s.coupled_param >= 0) {
       solver::Coupling c;
       c.u = s.coupled_param;
@@ -314,6 +327,17 @@ json::Value plan_graph(const Graph& g, const PlanOptions& opt) {
     sinks.push_back(std::move(s));
   }
   if (opt.memory_limit_bytes) prob.usage_limit = *opt.memory_limit_bytes;
+  if (opt.build_only) {
+    int64_t strategies = 0;
+    for (const auto& pn : prob.nodes) strategies += static_cast<int64_t>(pn.strategies.size());
+    json::Value stats;
+    stats.set("nodes", static_cast<int64_t>(prob.nodes.size()));
+    stats.set("strategies", strategies);
+    stats.set("edges", static_cast<int64_t>(edge_of.size()));
+    stats.set("edge_matrix_entries", matrix_entries);
+    stats.set("distinct_redistribution_costs", static_cast<int64_t>(rcache.size()));
+    return stats;
+  }
 
   // 6. Solve.
   solver::SolveOptions so;

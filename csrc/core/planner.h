@@ -35,6 +35,9 @@ struct PlanOptions {
   // Parameters whose spec is fixed by the caller (hand plans such as DDP or
   // FSDP, or user constraints), by parameter name.
   std::map<std::string, PlacementSpec> fixed_params;
+  // Stop after strategies and every cost are computed; return counts and timings
+  // instead of a plan (benchmarks). Dense edge matrices are not materialized.
+  bool build_only = false;
 };
 
 PlanOptions read_plan_options(const json::Value& v);
