@@ -70,6 +70,7 @@ void bind_strategy(py::module_& m) {
         Graph g = read_graph(ir_json);
         StrategyOptions opt;
         opt.fallback_replicate = fallback_replicate;
+        const auto all = enumerate_graph_strategies(g, opt);
         std::string out = "[";
         for (size_t i = 0; i < g.nodes.size(); ++i) {
           if (i) out += ',';
@@ -77,7 +78,7 @@ void bind_strategy(py::module_& m) {
             out += "null";
             continue;
           }
-          append_strategies(out, enumerate_strategies(g, static_cast<int>(i), opt));
+          append_strategies(out, all[i]);
         }
         out += "]";
         return out;
@@ -111,9 +112,10 @@ void bind_strategy(py::module_& m) {
       [](const std::string& ir_json) {
         Graph g = read_graph(ir_json);
         std::map<std::string, std::pair<int64_t, int64_t>> counts;
+        const auto all = enumerate_graph_strategies(g);
         for (size_t i = 0; i < g.nodes.size(); ++i) {
           if (g.nodes[i].op == "output") continue;
-          auto ns = enumerate_strategies(g, static_cast<int>(i));
+          const auto& ns = all[i];
           auto& c = counts[ns.family];
           c.first += 1;
           c.second += static_cast<int64_t>(ns.strategies.size());
