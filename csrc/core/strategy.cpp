@@ -74,7 +74,15 @@ std::vector<const std::vector<int64_t>*> row_shapes(const RuleCtx& c) {
 }
 
 // Expands single-mesh-dim rows to every mesh dim and keeps the valid combinations.
-std::vector<OpStrategy> combine(const RuleCtx& c, const DimRows& raw, const strategies::ValidFn& valid) {
+// Bit of a Partial kind in a reachability mask.
+uint8_t kind_bit(ReduceOp op) { return static_cast<uint8_t>(1u << static_cast<unsigned>(op)); }
+
+// `input_kinds`: per tensor input, the Partial kinds its producer can emit
+// (nullptr: any). A row asking for another Partial kind would need a
+// Replicate -> Partial conversion upstream and is dominated by the row that
+// takes the replicated value directly, so it is dropped.
+std::vector<OpStrategy> combine(const RuleCtx& c, const DimRows& raw, const strategies::ValidFn& valid,
+                                const std::vector<uint8_t>* input_kinds) {
   const Mesh& mesh = c.mesh();
   const int width = raw.width();
   const int n_in = c.num_inputs();
@@ -85,6 +93,12 @@ std::vector<OpStrategy> combine(const RuleCtx& c, const DimRows& raw, const stra
   std::vector<Placement> all_r(static_cast<size_t>(width), Placement::replicate());
   for (size_t i = 0; i < raw.size(); ++i) {
     const Placement* r = raw.row(i);
+    if (input_kinds != nullptr) {
+      bool reachable = true;
+      for (int t = 0; t < n_in && reachable; ++t)
+        if (r[t].is_partial()) reachable = ((*input_kinds)[t] & kind_bit(r[t].reduce)) != 0;
+      if (!reachable) continue;
+    }
     bool dup = false;
     for (const Placement* q : rows)
       if (rows_equal(q, r, width)) { dup = true; break; }
@@ -231,7 +245,8 @@ void check_strategy_fits(const Graph& g, const IrNode& n, const OpStrategy& s) {
 
 }  // namespace
 
-NodeStrategies enumerate_strategies(const Graph& g, int id, const StrategyOptions& options) {
+static NodeStrategies enumerate_impl(const Graph& g, int id, const StrategyOptions& options,
+                              const std::vector<uint8_t>* input_kinds) {
   const IrNode& n = node_at(g, id);
   NodeStrategies out;
   if (n.op == "output")
@@ -266,8 +281,37 @@ NodeStrategies enumerate_strategies(const Graph& g, int id, const StrategyOption
   DimRows rows(c.num_inputs() + c.num_outputs());
   rule.dims(c, rows);
   out.family = rule.family;
-  out.strategies = combine(c, rows, rule.valid);
+  out.strategies = combine(c, rows, rule.make_valid ? rule.make_valid(c) : rule.valid, input_kinds);
   if (out.strategies.empty()) out.strategies.push_back(replicate_all(g, n));
+  return out;
+}
+
+NodeStrategies enumerate_strategies(const Graph& g, int id, const StrategyOptions& options) {
+  return enumerate_impl(g, id, options, nullptr);
+}
+
+std::vector<NodeStrategies> enumerate_graph_strategies(const Graph& g, const StrategyOptions& options) {
+  std::vector<NodeStrategies> out(g.nodes.size());
+  // Partial kinds each node's outputs can take, filled in node order (the IR
+  // is topologically sorted), so consumers only see kinds that can reach them.
+  std::vector<std::vector<uint8_t>> kinds(g.nodes.size());
+  std::vector<uint8_t> in_kinds;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const IrNode& n = g.nodes[i];
+    if (n.op == "output") {
+      out[i].family = "output";
+      continue;
+    }
+    in_kinds.clear();
+    for (const auto& r : n.tensor_inputs) in_kinds.push_back(kinds[r.node][r.output]);
+    out[i] = enumerate_impl(g, static_cast<int>(i), options, &in_kinds);
+    auto& k = kinds[i];
+    k.assign(n.outputs.size(), 0);
+    for (const auto& s : out[i].strategies)
+      for (size_t o = 0; o < s.outputs.size(); ++o)
+        for (const auto& p : s.outputs[o])
+          if (p.is_partial()) k[o] |= kind_bit(p.reduce);
+  }
   return out;
 }
 

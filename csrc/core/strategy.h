@@ -40,6 +40,13 @@ struct NoStrategyError : InvalidArgument {
 // The "output" node is handled by the planner, not here.
 NodeStrategies enumerate_strategies(const Graph& g, int id, const StrategyOptions& options = {});
 
+// Strategies of every node in one pass (the "output" node gets an empty
+// entry with family "output"). Unlike per-node calls, this drops strategies
+// that need a Partial kind on an input that the input's producer can never
+// emit (they are dominated by taking the replicated value), which keeps
+// counts practical on 3-D/4-D meshes. The planner should use this.
+std::vector<NodeStrategies> enumerate_graph_strategies(const Graph& g, const StrategyOptions& options = {});
+
 // Work of one op under a strategy, on the largest local shard: floating point
 // operations and bytes read + written. The cost model turns it into time.
 struct OpWork {

@@ -66,10 +66,18 @@ void append_strategies(std::string& out, const NodeStrategies& ns) {
 void bind_strategy(py::module_& m) {
   m.def(
       "enumerate_strategies",
-      [](const std::string& ir_json, bool fallback_replicate) {
+      [](const std::string& ir_json, bool fallback_replicate, bool prune_partials) {
         Graph g = read_graph(ir_json);
         StrategyOptions opt;
         opt.fallback_replicate = fallback_replicate;
+        std::vector<NodeStrategies> all;
+        if (prune_partials) {
+          all = enumerate_graph_strategies(g, opt);
+        } else {
+          all.resize(g.nodes.size());
+          for (size_t i = 0; i < g.nodes.size(); ++i)
+            if (g.nodes[i].op != "output") all[i] = enumerate_strategies(g, static_cast<int>(i), opt);
+        }
         std::string out = "[";
         for (size_t i = 0; i < g.nodes.size(); ++i) {
           if (i) out += ',';
@@ -77,15 +85,17 @@ void bind_strategy(py::module_& m) {
             out += "null";
             continue;
           }
-          append_strategies(out, enumerate_strategies(g, static_cast<int>(i), opt));
+          append_strategies(out, all[i]);
         }
         out += "]";
         return out;
       },
-      py::arg("ir_json"), py::arg("fallback_replicate") = true,
+      py::arg("ir_json"), py::arg("fallback_replicate") = true, py::arg("prune_partials") = true,
       "Strategies of every IR node as a JSON list (null for the output node): "
       "{family, fell_back, strategies: [{inputs: [spec], outputs: [spec]}]}. "
-      "Raises ValueError (NoStrategyError) for an op without a rule when fallback_replicate is False.");
+      "Raises ValueError (NoStrategyError) for an op without a rule when fallback_replicate is False. "
+      "prune_partials drops strategies needing a Partial kind no producer emits (the planner's view); "
+      "False gives every rule's full set (what a per-op verifier should check).");
   m.def(
       "local_call_args",
       [](const std::string& ir_json, int node, const std::string& strategy_json, std::vector<int64_t> coord) {
@@ -111,9 +121,10 @@ void bind_strategy(py::module_& m) {
       [](const std::string& ir_json) {
         Graph g = read_graph(ir_json);
         std::map<std::string, std::pair<int64_t, int64_t>> counts;
+        const auto all = enumerate_graph_strategies(g);
         for (size_t i = 0; i < g.nodes.size(); ++i) {
           if (g.nodes[i].op == "output") continue;
-          auto ns = enumerate_strategies(g, static_cast<int>(i));
+          const auto& ns = all[i];
           auto& c = counts[ns.family];
           c.first += 1;
           c.second += static_cast<int64_t>(ns.strategies.size());

@@ -1,7 +1,160 @@
+// Scaled dot-product attention forward/backward (CPU flash, CUDA flash and
+// efficient, math).
+//
+// Batch and head dims are independent attention problems: shard them in
+// every tensor that has them (query/key/value/output/logsumexp/masks and their
+// gradients); scalars such as RNG seeds stay replicated. Heads are only
+// sharded when query and key/value have the same head count (grouped-query
+// layouts would pair different heads on a rank).
+// Query-sequence sharding (key/value replicated) is exact when attention is
+// not causal -- a causal mask is aligned to the local query block, not to its
+// global offset -- and is offered for the CPU flash op, whose logsumexp has
+// one entry per query. In its backward the key/value gradients become
+// Partial(sum). The backward is linear in grad_out (everything else fixed).
+// Nothing is sharded under dropout: each rank would draw its own mask.
 #include "rule.h"
+#include "shard_math.h"
 
 namespace tlm::strategies {
 
-void register_attention(Registry&) {}
+namespace {
+
+struct AttnLayout {
+  int q = 0, k = 1, v = 2;  // tensor-input indices
+  int grad_out = -1;        // backward only
+  int mask = -1;            // tensor-input index of attn_mask / attn_bias
+  size_t dropout_pos = 3, causal_pos = 4;
+  bool cpu_flash = false;
+};
+
+const TensorMeta& meta_of(const RuleCtx& c, int t) { return t < c.num_inputs() ? c.in(t) : c.out(t - c.num_inputs()); }
+
+void attention_rows(const RuleCtx& c, DimRows& rows, const AttnLayout& a, bool backward) {
+  if (c.double_arg(a.dropout_pos, "dropout_p", 0.0) != 0.0) return;
+  const auto& q = c.in(a.q).shape;
+  const auto& k = c.in(a.k).shape;
+  const auto& v = c.in(a.v).shape;
+  if (q.size() < 3 || k.size() != q.size() || v.size() != q.size()) return;
+  const int nd = static_cast<int>(q.size());
+  const int width = rows.width();
+  std::vector<Placement> row(static_cast<size_t>(width));
+  for (int d = 0; d < nd - 2; ++d) {  // batch-like dims
+    if (k[d] != q[d] || v[d] != q[d]) continue;
+    for (int t = 0; t < width; ++t) {
+      const auto& m = meta_of(c, t);
+      if (t == a.mask) {  // broadcast mask: aligned from the right against (..., L, S)
+        const int i = d - (nd - static_cast<int>(m.ndim()));
+        row[t] = (i >= 0 && m.shape[i] == q[d]) ? S(i) : R();
+      } else {
+        row[t] = (m.ndim() >= 3 && m.ndim() > d && m.shape[d] == q[d]) ? S(d) : R();
+      }
+    }
+    rows.add(row);
+  }
+  const bool causal = c.bool_arg(a.causal_pos, "is_causal", false);
+  if (a.cpu_flash && !causal) {
+    const int L = nd - 2;
+    const int n_in = c.num_inputs();
+    for (int t = 0; t < width; ++t) {
+      const auto& m = meta_of(c, t);
+      if (t == a.k || t == a.v) {
+        row[t] = R();
+      } else if (t == a.mask) {
+        row[t] = (m.ndim() >= 2 && m.shape[m.ndim() - 2] == q[L]) ? S(static_cast<int>(m.ndim()) - 2) : R();
+      } else if (backward && t >= n_in && t - n_in != 0) {
+        row[t] = P();  // grad_key, grad_value: sums over the query blocks
+      } else {
+        row[t] = (m.ndim() > L && m.shape[L] == q[L]) ? S(L) : R();
+      }
+    }
+    rows.add(row);
+  }
+  if (backward && a.grad_out >= 0) {
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
+      for (int t = 0; t < width; ++t) row[t] = t >= c.num_inputs() ? P(op) : R();
+      row[a.grad_out] = P(op);
+      rows.add(row);
+    }
+  }
+}
+
+// The fused kernels divide work by the local sizes (the CPU flash kernel
+// raises SIGFPE on zero heads), so no rank may hold an empty piece.
+bool no_empty_local_input(const RuleCtx& c, const OpStrategy& s) {
+  for (int t = 0; t < c.num_inputs(); ++t)
+    for (const auto& p : s.inputs[t])
+      if (p.is_shard() && !no_empty_shard(c.in(t).shape[p.dim], c.mesh(), s.inputs[t], p.dim)) return false;
+  return true;
+}
+
+Rule attention_rule(std::function<AttnLayout(const RuleCtx&)> layout, bool backward) {
+  Rule r;
+  r.family = "attention";
+  r.dims = [=](const RuleCtx& c, DimRows& rows) { attention_rows(c, rows, layout(c), backward); };
+  r.valid = no_empty_local_input;
+  // 2 matmuls of (L x E) @ (E x S) forward; the backward recomputes the
+  // scores and runs 4 more (2.5x the forward's matmul work).
+  r.work = [=](const RuleCtx& c, const OpStrategy& s) {
+    const AttnLayout a = layout(c);
+    auto q = local_shape_in(c, s, a.q);
+    auto k = local_shape_in(c, s, a.k);
+    auto v = local_shape_in(c, s, a.v);
+    double batch = 1;
+    for (size_t i = 0; i + 2 < q.size(); ++i) batch *= static_cast<double>(q[i]);
+    const double L = static_cast<double>(q[q.size() - 2]), E = static_cast<double>(q.back());
+    const double S_ = static_cast<double>(k[k.size() - 2]), Ev = static_cast<double>(v.back());
+    double fwd = 2.0 * batch * L * S_ * (E + Ev);
+    if (c.bool_arg(a.causal_pos, "is_causal", false)) fwd *= 0.5;
+    OpWork w;
+    w.flops = backward ? 2.5 * fwd : fwd;
+    w.bytes = io_bytes(c, s);
+    return w;
+  };
+  return r;
+}
+
+}  // namespace
+
+void register_attention(Registry& r) {
+  // (query, key, value, dropout_p, is_causal, *, attn_mask, scale) -> (output, logsumexp)
+  add_rule(r, {"aten._scaled_dot_product_flash_attention_for_cpu.default"},
+           attention_rule(
+               [](const RuleCtx& c) {
+                 AttnLayout a;
+                 a.mask = c.tensor_index(1000, "attn_mask");
+                 a.cpu_flash = true;
+                 return a;
+               },
+               false));
+  // (grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, *, attn_mask, scale)
+  add_rule(r, {"aten._scaled_dot_product_flash_attention_for_cpu_backward.default"},
+           attention_rule(
+               [](const RuleCtx& c) {
+                 AttnLayout a{1, 2, 3, 0, c.tensor_index(1000, "attn_mask"), 6, 7, true};
+                 return a;
+               },
+               true));
+  // CUDA flash: (query, key, value, dropout_p, is_causal, return_debug_mask, *, scale)
+  add_rule(r, {"aten._scaled_dot_product_flash_attention.default"},
+           attention_rule([](const RuleCtx&) { return AttnLayout{}; }, false));
+  // (grad_out, q, k, v, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, ...)
+  add_rule(r, {"aten._scaled_dot_product_flash_attention_backward.default"},
+           attention_rule([](const RuleCtx&) { return AttnLayout{1, 2, 3, 0, -1, 10, 11, false}; }, true));
+  // (query, key, value, attn_bias?, compute_log_sumexp, dropout_p, is_causal, *, scale)
+  add_rule(r, {"aten._scaled_dot_product_efficient_attention.default"},
+           attention_rule(
+               [](const RuleCtx& c) { return AttnLayout{0, 1, 2, -1, c.tensor_index(3, "attn_bias"), 5, 6, false}; },
+               false));
+  // (grad_out, q, k, v, attn_bias, out, logsumexp, philox_seed, philox_offset, dropout_p, grad_input_mask,
+  //  is_causal, *, scale)
+  add_rule(r, {"aten._scaled_dot_product_efficient_attention_backward.default"},
+           attention_rule([](const RuleCtx& c) { return AttnLayout{1, 2, 3, 0, c.tensor_index(4, "attn_bias"), 9, 11, false}; },
+                          true));
+  // (query, key, value, attn_mask?, dropout_p, is_causal, dropout_mask?, *, scale, enable_gqa)
+  add_rule(r, {"aten._scaled_dot_product_attention_math.default"},
+           attention_rule(
+               [](const RuleCtx& c) { return AttnLayout{0, 1, 2, -1, c.tensor_index(3, "attn_mask"), 4, 5, false}; },
+               false));
+}
 
 }  // namespace tlm::strategies

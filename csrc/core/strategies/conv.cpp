@@ -1,7 +1,190 @@
+// Convolution forward/backward and pooling.
+//
+// Convolution is a contraction over input channels and the kernel window:
+// shard the batch (weight replicated), the output channels (weight dim 0,
+// bias alike), or the input channels in input and weight (output
+// Partial(sum), bias Partial too). Spatial dims are not sharded: windows
+// overlap shard boundaries (halo exchange is not a local op). Channel splits
+// are offered for groups == 1 only. Transposed convolutions swap the weight's
+// channel dims. The op is linear in input and in weight separately.
+// Pooling works on each (batch, channel) plane independently: those dims
+// shard freely; average pooling and the backward ops are linear.
 #include "rule.h"
 
 namespace tlm::strategies {
 
-void register_conv(Registry&) {}
+namespace {
+
+enum class Out { GradInput, GradWeight, GradBias };
+
+std::vector<Out> present_grads(const RuleCtx& c, size_t mask_pos) {
+  std::vector<Out> all = {Out::GradInput, Out::GradWeight, Out::GradBias}, out;
+  if (const json::Value* pos = c.n.extra.find("output_positions")) {
+    for (const auto& p : pos->as_array()) out.push_back(all.at(static_cast<size_t>(p.as_int())));
+  } else {
+    const auto& mask = c.arg(mask_pos, "output_mask")->as_array();
+    for (size_t i = 0; i < 3 && i < mask.size(); ++i)
+      if (mask[i].as_bool()) out.push_back(all[i]);
+  }
+  if (static_cast<int>(out.size()) != c.num_outputs()) c.fail("cannot match outputs to grad_input/weight/bias");
+  return out;
+}
+
+void conv_rows(const RuleCtx& c, DimRows& rows) {
+  // (input, weight, bias?, stride, padding, dilation, transposed, output_padding, groups)
+  const bool transposed = c.bool_arg(6, "transposed", false);
+  const int64_t groups = c.int_arg(8, "groups", 1);
+  const int bias = c.tensor_index(2, "bias");
+  const int w_out = transposed ? 1 : 0, w_in = transposed ? 0 : 1;
+  std::vector<Placement> row(static_cast<size_t>(rows.width()), R());
+  const int out = c.num_inputs();
+  auto reset = [&] { std::fill(row.begin(), row.end(), R()); };
+  reset();
+  row[0] = S(0);
+  row[out] = S(0);
+  rows.add(row);
+  if (groups == 1) {
+    reset();
+    row[1] = S(w_out);
+    if (bias >= 0) row[bias] = S(0);
+    row[out] = S(1);
+    rows.add(row);
+    reset();
+    row[0] = S(1);
+    row[1] = S(w_in);
+    if (bias >= 0) row[bias] = P();
+    row[out] = P();
+    rows.add(row);
+  }
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg})
+    for (int which : {0, 1}) {
+      reset();
+      row[which] = P(op);
+      if (bias >= 0) row[bias] = P(op);
+      row[out] = P(op);
+      rows.add(row);
+    }
+}
+
+void conv_backward_rows(const RuleCtx& c, DimRows& rows) {
+  // (grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups,
+  //  output_mask) -> (grad_input?, grad_weight?, grad_bias?)
+  const bool transposed = c.bool_arg(7, "transposed", false);
+  const int64_t groups = c.int_arg(9, "groups", 1);
+  const int w_out = transposed ? 1 : 0, w_in = transposed ? 0 : 1;
+  const auto outs = present_grads(c, 10);
+  const int n_in = c.num_inputs();
+  std::vector<Placement> row(static_cast<size_t>(rows.width()), R());
+  auto set_out = [&](Out which, Placement p) {
+    for (size_t k = 0; k < outs.size(); ++k)
+      if (outs[k] == which) row[n_in + k] = p;
+  };
+  // batch
+  row = {S(0), S(0), R()};
+  row.resize(static_cast<size_t>(rows.width()), R());
+  set_out(Out::GradInput, S(0));
+  set_out(Out::GradWeight, P());
+  set_out(Out::GradBias, P());
+  rows.add(row);
+  if (groups == 1) {
+    // output channels
+    std::fill(row.begin(), row.end(), R());
+    row[0] = S(1);
+    row[2] = S(w_out);
+    set_out(Out::GradInput, P());
+    set_out(Out::GradWeight, S(w_out));
+    set_out(Out::GradBias, S(0));
+    rows.add(row);
+    // input channels
+    std::fill(row.begin(), row.end(), R());
+    row[1] = S(1);
+    row[2] = S(w_in);
+    set_out(Out::GradInput, S(1));
+    set_out(Out::GradWeight, S(w_in));
+    set_out(Out::GradBias, R());
+    rows.add(row);
+  }
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
+    std::fill(row.begin(), row.end(), R());
+    row[0] = P(op);
+    for (int k = 0; k < c.num_outputs(); ++k) row[n_in + k] = P(op);
+    rows.add(row);
+  }
+}
+
+// 2 * (output elements) * (input channels per group) * (kernel elements).
+OpWork conv_work(const RuleCtx& c, const OpStrategy& s, bool backward) {
+  const int x = backward ? 1 : 0, w = backward ? 2 : 1;
+  auto ws = local_shape_in(c, s, w);
+  const bool transposed = c.bool_arg(backward ? 7 : 6, "transposed", false);
+  double kernel = 1;
+  for (size_t i = 2; i < ws.size(); ++i) kernel *= static_cast<double>(ws[i]);
+  double flops;
+  if (!transposed) {
+    // output numel (local) from grad_output / output, times Cin/groups * kernel
+    auto os = backward ? local_shape_in(c, s, 0) : local_shape_out(c, s, 0);
+    double on = 1;  // local output elements (local output channels included)
+    for (auto v : os) on *= static_cast<double>(v);
+    flops = 2.0 * on * static_cast<double>(ws[1]) * kernel;
+  } else {
+    auto xs = local_shape_in(c, s, x);
+    double xn = 1;
+    for (auto v : xs) xn *= static_cast<double>(v);
+    flops = 2.0 * xn * static_cast<double>(ws[1]) * kernel;
+  }
+  OpWork wk;
+  wk.flops = backward ? 2.0 * flops : flops;
+  wk.bytes = io_bytes(c, s);
+  return wk;
+}
+
+// Pooling: (batch, channel) dims -- all but the last `spatial` -- shard freely.
+void pool_rows(const RuleCtx& c, DimRows& rows, int spatial, bool linear_in_first) {
+  const int64_t nd = c.in(0).ndim();
+  for (int d = 0; d < nd - spatial; ++d) rows.add_uniform(S(d));
+  if (!linear_in_first) return;
+  std::vector<Placement> row(static_cast<size_t>(rows.width()), R());
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
+    std::fill(row.begin(), row.end(), R());
+    row[0] = P(op);
+    for (int k = 0; k < c.num_outputs(); ++k) row[c.num_inputs() + k] = P(op);
+    rows.add(row);
+  }
+}
+
+Rule pool_rule(int spatial, bool linear) {
+  Rule r;
+  r.family = "conv";
+  r.dims = [=](const RuleCtx& c, DimRows& rows) { pool_rows(c, rows, spatial, linear); };
+  return r;
+}
+
+}  // namespace
+
+void register_conv(Registry& r) {
+  Rule f;
+  f.family = "conv";
+  f.dims = conv_rows;
+  f.work = [](const RuleCtx& c, const OpStrategy& s) { return conv_work(c, s, false); };
+  add_rule(r, {"aten.convolution.default"}, f);
+  Rule b;
+  b.family = "conv";
+  b.dims = conv_backward_rows;
+  b.work = [](const RuleCtx& c, const OpStrategy& s) { return conv_work(c, s, true); };
+  add_rule(r, {"aten.convolution_backward.default"}, b);
+
+  add_rule(r, {"aten.max_pool2d_with_indices.default", "aten.max_pool2d.default", "aten._adaptive_avg_pool2d.default",
+               "aten.avg_pool2d.default", "aten.adaptive_max_pool2d.default"},
+           pool_rule(2, false));
+  // Average pooling is linear in its input.
+  add_rule(r, {"aten._adaptive_avg_pool2d.default", "aten.avg_pool2d.default"}, pool_rule(2, true));
+  add_rule(r, {"aten.max_pool3d_with_indices.default", "aten.avg_pool3d.default"}, pool_rule(3, false));
+  add_rule(r, {"aten.max_pool1d.default", "aten.avg_pool1d.default"}, pool_rule(1, false));
+  // Backward ops: linear in grad_output.
+  add_rule(r, {"aten.max_pool2d_with_indices_backward.default", "aten.avg_pool2d_backward.default",
+               "aten._adaptive_avg_pool2d_backward.default", "aten.adaptive_max_pool2d_backward.default"},
+           pool_rule(2, true));
+  add_rule(r, {"aten.max_pool3d_with_indices_backward.default", "aten.avg_pool3d_backward.default"}, pool_rule(3, true));
+}
 
 }  // namespace tlm::strategies

@@ -1,7 +1,54 @@
+// embedding and embedding_dense_backward.
+//
+// Forward: shard the embedding dim of the table (output's last dim), or any
+// index dim (table replicated). Sharding the vocabulary would need masked
+// lookups that the plain local op does not do, so it is not offered. The
+// lookup is linear in the table: a Partial table gives a Partial output.
+// Backward: the gradient table accumulates over every index, so sharding an
+// index dim (with grad_output alike) gives a Partial(sum) table -- unless
+// scale_grad_by_freq, whose per-token counts need every index.
 #include "rule.h"
 
 namespace tlm::strategies {
 
-void register_embedding(Registry&) {}
+namespace {
+
+void embedding_rows(const RuleCtx& c, DimRows& rows) {
+  if (c.num_inputs() != 2) return;
+  const int idx_nd = static_cast<int>(c.in(1).ndim());
+  rows.add({S(1), R(), S(idx_nd)});
+  for (int d = 0; d < idx_nd; ++d) rows.add({R(), S(d), S(d)});
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) rows.add({P(op), R(), P(op)});
+}
+
+void embedding_backward_rows(const RuleCtx& c, DimRows& rows) {
+  if (c.num_inputs() != 2) return;
+  const int idx_nd = static_cast<int>(c.in(1).ndim());
+  rows.add({S(idx_nd), R(), S(1)});
+  if (!c.bool_arg(4, "scale_grad_by_freq", false))
+    for (int d = 0; d < idx_nd; ++d) rows.add({S(d), S(d), P()});
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) rows.add({P(op), R(), P(op)});
+}
+
+}  // namespace
+
+void register_embedding(Registry& r) {
+  Rule f;
+  f.family = "embedding";
+  f.dims = embedding_rows;
+  f.work = [](const RuleCtx& c, const OpStrategy& s) {
+    OpWork w;
+    // Reads one table row per output row, writes the output.
+    w.bytes = 2.0 * static_cast<double>(local_numel_out(c, s, 0)) * element_size(c.out(0).dtype) +
+              static_cast<double>(local_numel_in(c, s, 1)) * element_size(c.in(1).dtype);
+    return w;
+  };
+  add_rule(r, {"aten.embedding.default"}, f);
+  Rule b;
+  b.family = "embedding";
+  b.dims = embedding_backward_rows;
+  b.work = [](const RuleCtx& c, const OpStrategy& s) { return elementwise_work(c, s, 0.0); };
+  add_rule(r, {"aten.embedding_dense_backward.default"}, b);
+}
 
 }  // namespace tlm::strategies

@@ -1,7 +1,93 @@
+// nll_loss / nll_loss2d forward and backward.
+//
+// reduction: 0 none, 1 mean, 2 sum. Sharding the batch (and, for the 2d
+// variant, spatial) dims of input and target alike is exact for 'none'
+// (the output is sharded alike) and 'sum' (output and total_weight are
+// Partial(sum)); 'mean' divides by the global total weight, which depends on
+// the target values (ignore_index), so its forward is not sharded. Its
+// backward is: it receives that total weight as an input, replicated.
+// Sharding the class dim would need masked gathers and is not offered.
+// Both directions are linear in the scores / incoming gradient.
 #include "rule.h"
 
 namespace tlm::strategies {
 
-void register_loss(Registry&) {}
+namespace {
+
+// Dims of `input` that correspond to target dims: (N) -> 0; (N, H, W) -> 0, 2, 3.
+std::vector<std::pair<int, int>> batch_dims(const RuleCtx& c, int input, int target) {
+  std::vector<std::pair<int, int>> out;  // (input dim, target dim)
+  const int64_t ind = c.in(input).ndim(), tnd = c.in(target).ndim();
+  if (ind < 2) return out;  // unbatched (C): nothing to shard
+  for (int t = 0; t < tnd; ++t) out.emplace_back(t == 0 ? 0 : t + 1, t);
+  return out;
+}
+
+void forward_rows(const RuleCtx& c, DimRows& rows) {
+  // (self, target, weight?, reduction, ignore_index) -> (output, total_weight)
+  const int64_t reduction = c.int_arg(3, "reduction", 1);
+  const int w = c.tensor_index(2, "weight");
+  const int n_in = c.num_inputs();
+  std::vector<Placement> row(static_cast<size_t>(rows.width()), R());
+  if (reduction != 1) {
+    for (auto [di, dt] : batch_dims(c, 0, 1)) {
+      std::fill(row.begin(), row.end(), R());
+      row[0] = S(di);
+      row[1] = S(dt);
+      if (reduction == 0) {
+        row[n_in] = S(dt);
+        row[n_in + 1] = R();  // total_weight is not reduced per element
+      } else {
+        row[n_in] = P();
+        row[n_in + 1] = P();
+      }
+      if (reduction == 0 && c.out(1).ndim() != 0) continue;
+      rows.add(row);
+    }
+  }
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
+    std::fill(row.begin(), row.end(), R());
+    row[0] = P(op);
+    row[n_in] = P(op);
+    rows.add(row);
+  }
+  (void)w;
+}
+
+void backward_rows(const RuleCtx& c, DimRows& rows) {
+  // (grad_output, self, target, weight?, reduction, ignore_index, total_weight) -> grad_input
+  const int64_t reduction = c.int_arg(4, "reduction", 1);
+  const int tw = c.tensor_index(6, "total_weight");
+  const int n_in = c.num_inputs();
+  std::vector<Placement> row(static_cast<size_t>(rows.width()), R());
+  for (auto [di, dt] : batch_dims(c, 1, 2)) {
+    std::fill(row.begin(), row.end(), R());
+    row[0] = reduction == 0 ? S(dt) : R();
+    row[1] = S(di);
+    row[2] = S(dt);
+    if (tw >= 0) row[tw] = R();
+    row[n_in] = S(di);
+    rows.add(row);
+  }
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
+    std::fill(row.begin(), row.end(), R());
+    row[0] = P(op);
+    row[n_in] = P(op);
+    rows.add(row);
+  }
+}
+
+}  // namespace
+
+void register_loss(Registry& r) {
+  Rule f;
+  f.family = "loss";
+  f.dims = forward_rows;
+  add_rule(r, {"aten.nll_loss_forward.default", "aten.nll_loss2d_forward.default"}, f);
+  Rule b;
+  b.family = "loss";
+  b.dims = backward_rows;
+  add_rule(r, {"aten.nll_loss_backward.default", "aten.nll_loss2d_backward.default"}, b);
+}
 
 }  // namespace tlm::strategies

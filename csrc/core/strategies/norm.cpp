@@ -1,7 +1,192 @@
+// Normalization forward/backward: layer_norm, rms_norm (fused ops), batch norm.
+//
+// Layer/RMS norm normalize over trailing dims: any leading ("batch") dim can
+// be sharded, with per-row statistics sharded alike and the affine parameters
+// replicated; in the backward their gradients sum over the batch, so they
+// come out Partial(sum). The backward is linear in the incoming gradient.
+// Batch norm in training normalizes over every dim but the channel: only the
+// channel can be sharded (per-channel parameters, statistics and running
+// buffers sharded alike); in eval it uses the running statistics, so batch
+// and spatial dims can be sharded too.
 #include "rule.h"
 
 namespace tlm::strategies {
 
-void register_norm(Registry&) {}
+namespace {
+
+enum class Role { X, Stat, Param, ParamGrad, Other };
+
+// Output roles from the schema's output list, keeping only the outputs the IR
+// holds (absent gradients are None and not exported).
+std::vector<Role> present_outputs(const RuleCtx& c, const std::vector<Role>& schema, size_t mask_pos,
+                                  const char* mask_name) {
+  std::vector<Role> out;
+  if (const json::Value* pos = c.n.extra.find("output_positions")) {
+    for (const auto& p : pos->as_array()) {
+      const int64_t i = p.as_int();
+      out.push_back(i >= 0 && i < static_cast<int64_t>(schema.size()) ? schema[i] : Role::Other);
+    }
+  } else if (mask_name != nullptr && c.has_arg(mask_pos, mask_name)) {
+    const auto& mask = c.arg(mask_pos, mask_name)->as_array();
+    for (size_t i = 0; i < schema.size() && i < mask.size(); ++i)
+      if (mask[i].is_bool() && mask[i].as_bool()) out.push_back(schema[i]);
+  } else {
+    out = schema;
+  }
+  if (static_cast<int>(out.size()) != c.num_outputs()) c.fail("cannot match the op's outputs to its schema");
+  return out;
+}
+
+// Roles of tensor inputs given by schema position.
+std::vector<Role> input_roles(const RuleCtx& c, const std::vector<std::pair<size_t, Role>>& by_pos) {
+  std::vector<Role> roles(static_cast<size_t>(c.num_inputs()), Role::Other);
+  for (const auto& pr : by_pos) {
+    const int k = c.tensor_index(pr.first, nullptr);
+    if (k >= 0) roles[k] = pr.second;
+  }
+  return roles;
+}
+
+// Trailing-dims norms: leading dims [0, axis) shardable.
+void trailing_norm_rows(const RuleCtx& c, DimRows& rows, const std::vector<Role>& roles, int64_t axis,
+                        bool backward) {
+  std::vector<Placement> row(static_cast<size_t>(rows.width()));
+  for (int d = 0; d < axis; ++d) {
+    for (size_t t = 0; t < roles.size(); ++t) {
+      switch (roles[t]) {
+        case Role::X:
+        case Role::Stat: row[t] = S(d); break;
+        case Role::ParamGrad: row[t] = P(); break;
+        default: row[t] = R();
+      }
+    }
+    rows.add(row);
+  }
+  if (!backward) return;
+  // Linear in grad_output (tensor input 0): every gradient output is Partial.
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
+    for (size_t t = 0; t < roles.size(); ++t) row[t] = R();
+    row[0] = P(op);
+    for (int k = 0; k < c.num_outputs(); ++k) row[c.num_inputs() + k] = P(op);
+    rows.add(row);
+  }
+}
+
+Rule layer_norm_rule(bool backward) {
+  Rule r;
+  r.family = "norm";
+  r.dims = [backward](const RuleCtx& c, DimRows& rows) {
+    std::vector<Role> roles;
+    int64_t axis;
+    if (!backward) {
+      // native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd)
+      axis = c.in(0).ndim() - static_cast<int64_t>(c.int_list_arg(1, "normalized_shape").size());
+      roles = input_roles(c, {{0, Role::X}, {2, Role::Param}, {3, Role::Param}});
+      for (Role o : present_outputs(c, {Role::X, Role::Stat, Role::Stat}, 0, nullptr)) roles.push_back(o);
+    } else {
+      // native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight?, bias?, output_mask)
+      axis = c.in(0).ndim() - static_cast<int64_t>(c.int_list_arg(2, "normalized_shape").size());
+      roles = input_roles(c, {{0, Role::X}, {1, Role::X}, {3, Role::Stat}, {4, Role::Stat}, {5, Role::Param},
+                              {6, Role::Param}});
+      for (Role o : present_outputs(c, {Role::X, Role::ParamGrad, Role::ParamGrad}, 7, "output_mask"))
+        roles.push_back(o);
+    }
+    trailing_norm_rows(c, rows, roles, axis, backward);
+  };
+  r.work = [](const RuleCtx& c, const OpStrategy& s) { return elementwise_work(c, s, 8.0); };
+  return r;
+}
+
+Rule rms_norm_rule(bool backward) {
+  Rule r;
+  r.family = "norm";
+  r.dims = [backward](const RuleCtx& c, DimRows& rows) {
+    std::vector<Role> roles;
+    int64_t axis;
+    if (!backward) {
+      // _fused_rms_norm(input, normalized_shape, weight?, eps) -> (out, rstd)
+      axis = c.in(0).ndim() - static_cast<int64_t>(c.int_list_arg(1, "normalized_shape").size());
+      roles = input_roles(c, {{0, Role::X}, {2, Role::Param}});
+      for (Role o : present_outputs(c, {Role::X, Role::Stat}, 0, nullptr)) roles.push_back(o);
+    } else {
+      // _fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight?, output_mask)
+      axis = c.in(0).ndim() - static_cast<int64_t>(c.int_list_arg(2, "normalized_shape").size());
+      roles = input_roles(c, {{0, Role::X}, {1, Role::X}, {3, Role::Stat}, {4, Role::Param}});
+      for (Role o : present_outputs(c, {Role::X, Role::ParamGrad}, 5, "output_mask")) roles.push_back(o);
+    }
+    trailing_norm_rows(c, rows, roles, axis, backward);
+  };
+  r.work = [](const RuleCtx& c, const OpStrategy& s) { return elementwise_work(c, s, 6.0); };
+  return r;
+}
+
+// Batch norm: tensors shaped like the input shard dim d; per-channel vectors
+// (rank 1, size C) shard dim 0 when the channel is sharded; anything else
+// (empty saved statistics in eval) stays replicated.
+void batch_norm_rows(const RuleCtx& c, DimRows& rows, int x_input, bool training, bool backward) {
+  const auto& xs = c.in(x_input).shape;
+  if (xs.size() < 2) return;
+  const int64_t channels = xs[1];
+  auto shaped_like_x = [&](const TensorMeta& m) { return m.shape == xs; };
+  auto per_channel = [&](const TensorMeta& m) { return m.ndim() == 1 && m.shape[0] == channels; };
+  const int n_in = c.num_inputs();
+  std::vector<Placement> row(static_cast<size_t>(rows.width()));
+  auto meta = [&](int t) -> const TensorMeta& { return t < n_in ? c.in(t) : c.out(t - n_in); };
+  for (int d = 0; d < static_cast<int>(xs.size()); ++d) {
+    if (training && d != 1) continue;
+    for (int t = 0; t < rows.width(); ++t) {
+      if (shaped_like_x(meta(t)))
+        row[t] = S(d);
+      else if (d == 1 && per_channel(meta(t)))
+        row[t] = S(0);
+      else if (backward && t >= n_in && per_channel(meta(t)))
+        row[t] = P();  // grad_weight / grad_bias sum over the sharded batch/spatial dim
+      else
+        row[t] = R();
+    }
+    rows.add(row);
+  }
+  if (backward) {
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
+      for (int t = 0; t < rows.width(); ++t) row[t] = t >= n_in ? P(op) : R();
+      row[0] = P(op);
+      rows.add(row);
+    }
+  }
+}
+
+Rule batch_norm_rule(size_t training_pos, bool backward) {
+  Rule r;
+  r.family = "norm";
+  r.dims = [=](const RuleCtx& c, DimRows& rows) {
+    const bool training = c.bool_arg(training_pos, "training", true);
+    batch_norm_rows(c, rows, backward ? 1 : 0, training, backward);
+  };
+  r.work = [](const RuleCtx& c, const OpStrategy& s) { return elementwise_work(c, s, 8.0); };
+  return r;
+}
+
+}  // namespace
+
+void register_norm(Registry& r) {
+  add_rule(r, {"aten.native_layer_norm.default"}, layer_norm_rule(false));
+  add_rule(r, {"aten.native_layer_norm_backward.default"}, layer_norm_rule(true));
+  add_rule(r, {"aten._fused_rms_norm.default"}, rms_norm_rule(false));
+  add_rule(r, {"aten._fused_rms_norm_backward.default"}, rms_norm_rule(true));
+  // (input, weight, bias, running_mean, running_var, training, momentum, eps)
+  add_rule(r, {"aten._native_batch_norm_legit_functional.default", "aten._native_batch_norm_legit.default",
+               "aten.native_batch_norm.default"},
+           batch_norm_rule(5, false));
+  // _native_batch_norm_legit.no_stats(input, weight, bias, training, momentum, eps)
+  add_rule(r, {"aten._native_batch_norm_legit.no_stats"}, batch_norm_rule(3, false));
+  add_rule(r, {"aten._native_batch_norm_legit_no_training.default"}, [] {
+    Rule e = batch_norm_rule(0, false);
+    e.dims = [](const RuleCtx& c, DimRows& rows) { batch_norm_rows(c, rows, 0, false, false); };
+    return e;
+  }());
+  // native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd,
+  //                            train, eps, output_mask)
+  add_rule(r, {"aten.native_batch_norm_backward.default"}, batch_norm_rule(7, true));
+}
 
 }  // namespace tlm::strategies

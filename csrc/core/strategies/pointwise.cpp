@@ -61,7 +61,10 @@ void partial_rows(const RuleCtx& c, DimRows& rows, const PointwiseSpec& spec) {
     case Linear::None:
       return;
     case Linear::Additive:
+      // x + c with a Python scalar c: avg(x_i + c) = avg(x_i) + c holds, but a
+      // Partial(sum) would add c once per rank.
       for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
+        if (op == ReduceOp::Sum && n_in < 2) continue;
         for (int k = 0; k < n_in; ++k) row[k] = P(op);
         out_all(P(op));
         rows.add(row);
@@ -98,16 +101,49 @@ Rule pointwise_rule(PointwiseSpec spec) {
   return r;
 }
 
-// Casts are copies when they stay floating point; a cast to an integer or
-// bool type rounds each partial term separately, so it is R/S only.
+// Bits of precision (mantissa) and exponent range rank of floating dtypes.
+int mantissa_bits(DType d) {
+  switch (d) {
+    case DType::Float64: return 53;
+    case DType::Float32: return 24;
+    case DType::Float16: return 11;
+    case DType::BFloat16: return 8;
+    case DType::Float8E4M3: return 4;
+    case DType::Float8E5M2: return 3;
+    default: return 0;
+  }
+}
+int exponent_bits(DType d) {
+  switch (d) {
+    case DType::Float64: return 11;
+    case DType::Float32: return 8;
+    case DType::Float16: return 5;
+    case DType::BFloat16: return 8;
+    case DType::Float8E4M3: return 4;
+    case DType::Float8E5M2: return 5;
+    default: return 0;
+  }
+}
+
+// A cast that represents every source value exactly (same dtype or widening,
+// e.g. bf16 -> f32) commutes with every reduction. A narrowing float cast
+// rounds each rank's piece separately, so sums no longer match; rounding is
+// monotone, though, so max/min still commute. Casts to or from integer/bool
+// types take no Partial.
 Rule cast_rule() {
   Rule r;
   r.family = "pointwise";
   r.dims = [](const RuleCtx& c, DimRows& rows) {
     if (c.num_outputs() == 0) return;
     shard_rows(c, rows);
-    if (c.num_inputs() == 1 && is_floating(c.in(0).dtype) && is_floating(c.out(0).dtype))
-      partial_rows(c, rows, PointwiseSpec{Linear::Copy, {}});
+    if (c.num_inputs() != 1) return;
+    const DType from = c.in(0).dtype, to = c.out(0).dtype;
+    if (!is_floating(from) || !is_floating(to)) return;
+    const bool exact = from == to || (mantissa_bits(to) >= mantissa_bits(from) && exponent_bits(to) >= exponent_bits(from));
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min}) {
+      if (!exact && (op == ReduceOp::Sum || op == ReduceOp::Avg)) continue;
+      rows.add({P(op), P(op)});
+    }
   };
   return r;
 }

@@ -80,6 +80,9 @@ struct Rule {
   std::string family;
   DimsFn dims;
   ValidFn valid;        // optional: extra check on a combined (all mesh dims) strategy
+  // optional, instead of `valid`: builds the node's check once (precomputing
+  // what depends only on shapes and arguments) before the combinations run.
+  std::function<ValidFn(const RuleCtx&)> make_valid;
   WorkFn work;          // optional: default = elementwise (1 flop per output element, bytes of all tensors)
   CallArgsFn call_args;  // optional: default = args unchanged
 };

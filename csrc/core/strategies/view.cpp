@@ -99,23 +99,36 @@ void reshape_rows(const RuleCtx& c, DimRows& rows) {
 }
 
 // Every rank's piece of the leading input dim must be exactly its piece of the
-// leading output dim (in flat elements of the group).
-bool reshape_exact(const RuleCtx& c, const OpStrategy& s) {
+// leading output dim (in flat elements of the group). Groups are factored once
+// per node; only multi-dim groups need the per-rank check.
+ValidFn reshape_exact(const RuleCtx& c) {
+  struct Check {
+    int di, dout;
+    int64_t inner_a, inner_b;
+  };
   const auto& a = c.in(0).shape;
   const auto& b = c.out(0).shape;
-  for (const Group& g : factor_groups(a, b)) {
-    if (g.in.size() == 1 && g.out.size() == 1) continue;
-    const int di = g.in[0], dout = g.out[0];
-    if (mesh_dims_sharding(s.inputs[0], di).empty()) continue;
-    const int64_t inner_a = prod_tail(a, g.in), inner_b = prod_tail(b, g.out);
-    const auto ea = all_extents(a[di], c.mesh(), s.inputs[0], di);
-    const auto eb = all_extents(b[dout], c.mesh(), s.outputs[0], dout);
-    if (ea.size() != eb.size()) return false;
-    for (size_t r = 0; r < ea.size(); ++r)
-      if (ea[r].offset * inner_a != eb[r].offset * inner_b || ea[r].length * inner_a != eb[r].length * inner_b)
-        return false;
-  }
-  return true;
+  std::vector<Check> checks;
+  for (const Group& g : factor_groups(a, b))
+    if (g.in.size() > 1 || g.out.size() > 1) checks.push_back({g.in[0], g.out[0], prod_tail(a, g.in), prod_tail(b, g.out)});
+  if (checks.empty()) return nullptr;
+  return [checks](const RuleCtx& c, const OpStrategy& s) {
+    const auto& a = c.in(0).shape;
+    const auto& b = c.out(0).shape;
+    for (const Check& k : checks) {
+      bool sharded = false;
+      for (const auto& p : s.inputs[0]) sharded = sharded || p.is_shard(k.di);
+      if (!sharded) continue;
+      const auto ea = all_extents(a[k.di], c.mesh(), s.inputs[0], k.di);
+      const auto eb = all_extents(b[k.dout], c.mesh(), s.outputs[0], k.dout);
+      if (ea.size() != eb.size()) return false;
+      for (size_t r = 0; r < ea.size(); ++r)
+        if (ea[r].offset * k.inner_a != eb[r].offset * k.inner_b ||
+            ea[r].length * k.inner_a != eb[r].length * k.inner_b)
+          return false;
+    }
+    return true;
+  };
 }
 
 json::Value local_out_shape_value(const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
@@ -126,7 +139,7 @@ Rule reshape_rule(int size_pos, const char* size_name) {
   Rule r;
   r.family = "view";
   r.dims = reshape_rows;
-  r.valid = reshape_exact;
+  r.make_valid = reshape_exact;
   r.work = no_work;
   if (size_pos >= 0)
     r.call_args = [=](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {

@@ -1,0 +1,156 @@
+// Per-family rules: exact strategy lists and the shape-dependent pruning
+// (uneven means, empty shards, causal attention, loss reductions, groups).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "core/strategy.h"
+#include "strategy_test_util.h"
+
+using namespace tlm;
+using namespace tlm::test;
+
+namespace {
+
+bool has(const std::vector<std::string>& all, const std::string& s) {
+  return std::find(all.begin(), all.end(), s) != all.end();
+}
+
+std::vector<std::string> op_strategies(const Graph& g) {
+  return render_all(enumerate_strategies(g, static_cast<int>(g.nodes.size()) - 2));
+}
+
+}  // namespace
+
+TEST(StrategyPointwise, BroadcastAddHasExactlyTheseStrategies) {
+  Graph g = one_op_graph({2}, {{{4, 6}}, {{6}}}, "aten.add.Tensor", "[$0,$1]", {{{4, 6}}});
+  const std::vector<std::string> expected = {"R,R->R", "S(0),R->S(0)", "S(1),S(0)->S(1)", "P(sum),P(sum)->P(sum)",
+                                             "P(avg),P(avg)->P(avg)"};
+  EXPECT_EQ(op_strategies(g), expected);
+}
+
+TEST(StrategyPointwise, AddingAPythonScalarKeepsOnlyAveragePartials) {
+  Graph g = one_op_graph({2}, {{{4, 6}}}, "aten.add.Tensor", "[$0,1e-05]", {{{4, 6}}});
+  auto all = op_strategies(g);
+  EXPECT_FALSE(has(all, "P(sum)->P(sum)"));  // x_i + c summed over ranks adds c twice
+  EXPECT_TRUE(has(all, "P(avg)->P(avg)"));
+  Graph m = one_op_graph({2}, {{{4, 6}}}, "aten.mul.Tensor", "[$0,2.0]", {{{4, 6}}});
+  EXPECT_TRUE(has(op_strategies(m), "P(sum)->P(sum)"));
+}
+
+TEST(StrategyPointwise, NarrowingCastsKeepOnlyMaxMinPartials) {
+  Graph g = one_op_graph({2}, {{{4}, "float32"}}, "aten._to_copy.default", "[$0]", {{{4}, "bfloat16"}},
+                         R"({"dtype":{"dtype":"bfloat16"}})");
+  auto all = op_strategies(g);
+  EXPECT_FALSE(has(all, "P(sum)->P(sum)"));
+  EXPECT_TRUE(has(all, "P(max)->P(max)"));
+  Graph w = one_op_graph({2}, {{{4}, "bfloat16"}}, "aten._to_copy.default", "[$0]", {{{4}, "float32"}},
+                         R"({"dtype":{"dtype":"float32"}})");
+  EXPECT_TRUE(has(op_strategies(w), "P(sum)->P(sum)"));
+}
+
+TEST(StrategyReduction, MeanOverAnUnevenShardIsRejectedSumIsNot) {
+  Graph mean = one_op_graph({4}, {{{4, 6}}}, "aten.mean.dim", "[$0,[1],false]", {{{4}}});
+  auto all = op_strategies(mean);
+  EXPECT_TRUE(has(all, "S(0)->S(0)"));
+  EXPECT_FALSE(has(all, "S(1)->P(avg)"));  // 6 over 4 ranks: 2,2,2,0
+  Graph even = one_op_graph({2}, {{{4, 6}}}, "aten.mean.dim", "[$0,[1],false]", {{{4}}});
+  EXPECT_TRUE(has(op_strategies(even), "S(1)->P(avg)"));
+  Graph sum = one_op_graph({4}, {{{4, 6}}}, "aten.sum.dim_IntList", "[$0,[1],true]", {{{4, 1}}});
+  EXPECT_TRUE(has(op_strategies(sum), "S(1)->P(sum)"));
+}
+
+TEST(StrategyReduction, AmaxNeedsEveryShardNonEmpty) {
+  Graph uneven = one_op_graph({4}, {{{4, 5}}}, "aten.amax.default", "[$0,[1]]", {{{4}}});
+  EXPECT_FALSE(has(op_strategies(uneven), "S(1)->P(max)"));  // 5 over 4: 2,2,1,0
+  Graph ok = one_op_graph({2}, {{{4, 5}}}, "aten.amax.default", "[$0,[1]]", {{{4}}});
+  auto all = op_strategies(ok);
+  EXPECT_TRUE(has(all, "S(1)->P(max)"));
+  EXPECT_TRUE(has(all, "P(max)->P(max)"));
+  EXPECT_FALSE(has(all, "P(sum)->P(sum)"));
+}
+
+TEST(StrategySoftmax, NormalizedDimIsNeverSharded) {
+  Graph g = one_op_graph({2}, {{{4, 6}}}, "aten._softmax.default", "[$0,-1,false]", {{{4, 6}}});
+  EXPECT_EQ(op_strategies(g), (std::vector<std::string>{"R->R", "S(0)->S(0)"}));
+}
+
+TEST(StrategyAttention, QuerySequenceShardingOnlyWithoutCausalMask) {
+  const std::vector<Input> qkv = {{{2, 4, 8, 16}}, {{2, 4, 8, 16}}, {{2, 4, 8, 16}}};
+  const std::vector<Input> outs = {{{2, 4, 8, 16}}, {{2, 4, 8}}};
+  const char* op = "aten._scaled_dot_product_flash_attention_for_cpu.default";
+  auto causal = op_strategies(one_op_graph({2}, qkv, op, "[$0,$1,$2,0.0,true]", outs));
+  EXPECT_EQ(causal, (std::vector<std::string>{"R,R,R->R,R", "S(0),S(0),S(0)->S(0),S(0)", "S(1),S(1),S(1)->S(1),S(1)"}));
+  auto full = op_strategies(one_op_graph({2}, qkv, op, "[$0,$1,$2,0.0,false]", outs));
+  EXPECT_TRUE(has(full, "S(2),R,R->S(2),S(2)"));
+  // Dropout: every rank would draw its own mask, so nothing is sharded.
+  auto dropout = op_strategies(one_op_graph({2}, qkv, op, "[$0,$1,$2,0.1,false]", outs));
+  EXPECT_EQ(dropout, std::vector<std::string>{"R,R,R->R,R"});
+  // 3 heads over a 2x2 mesh would leave a rank with no head: pruned.
+  const std::vector<Input> q3 = {{{1, 3, 8, 16}}, {{1, 3, 8, 16}}, {{1, 3, 8, 16}}};
+  auto small = op_strategies(one_op_graph({2, 2}, q3, op, "[$0,$1,$2,0.0,true]", {{{1, 3, 8, 16}}, {{1, 3, 8}}}));
+  for (const auto& s : small) EXPECT_EQ(s.find("S(1)S(1)"), std::string::npos) << s;
+  // 4 heads over 3 ranks split 2,2,0: the CPU kernel faults on zero heads.
+  auto empty = op_strategies(one_op_graph({3}, qkv, op, "[$0,$1,$2,0.0,true]", outs));
+  EXPECT_FALSE(has(empty, "S(1),S(1),S(1)->S(1),S(1)"));
+  EXPECT_FALSE(has(empty, "S(0),S(0),S(0)->S(0),S(0)"));  // batch 2 < 3 ranks
+}
+
+TEST(StrategyLoss, MeanReductionForwardIsNotBatchSharded) {
+  const std::vector<Input> in = {{{8, 5}}, {{8}, "int64"}};
+  const std::vector<Input> outs = {{{}}, {{}}};
+  auto mean = op_strategies(one_op_graph({2}, in, "aten.nll_loss_forward.default", "[$0,$1,null,1,-100]", outs));
+  EXPECT_EQ(mean, (std::vector<std::string>{"R,R->R,R", "P(sum),R->P(sum),R", "P(avg),R->P(avg),R"}));
+  auto sum = op_strategies(one_op_graph({2}, in, "aten.nll_loss_forward.default", "[$0,$1,null,2,-100]", outs));
+  EXPECT_TRUE(has(sum, "S(0),S(0)->P(sum),P(sum)"));
+}
+
+TEST(StrategyConv, ChannelSplitsOnlyWithoutGroups) {
+  const std::vector<Input> in = {{{4, 8, 6, 6}}, {{8, 4, 3, 3}}};
+  auto grouped = op_strategies(one_op_graph({2}, in, "aten.convolution.default",
+                                            "[$0,$1,null,[1,1],[1,1],[1,1],false,[0,0],2]", {{{4, 8, 6, 6}}}));
+  EXPECT_TRUE(has(grouped, "S(0),R->S(0)"));
+  EXPECT_FALSE(has(grouped, "R,S(0)->S(1)"));
+  const std::vector<Input> in1 = {{{4, 8, 6, 6}}, {{6, 8, 3, 3}}};
+  auto plain = op_strategies(one_op_graph({2}, in1, "aten.convolution.default",
+                                          "[$0,$1,null,[1,1],[1,1],[1,1],false,[0,0],1]", {{{4, 6, 6, 6}}}));
+  EXPECT_TRUE(has(plain, "R,S(0)->S(1)"));
+  EXPECT_TRUE(has(plain, "S(1),S(1)->P(sum)"));
+}
+
+TEST(StrategyGraph, UnreachablePartialInputsArePrunedInTheGraphPass) {
+  // a, b placeholders -> mm1 (can emit P(sum) via its K split) -> mm2(mm1, c)
+  std::string doc = R"J({"mesh":{"shape":[2]},"nodes":[
+    {"name":"a","op":"placeholder","outputs":[{"shape":[4,6],"dtype":"float32"}]},
+    {"name":"b","op":"placeholder","outputs":[{"shape":[6,8],"dtype":"float32"}]},
+    {"name":"c","op":"placeholder","outputs":[{"shape":[8,2],"dtype":"float32"}]},
+    {"name":"mm1","op":"aten.mm.default","args":[{"t":[0,0]},{"t":[1,0]}],"outputs":[{"shape":[4,8],"dtype":"float32"}]},
+    {"name":"mm2","op":"aten.mm.default","args":[{"t":[3,0]},{"t":[2,0]}],"outputs":[{"shape":[4,2],"dtype":"float32"}]},
+    {"name":"output","op":"output","args":[[{"t":[4,0]}]]}]})J";
+  Graph g = read_graph(doc);
+  auto all = enumerate_graph_strategies(g);
+  ASSERT_EQ(all.size(), 6u);
+  EXPECT_EQ(all[5].family, "output");
+  auto mm1 = render_all(all[3]);
+  EXPECT_EQ(mm1, (std::vector<std::string>{"R,R->R", "S(0),R->S(0)", "R,S(1)->S(1)", "S(1),S(0)->P(sum)"}));
+  auto mm2 = render_all(all[4]);
+  EXPECT_TRUE(has(mm2, "P(sum),R->P(sum)"));   // mm1 can be P(sum)
+  EXPECT_FALSE(has(mm2, "P(avg),R->P(avg)"));  // nothing upstream is P(avg)
+  EXPECT_FALSE(has(mm2, "R,P(sum)->P(sum)"));  // c is a placeholder
+  // The per-node call keeps every rule row.
+  EXPECT_EQ(enumerate_strategies(g, 4).strategies.size(), 8u);
+}
+
+TEST(StrategyCallArgs, SliceBackwardAndArangeUseLocalExtents) {
+  Graph sb = one_op_graph({2}, {{{5, 2}}}, "aten.slice_backward.default", "[$0,[5,4],1,0,2,1]", {{{5, 4}}});
+  auto a1 = local_call_args(sb, 1, strategy({"S(0)"}, {"S(0)"}), {1});
+  EXPECT_EQ(a1.at("args").as_array()[1].dump(), "[2,4]");
+  std::string doc = R"J({"mesh":{"shape":[2]},"nodes":[
+    {"name":"r","op":"aten.arange.start_step","args":[3,13,2],"outputs":[{"shape":[5],"dtype":"int64"}]},
+    {"name":"output","op":"output","args":[[{"t":[0,0]}]]}]})J";
+  Graph ar = read_graph(doc);
+  EXPECT_EQ(render_all(enumerate_strategies(ar, 0)), (std::vector<std::string>{"->R", "->S(0)"}));
+  // values 3,5,7,9,11: rank 0 holds 3 of them (3,5,7), rank 1 holds 9,11.
+  EXPECT_EQ(local_call_args(ar, 0, strategy({}, {"S(0)"}), {0}).at("args").dump(), "[3,9,2]");
+  EXPECT_EQ(local_call_args(ar, 0, strategy({}, {"S(0)"}), {1}).at("args").dump(), "[9,13,2]");
+}
