@@ -174,10 +174,10 @@ json::Value plan_graph(const Graph& g, const PlanOptions& opt) {
   sopt.fallback_replicate = opt.fallback_replicate;
 
   // 1. Strategies per node.
-  std::vector<NodeStrategies> strat(n);
+  // Graph-level enumeration drops rows needing a Partial kind no producer can emit.
+  std::vector<NodeStrategies> strat = enumerate_graph_strategies(g, sopt);
   std::vector<std::string> fallback_ops;
   for (int i = 0; i + 1 < n; ++i) {
-    strat[i] = enumerate_strategies(g, i, sopt);
     if (strat[i].fell_back) {
       const std::string& op = g.nodes[i].op;
       if (std::find(fallback_ops.begin(), fallback_ops.end(), op) == fallback_ops.end()) fallback_ops.push_back(op);
