@@ -146,6 +146,15 @@ double DualSolver::node_min(int i) const {
 
 double DualSolver::reduced_cost(int i, int s) const { return pot_[m_.off[i] + s] - node_min(i); }
 
+std::vector<double> DualSolver::reduced_costs() const {
+  std::vector<double> out(pot_.size());
+  for (int i = 0; i < m_.n; ++i) {
+    double lo = node_min(i);
+    for (size_t k = m_.off[i]; k < m_.off[i + 1]; ++k) out[k] = pot_[k] - lo;
+  }
+  return out;
+}
+
 double DualSolver::quick_bound() const {
   double total = 0.0;
   for (int i = 0; i < m_.n; ++i) total += node_min(i);

@@ -32,6 +32,8 @@ class DualSolver {
   // Node potential minus its minimum: how much choosing s costs above the bound.
   double reduced_cost(int i, int s) const;
   double node_min(int i) const;
+  // reduced_cost(i, s) for every model strategy.
+  std::vector<double> reduced_costs() const;
 
  private:
   const Model& m_;

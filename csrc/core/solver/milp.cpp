@@ -6,6 +6,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "cost_math.h"
 #include "highs_api.h"
 
 namespace tlm::solver {
@@ -151,6 +152,8 @@ MilpResult solve_milp(const Model& m, const MilpOptions& opt) {
   const size_t ncol = cost.size();
   lower.assign(ncol, 0.0);
   upper.assign(ncol, 1.0);
+  for (size_t k = 0; k < nx; ++k)
+    if (m.cost[k] >= kHugeCost) upper[k] = 0.0, cost[k] = 0.0;  // excluded by the caller
   integrality.resize(ncol, 0);
   const HighsInt nrow = static_cast<HighsInt>(row_lo.size());
   start.pop_back();  // row-wise starts: one per row

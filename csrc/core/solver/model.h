@@ -56,6 +56,11 @@ struct Reduction {
   void offset_add(Cost c);
 };
 
+// The model with only the strategies where keep[k] (every node keeps at
+// least one); `kept[k']` gives the original model strategy index (within its
+// node) of the restricted model's strategy k'.
+Model restrict_strategies(const Model& m, const std::vector<char>& keep, std::vector<int>* kept);
+
 // Throws InfeasibleError naming the conflicting constraints.
 Reduction reduce(const Problem& problem, bool eliminate = true);
 

@@ -1,6 +1,7 @@
 #include "primal.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 
 namespace tlm::solver {
@@ -56,6 +57,16 @@ __int128 Primal::delta(int i, int s) const {
       d += entry(e, x_[ed.u], s) - entry(e, x_[ed.u], cur);
   }
   return d;
+}
+
+std::vector<int> Primal::tightest_points(size_t count) const {
+  std::vector<__int128> v = slack_.values();
+  std::vector<int> idx(v.size());
+  for (size_t k = 0; k < v.size(); ++k) idx[k] = static_cast<int>(k);
+  count = std::min(count, idx.size());
+  std::partial_sort(idx.begin(), idx.begin() + count, idx.end(), [&](int a, int b) { return v[a] != v[b] ? v[a] < v[b] : a < b; });
+  idx.resize(count);
+  return idx;
 }
 
 void Primal::move(int i, int s) {

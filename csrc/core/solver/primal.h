@@ -35,6 +35,11 @@ class Primal {
   // Exact cost change of moving node i to s (penalty for forbidden entries).
   __int128 delta(int i, int s) const;
 
+  // Least slack (capacity - load) over check points [l, r).
+  __int128 slack_min(int l, int r) const { return slack_.min(l, r); }
+  // Check points sorted by slack, tightest first (at most `count`).
+  std::vector<int> tightest_points(size_t count) const;
+
   static constexpr __int128 kConflict = static_cast<__int128>(1) << 90;
 
  private:

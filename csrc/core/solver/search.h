@@ -18,11 +18,17 @@ struct SearchResult {
   __int128 cost = 0;        // its model cost (without the model offset)
   long double bound = 0;    // proven lower bound on the model optimum (without offset)
   int iterations = 0;
+  // Reduced costs at the best bound: any feasible labelling x costs at least
+  // rc_bound + sum_i reduced_cost[x_i] (empty when no bound was computed).
+  std::vector<double> reduced_cost;  // per model strategy
+  long double rc_bound = 0;
 };
 
-// `progress(best_cost, bound)` is called about once per second (model units).
+// `progress` is called about once per second (model units). With
+// `allow_lns` (and HiGHS loaded) the second part of the time goes to
+// large-neighbourhood search (lns.h).
 SearchResult lagrangian_search(const Model& m, const SolveOptions& options, Clock::time_point deadline,
-                               const std::function<void(const SearchResult&)>& progress);
+                               const std::function<void(const SearchResult&)>& progress, bool allow_lns);
 
 // Smallest integer >= b minus a safety margin for floating-point rounding.
 long double safe_integer_bound(long double b, long double magnitude);

@@ -44,16 +44,47 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
     const bool use_milp = options.exact || small;
     // The heuristic gets the whole budget unless HiGHS follows; then half.
     auto search_deadline = use_milp ? t0 + (deadline - t0) / 2 : deadline;
-    found = lagrangian_search(m, options, search_deadline, report);
+    found = lagrangian_search(m, options, search_deadline, report, /*allow_lns=*/!use_milp);
     const bool heuristic_optimal = !found.labels.empty() && static_cast<long double>(found.cost) <= found.bound;
     proven = heuristic_optimal;
     if (use_milp && !heuristic_optimal && seconds_left(deadline) > 0) {
+      // Reduced-cost fixing: with a labelling of cost UB in hand, a strategy
+      // whose reduced cost lifts the Lagrangian bound above UB is in no
+      // better solution, so HiGHS never sees it.
+      std::vector<int> kept;
+      Model restricted;
+      const Model* milp_model = &m;
+      if (!found.labels.empty() && !found.reduced_cost.empty()) {
+        const long double room = static_cast<long double>(found.cost) - found.rc_bound;
+        std::vector<char> keep(m.strat.size(), 0);
+        size_t dropped = 0;
+        for (size_t k = 0; k < keep.size(); ++k) {
+          keep[k] = static_cast<long double>(found.reduced_cost[k]) <= room + 1e-7L * std::fabs(room) + 1.0L;
+          dropped += !keep[k];
+        }
+        for (int i = 0; i < m.n; ++i) keep[m.off[i] + found.labels[i]] = 1;
+        if (dropped > 0) {
+          restricted = restrict_strategies(m, keep, &kept);
+          milp_model = &restricted;
+        }
+      }
+      std::vector<int> start;
+      if (!found.labels.empty()) {
+        start = found.labels;
+        if (milp_model != &m)
+          for (int i = 0; i < m.n; ++i) {
+            for (size_t k = restricted.off[i]; k < restricted.off[i + 1]; ++k)
+              if (kept[k] == found.labels[i]) start[i] = static_cast<int>(k - restricted.off[i]);
+          }
+      }
       MilpOptions mo;
       mo.time_limit_s = seconds_left(deadline);
       mo.threads = options.threads;
       mo.seed = options.seed;
-      if (!found.labels.empty()) mo.start = &found.labels;
-      MilpResult mr = solve_milp(m, mo);
+      if (!start.empty()) mo.start = &start;
+      MilpResult mr = solve_milp(*milp_model, mo);
+      if (milp_model != &m && !mr.labels.empty())
+        for (int i = 0; i < m.n; ++i) mr.labels[i] = kept[restricted.off[i] + mr.labels[i]];
       if (mr.ran) {
         if (mr.infeasible && found.labels.empty())
           throw InfeasibleError("infeasible: HiGHS proved the reduced problem (" + red.summary +
