@@ -4,7 +4,7 @@ PY ?= python3
 PIP = $(PY) -m pip
 JOBS ?= 2
 
-.PHONY: install demo test test-cpp test-py gtest-dev verify-strategies
+.PHONY: install demo test test-cpp test-py test-fuzz gtest-dev verify-strategies
 
 install:
 	$(PIP) install --quiet "torch==2.13.*" "numpy>=1.24" "highspy>=1.7" "pybind11>=2.12" ninja "setuptools>=64" wheel \
@@ -20,10 +20,17 @@ test: install test-cpp verify-strategies test-py
 gtest-dev:
 	@test -f /usr/include/gtest/gtest.h || { apt-get update -qq && apt-get install -y -qq libgtest-dev cmake; }
 
-test-cpp: gtest-dev
+test-cpp: gtest-dev test-fuzz
 	cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=Release > /dev/null
 	cmake --build build/cmake -j $(JOBS)
 	ctest --test-dir build/cmake --output-on-failure -j $(JOBS)
+
+# Reader fuzzer under AddressSanitizer (test/cpp/cmake/solver_fuzz.cmake), 90 s of inputs.
+FUZZ_SECONDS ?= 90
+test-fuzz: gtest-dev
+	cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=Release > /dev/null
+	cmake --build build/cmake -j $(JOBS) --target solver_fuzz
+	build/cmake/solver_fuzz $(FUZZ_SECONDS)
 
 test-py:
 	$(PY) -m pytest -n $(JOBS) -q test/python

@@ -67,9 +67,9 @@ MilpResult solve_milp(const Model& m, const MilpOptions& opt) {
     return r;
   }
   auto [cols_est, nz_est] = milp_size(m);
-  if (cols_est >= static_cast<size_t>(std::numeric_limits<HighsInt>::max()) ||
-      nz_est >= static_cast<size_t>(std::numeric_limits<HighsInt>::max())) {
-    r.why = "MILP too large for 32-bit HiGHS indices";
+  if (cols_est > opt.max_columns || nz_est > opt.max_nonzeros) {
+    r.why = "MILP too large: " + std::to_string(cols_est) + " columns, " + std::to_string(nz_est) +
+            " nonzeros (limits " + std::to_string(opt.max_columns) + ", " + std::to_string(opt.max_nonzeros) + ")";
     return r;
   }
   // Columns: x (model strategies, per node shifted by the node's cheapest cost), then y.

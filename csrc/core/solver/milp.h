@@ -21,6 +21,10 @@ struct MilpOptions {
   const std::vector<int>* start = nullptr;  // feasible labelling to start from
   bool has_target = false;                  // stop once a solution costs <= target (benchmarks)
   double target = 0.0;                      // in model cost units (offset included)
+  // Larger models are not built (the memory rows alone can reach billions of
+  // entries on contest files; HiGHS would not get past loading them).
+  size_t max_columns = 20000000;
+  size_t max_nonzeros = 40000000;
 };
 
 struct MilpResult {

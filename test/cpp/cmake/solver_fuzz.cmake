@@ -1,0 +1,13 @@
+# Reader fuzzer under AddressSanitizer + UBSan. Not part of `all`: built and run
+# by `make test-fuzz` (which `make test-cpp` depends on).
+add_executable(solver_fuzz EXCLUDE_FROM_ALL
+  ${CMAKE_SOURCE_DIR}/test/cpp/solver_fuzz.cpp
+  ${CMAKE_SOURCE_DIR}/csrc/core/solver/problem.cpp
+  ${CMAKE_SOURCE_DIR}/csrc/core/solver/problem_io.cpp
+  ${CMAKE_SOURCE_DIR}/csrc/core/solver/highs_api.cpp
+  ${CMAKE_SOURCE_DIR}/csrc/core/json.cpp)
+target_include_directories(solver_fuzz PRIVATE ${CMAKE_SOURCE_DIR}/csrc ${CMAKE_SOURCE_DIR}/test/cpp)
+target_compile_options(solver_fuzz PRIVATE -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined
+                       -fno-sanitize-recover=all)
+target_link_options(solver_fuzz PRIVATE -fsanitize=address,undefined)
+target_link_libraries(solver_fuzz PRIVATE ${CMAKE_DL_LIBS})
