@@ -365,58 +365,97 @@ def _slice(t: torch.Tensor, shape, offset) -> torch.Tensor:
     return t[idx] if idx else t
 
 
+# Mantissa bits (with the implicit one) of float dtypes: a value is m * 2**e with |m| < 2**bits.
+_MANTISSA_BITS = {torch.float64: 53, torch.float32: 24, torch.float16: 11, torch.bfloat16: 8}
+
+
+def _exact_float_split(value: torch.Tensor, n: int, reduce: str, gen: torch.Generator) -> list:
+    """n pieces of `value`'s dtype whose exact (real-number) sum is `value` (sum) or n * `value` (avg).
+
+    Random float noise would make the last piece `value - sum(noise)` round in the value's
+    dtype, so a float32 Partial would already be off by ~1e-7 before the op runs (a widening
+    cast to float64 would then fail a fair float64 comparison). Instead each element
+    value = m * 2**e (|m| < 2**bits) is split as integers: k_1 + ... + k_n = m (or n * m) with
+    every |k_i| < 2**bits, drawn at random, so every piece k_i * 2**e is representable exactly.
+    """
+    bits = _MANTISSA_BITS.get(value.dtype)
+    if bits is None:
+        raise ValueError(f"Partial placement of a {value.dtype} tensor")
+    v = value.to(torch.float64)
+    mant, exp = torch.frexp(v)  # v = mant * 2**exp, 0.5 <= |mant| < 1
+    # zeros still get nonzero pieces, at the scale of the largest entry
+    big = float(v.abs().max()) if v.numel() else 1.0
+    zero_exp = int(torch.frexp(torch.tensor(big or 1.0, dtype=torch.float64))[1])
+    exp = torch.where(v == 0, torch.full_like(exp, zero_exp), exp)
+    e = exp.to(torch.int64) - bits  # value is a multiple of 2**e (dtypes below float64 are exact in float64)
+    m = torch.ldexp(v, -e).round().to(torch.int64)
+    bound = (1 << bits) - 1
+    remaining = m * n if reduce == "avg" else m
+    ks = []
+    for i in range(n - 1):
+        left = n - 1 - i  # pieces still to come after this one must cover what remains
+        lo = torch.clamp(remaining - bound * left, min=-bound)
+        hi = torch.clamp(remaining + bound * left, max=bound)
+        u = torch.rand(value.shape, dtype=torch.float64, generator=gen)
+        k = lo + torch.minimum(torch.floor(u * (hi - lo + 1).to(torch.float64)).to(torch.int64), hi - lo)
+        ks.append(k)
+        remaining = remaining - k
+    ks.append(remaining)
+    return [torch.ldexp(k.to(torch.float64), e).to(value.dtype) for k in ks]
+
+
 def _split(value: torch.Tensor, n: int, reduce: str, gen: torch.Generator) -> list:
-    """n tensors whose `reduce` over the list equals `value` elementwise."""
+    """n tensors whose `reduce` over the list equals `value` elementwise, exactly."""
     if n == 1:
         return [value.clone()]
     if value.dtype == torch.bool:
         raise ValueError("Partial placement of a bool tensor")
     is_float = value.is_floating_point()
-
-    def noise():
-        if is_float:
-            scale = float(value.abs().max()) if value.numel() else 1.0
-            return torch.randn(value.shape, dtype=value.dtype, generator=gen) * (scale or 1.0)
-        return torch.randint(-5, 6, value.shape, dtype=value.dtype, generator=gen)
-
     if reduce in ("sum", "avg"):
+        if is_float:
+            return _exact_float_split(value, n, reduce, gen)
         total = value * n if reduce == "avg" else value
-        pieces = [noise() for _ in range(n - 1)]
-        last = total - sum(pieces) if pieces else total
-        return pieces + [last]
+        pieces = [torch.randint(-5, 6, value.shape, dtype=value.dtype, generator=gen) for _ in range(n - 1)]
+        return pieces + [total - sum(pieces)]
     if reduce in ("max", "min"):
-        # One random owner per element keeps the exact value; the others are strictly
-        # lower (max) or higher (min), so the reduction gives the value back exactly.
+        # One random owner per element keeps the exact value; the others are lower (max) or
+        # higher (min; rounding is monotone, so never past the value), so the reduction gives
+        # the value back exactly.
         owner = torch.randint(0, n, value.shape, generator=gen)
         sign = -1 if reduce == "max" else 1
         out = []
         for i in range(n):
-            shift = noise().abs() + (0 if is_float else 1)
+            if is_float:
+                scale = float(value.abs().max()) if value.numel() else 1.0
+                shift = torch.randn(value.shape, dtype=value.dtype, generator=gen).abs() * (scale or 1.0)
+            else:
+                shift = torch.randint(1, 7, value.shape, dtype=value.dtype, generator=gen)
             out.append(torch.where(owner == i, value, value + sign * shift))
         return out
     raise ValueError(f"unknown partial reduce '{reduce}'")
 
 
 def local_inputs(value: torch.Tensor, spec: str, mesh_shape, layouts: Layouts, gen) -> dict:
-    """coord -> local tensor for a global `value` in placement `spec`."""
+    """coord -> local tensor for a global `value` in placement `spec`.
+
+    A rank's tensor depends only on its coordinates along the Shard mesh dims (which slice)
+    and the Partial mesh dims (which piece): ranks that differ only along Replicate mesh dims
+    are replicas and hold identical tensors, as they would on a real mesh.
+    """
     parts = _spec_parts(spec)
     coords = list(itertools.product(*[range(n) for n in mesh_shape]))
     partial_dims = [m for m, (k, _) in enumerate(parts) if k == "P"]
-    # Pieces per (shard position, partial coordinates): slice first, then split; splitting
-    # is elementwise so the reduction over a Partial group gives back the slice.
+    shard_dims = [m for m, (k, _) in enumerate(parts) if k == "S"]
+    # Pieces per shard position: slice first, then split; splitting is elementwise, so the
+    # reduction over a Partial group gives back the slice.
     shard_pieces = {}
     out = {}
     for c in coords:
-        shape, offset = layouts(value.shape, mesh_shape, spec, c)
-        local = _slice(value, shape, offset)
-        if not partial_dims:
-            out[c] = local.clone()
-            continue
-        # Replicate mesh dims hold identical pieces: the key is the shard position only.
-        key = (tuple(offset), tuple(shape))
+        key = tuple(c[m] for m in shard_dims)
         if key not in shard_pieces:
-            tree = {(): local}
-            for m in partial_dims:
+            shape, offset = layouts(value.shape, mesh_shape, spec, c)
+            tree = {(): _slice(value, shape, offset)}
+            for m in partial_dims:  # one split per Partial mesh dim, nested in mesh-dim order
                 nxt = {}
                 for k, v in tree.items():
                     for i, piece in enumerate(_split(v, mesh_shape[m], parts[m][1], gen)):
@@ -428,11 +467,13 @@ def local_inputs(value: torch.Tensor, spec: str, mesh_shape, layouts: Layouts, g
 
 
 def _reduce(tensors: list, how: str) -> torch.Tensor:
+    """The Partial reduction; float sums accumulate in float64 so exact pieces reassemble exactly."""
     stacked = torch.stack(tensors)
-    if how == "sum":
-        return stacked.sum(0)
-    if how == "avg":
-        return stacked.mean(0) if stacked.is_floating_point() else stacked.sum(0) // len(tensors)
+    if how in ("sum", "avg"):
+        acc = stacked.to(torch.float64) if stacked.is_floating_point() else stacked
+        if how == "sum":
+            return acc.sum(0).to(stacked.dtype)
+        return acc.mean(0).to(stacked.dtype) if stacked.is_floating_point() else acc.sum(0) // len(tensors)
     if how == "max":
         return stacked.amax(0)
     if how == "min":
@@ -440,7 +481,7 @@ def _reduce(tensors: list, how: str) -> torch.Tensor:
     raise ValueError(f"unknown partial reduce '{how}'")
 
 
-def assemble(locals_by_coord: dict, global_shape, dtype, spec: str, mesh_shape, layouts: Layouts, in_dtypes=()):
+def assemble(locals_by_coord: dict, global_shape, dtype, spec: str, mesh_shape, layouts: Layouts):
     """Global tensor from per-coordinate outputs, or (None, reason) when they are inconsistent."""
     parts = _spec_parts(spec)
     partial_dims = [m for m, (k, _) in enumerate(parts) if k == "P"]
@@ -471,7 +512,7 @@ def assemble(locals_by_coord: dict, global_shape, dtype, spec: str, mesh_shape, 
         prev_written = written[region] if region else written
         if bool(prev_written.any()):
             prev = result[region] if region else result
-            if not _close(value, prev, in_dtypes):
+            if not _close(value, prev):
                 return None, f"replicas disagree at coord group {list(key)} (region offset {offset})"
             continue
         if region:
@@ -484,19 +525,20 @@ def assemble(locals_by_coord: dict, global_shape, dtype, spec: str, mesh_shape, 
     return result, ""
 
 
-def _close(a: torch.Tensor, b: torch.Tensor, dtypes=()) -> bool:
-    """`dtypes`: input dtypes; Partial pieces of a float32 input are rounded in float32."""
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal up to the rounding of b's dtype (Partial pieces are exact, see _split)."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     if a.is_floating_point() or a.is_complex():
-        rtol, atol = max((TOLERANCE.get(d, (RTOL, ATOL)) for d in (b.dtype, *dtypes)), key=lambda t: t[0])
+        rtol, atol = TOLERANCE.get(b.dtype, (RTOL, ATOL))
         scale = float(b.abs().max()) if b.numel() else 0.0
         return torch.allclose(a, b, rtol=rtol, atol=atol * max(1.0, scale), equal_nan=True)
     return torch.equal(a, b)
 
 
-# Cases run in float64; ops that cast (to float32 and back) round at that precision, and
-# Partial pieces are rounded separately from the whole, so the bound follows the output dtype.
+# Cases run in float64; ops that compute in a narrower dtype (casts inside norms) round
+# per shard differently from the whole (other summation order), so the bound follows the
+# output dtype.
 TOLERANCE = {torch.float32: (1e-5, 1e-5), torch.float16: (2e-2, 2e-2), torch.bfloat16: (5e-2, 5e-2)}
 
 
@@ -560,7 +602,6 @@ def verify_case(case: OpCase, mesh_shape, seed: int = 0, strategies: list | None
     coords = list(itertools.product(*[range(n) for n in mesh_shape]))
     gen = torch.Generator().manual_seed(seed)
     local_cache = {}
-    in_dtypes = {t.dtype for t in case.inputs if t.is_floating_point()}
     for s in strategies:
         res.strategies += 1
         label = f"{case.describe()} strategy in={s['inputs']} out={s['outputs']} mesh={list(mesh_shape)}"
@@ -582,13 +623,13 @@ def verify_case(case: OpCase, mesh_shape, seed: int = 0, strategies: list | None
                 for j, o in enumerate(outs):
                     outs_by_coord[j][c] = o
             for j, (ref, spec) in enumerate(zip(ref_outs, s["outputs"])):
-                got, why = assemble(outs_by_coord[j], list(ref.shape), ref.dtype, spec, mesh_shape, layouts, in_dtypes)
+                got, why = assemble(outs_by_coord[j], list(ref.shape), ref.dtype, spec, mesh_shape, layouts)
                 if got is None:
                     res.failures.append(f"FAIL {label}: output {j}: {why}")
                     break
                 if case.op in SHAPE_ONLY_OPS:
                     continue
-                if not _close(got, ref, in_dtypes):
+                if not _close(got, ref):
                     err = (got.double() - ref.double()).abs().max().item() if ref.numel() else 0.0
                     res.failures.append(f"FAIL {label}: output {j} differs from the global op (max abs err {err:.3g})")
                     break

@@ -94,3 +94,31 @@ def test_bad_mesh_and_unknown_op():
     with pytest.raises(ValueError, match="2x2"):
         verify.parse_mesh("two")
     assert verify.op_matches("aten.mm.default", "mm") and not verify.op_matches("aten.bmm.default", "mm")
+
+
+@needs_layouts
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("spec,mesh", [("P(sum)", (3,)), ("P(avg)", (3,)), ("P(sum)P(avg)", (2, 2))])
+def test_float_partials_are_exact_in_their_dtype(dtype, spec, mesh):
+    # a widening cast of a Partial float32 input must be checkable at float64 precision
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(64, generator=gen).to(dtype)
+    x[:4] = 0
+    local = verify.local_inputs(x, spec, mesh, verify.Layouts(), gen)
+    assert all(t.dtype == dtype for t in local.values())
+    assert all(not torch.equal(t, x) for t in local.values())
+    wide = {c: t.to(torch.float64) for c, t in local.items()}
+    got, why = verify.assemble(wide, [64], torch.float64, spec, mesh, verify.Layouts())
+    assert why == "" and torch.allclose(got, x.to(torch.float64), rtol=1e-15, atol=0)
+
+
+@needs_layouts
+def test_replicas_along_replicate_mesh_dims_are_identical():
+    # P on mesh dim 0, R on 1 and S on 2: ranks differing only in dim 1 hold the same tensor,
+    # different Partial coordinates hold different pieces
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(4, 3, dtype=torch.float64, generator=gen)
+    local = verify.local_inputs(x, "P(sum)RS(0)", (2, 3, 2), verify.Layouts(), gen)
+    for p, s in itertools.product(range(2), range(2)):
+        assert all(torch.equal(local[(p, 0, s)], local[(p, r, s)]) for r in range(3))
+        assert not torch.equal(local[(0, 0, s)], local[(1, 0, s)])
