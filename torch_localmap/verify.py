@@ -241,6 +241,12 @@ def _hand_programs():
         ("factories", lambda a: (torch.zeros_like(a), torch.ones(3, 5, dtype=a.dtype), a.new_zeros(5, 1),
                                  torch.full_like(a, 2.0), torch.arange(5)), (r(3, 5),)),
         ("conv_odd", lambda x, w: grad_of(lambda x, w: F.conv2d(x, w, padding=1), x, w), (r(3, 2, 5, 5), r(5, 2, 3, 3))),
+        # monotone ops carry P(max)/P(min) (kinds swapped when non-increasing)
+        ("monotone", lambda a: (torch.exp(a), torch.tanh(a), torch.sigmoid(a), torch.floor(a * 3), torch.erfc(a),
+                                a * -2.0, 3.0 - a, torch.clamp(a, -0.5, 0.5), F.leaky_relu(a), F.softplus(a),
+                                F.hardtanh(a), torch.sign(a), torch.atan(a), a / -4.0, (a * 3).to(torch.int64)),
+         (r(3, 5),)),
+        ("monotone_binary", lambda a, b: (a - b, torch.rsub(a, b), torch.add(a, b, alpha=-2)), (r(3, 5), r(5))),
     ]
 
 

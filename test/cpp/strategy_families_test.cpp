@@ -24,8 +24,9 @@ std::vector<std::string> op_strategies(const Graph& g) {
 
 TEST(StrategyPointwise, BroadcastAddHasExactlyTheseStrategies) {
   Graph g = one_op_graph({2}, {{{4, 6}}, {{6}}}, "aten.add.Tensor", "[$0,$1]", {{{4, 6}}});
-  const std::vector<std::string> expected = {"R,R->R", "S(0),R->S(0)", "S(1),S(0)->S(1)", "P(sum),P(sum)->P(sum)",
-                                             "P(avg),P(avg)->P(avg)"};
+  const std::vector<std::string> expected = {"R,R->R",          "S(0),R->S(0)",          "S(1),S(0)->S(1)",
+                                             "P(sum),P(sum)->P(sum)", "P(avg),P(avg)->P(avg)", "P(max),R->P(max)",
+                                             "P(min),R->P(min)",      "R,P(max)->P(max)",      "R,P(min)->P(min)"};
   EXPECT_EQ(op_strategies(g), expected);
 }
 
@@ -47,6 +48,68 @@ TEST(StrategyPointwise, NarrowingCastsKeepOnlyMaxMinPartials) {
   Graph w = one_op_graph({2}, {{{4}, "bfloat16"}}, "aten._to_copy.default", "[$0]", {{{4}, "float32"}},
                          R"({"dtype":{"dtype":"float32"}})");
   EXPECT_TRUE(has(op_strategies(w), "P(sum)->P(sum)"));
+}
+
+TEST(StrategyPointwise, MonotoneOpsPassMaxMinPartials) {
+  Graph relu = one_op_graph({2}, {{{4, 6}}}, "aten.relu.default", "[$0]", {{{4, 6}}});
+  auto all = op_strategies(relu);
+  EXPECT_TRUE(has(all, "P(max)->P(max)"));
+  EXPECT_TRUE(has(all, "P(min)->P(min)"));
+  EXPECT_FALSE(has(all, "P(sum)->P(sum)"));  // relu is not linear
+  // non-increasing ops swap the kinds
+  Graph neg = one_op_graph({2}, {{{4, 6}}}, "aten.neg.default", "[$0]", {{{4, 6}}});
+  all = op_strategies(neg);
+  EXPECT_TRUE(has(all, "P(max)->P(min)"));
+  EXPECT_TRUE(has(all, "P(min)->P(max)"));
+  EXPECT_FALSE(has(all, "P(max)->P(max)"));
+  EXPECT_TRUE(has(all, "P(sum)->P(sum)"));
+  Graph scale = one_op_graph({2}, {{{4, 6}}}, "aten.mul.Scalar", "[$0,-2.0]", {{{4, 6}}});
+  EXPECT_TRUE(has(op_strategies(scale), "P(max)->P(min)"));
+  Graph zero = one_op_graph({2}, {{{4, 6}}}, "aten.mul.Scalar", "[$0,0.0]", {{{4, 6}}});
+  EXPECT_FALSE(has(op_strategies(zero), "P(max)->P(min)"));
+  EXPECT_FALSE(has(op_strategies(zero), "P(max)->P(max)"));
+  // the other ranks' pieces of a P(max) value are lower and may leave log's domain
+  Graph log = one_op_graph({2}, {{{4, 6}}}, "aten.log.default", "[$0]", {{{4, 6}}});
+  EXPECT_FALSE(has(op_strategies(log), "P(max)->P(max)"));
+  Graph gelu = one_op_graph({2}, {{{4, 6}}}, "aten.gelu.default", "[$0]", {{{4, 6}}});
+  EXPECT_FALSE(has(op_strategies(gelu), "P(max)->P(max)"));  // gelu dips below zero: not monotone
+  Graph leaky = one_op_graph({2}, {{{4, 6}}}, "aten.leaky_relu.default", "[$0,-0.5]", {{{4, 6}}});
+  EXPECT_FALSE(has(op_strategies(leaky), "P(max)->P(max)"));  // a negative slope is not monotone
+}
+
+TEST(StrategyPointwise, AddingAReplicatedOperandKeepsMaxMinPartials) {
+  Graph add = one_op_graph({2}, {{{4, 6}}, {{6}}}, "aten.add.Tensor", "[$0,$1]", {{{4, 6}}});
+  auto all = op_strategies(add);
+  EXPECT_TRUE(has(all, "P(max),R->P(max)"));
+  EXPECT_TRUE(has(all, "R,P(min)->P(min)"));
+  EXPECT_FALSE(has(all, "P(max),P(max)->P(max)"));  // max(a_i + b_i) is not max(a) + max(b)
+  Graph sub = one_op_graph({2}, {{{4, 6}}, {{6}}}, "aten.sub.Tensor", "[$0,$1]", {{{4, 6}}});
+  all = op_strategies(sub);
+  EXPECT_TRUE(has(all, "P(max),R->P(max)"));
+  EXPECT_TRUE(has(all, "R,P(max)->P(min)"));
+  EXPECT_FALSE(has(all, "R,P(max)->P(max)"));
+  Graph neg_alpha = one_op_graph({2}, {{{4, 6}}, {{6}}}, "aten.add.Tensor", "[$0,$1]", {{{4, 6}}},
+                                 R"({"alpha":-1.5})");
+  EXPECT_TRUE(has(op_strategies(neg_alpha), "R,P(max)->P(min)"));
+  Graph scalar = one_op_graph({2}, {{{4, 6}}}, "aten.add.Tensor", "[$0,1e-05]", {{{4, 6}}});
+  EXPECT_TRUE(has(op_strategies(scalar), "P(max)->P(max)"));
+  Graph rsub = one_op_graph({2}, {{{4, 6}}}, "aten.rsub.Scalar", "[$0,1.0]", {{{4, 6}}});
+  EXPECT_TRUE(has(op_strategies(rsub), "P(max)->P(min)"));
+}
+
+TEST(StrategyPointwise, FloatIntegerCastsKeepOnlyMaxMinPartials) {
+  Graph to_int = one_op_graph({2}, {{{4}, "float64"}}, "aten._to_copy.default", "[$0]", {{{4}, "int64"}},
+                              R"({"dtype":{"dtype":"int64"}})");
+  auto all = op_strategies(to_int);
+  EXPECT_TRUE(has(all, "P(max)->P(max)"));  // truncation is monotone
+  EXPECT_TRUE(has(all, "P(min)->P(min)"));
+  EXPECT_FALSE(has(all, "P(sum)->P(sum)"));
+  Graph to_bool = one_op_graph({2}, {{{4}, "float64"}}, "aten._to_copy.default", "[$0]", {{{4}, "bool"}},
+                               R"({"dtype":{"dtype":"bool"}})");
+  EXPECT_FALSE(has(op_strategies(to_bool), "P(max)->P(max)"));  // x != 0 is not monotone
+  Graph narrow = one_op_graph({2}, {{{4}, "int64"}}, "aten._to_copy.default", "[$0]", {{{4}, "int8"}},
+                              R"({"dtype":{"dtype":"int8"}})");
+  EXPECT_FALSE(has(op_strategies(narrow), "P(max)->P(max)"));  // wraps around
 }
 
 TEST(StrategyReduction, MeanOverAnUnevenShardIsRejectedSumIsNot) {

@@ -11,6 +11,15 @@
 //     because they commute with any elementwise reduction.
 // Scalar-offset ops (add.Scalar, masked_fill, ...) are not linear in a
 // partial (the offset would be counted once per rank) and get R/S only.
+//
+// Partial(max)/Partial(min) pass through ops that are monotone in one tensor
+// input with every other input replicated: for f non-decreasing in x,
+// max_i f(x_i, y) = f(max_i x_i, y), so P(max) -> P(max) and P(min) -> P(min);
+// a non-increasing f swaps the kinds (neg: P(max) -> P(min)). Float rounding is
+// monotone, so this is exact. Only functions defined on all reals qualify: the
+// other ranks' pieces of a P(max) value are lower than the value and could
+// leave the domain of log/sqrt/asin.
+#include <functional>
 #include <set>
 
 #include "rule.h"
@@ -26,10 +35,54 @@ enum class Linear {
   Copy,      // single input, any Partial kind
 };
 
+// Direction of the output in tensor input k, the others fixed: +1 non-decreasing,
+// -1 non-increasing, 0 neither (or not known for these arguments).
+using MonotoneFn = std::function<int(const RuleCtx&, int k)>;
+
 struct PointwiseSpec {
   Linear linear = Linear::None;
   std::vector<int> operands;  // Linear::Operand: tensor-input indices that may carry the partial
+  MonotoneFn monotone;        // optional: P(max)/P(min) rows, see the header comment
 };
+
+int sign_of(double v) { return v > 0 ? 1 : (v < 0 ? -1 : 0); }
+
+// One P(max)/P(min) input (the others replicated) per monotone tensor input.
+void monotone_rows(const RuleCtx& c, DimRows& rows, const MonotoneFn& direction) {
+  if (!direction) return;
+  const int n_in = c.num_inputs();
+  std::vector<Placement> row(static_cast<size_t>(rows.width()));
+  for (int k = 0; k < n_in; ++k) {
+    const int dir = direction(c, k);
+    if (dir == 0) continue;
+    for (ReduceOp op : {ReduceOp::Max, ReduceOp::Min}) {
+      const ReduceOp out = dir > 0 ? op : (op == ReduceOp::Max ? ReduceOp::Min : ReduceOp::Max);
+      for (int j = 0; j < n_in; ++j) row[j] = j == k ? P(op) : R();
+      for (int j = 0; j < c.num_outputs(); ++j) row[n_in + j] = P(out);
+      rows.add(row);
+    }
+  }
+}
+
+// Unary ops: a fixed direction in input 0.
+MonotoneFn unary(int dir) {
+  return [dir](const RuleCtx&, int k) { return k == 0 ? dir : 0; };
+}
+// Unary ops scaled by a scalar argument (x * s, x / s): the scalar's sign.
+MonotoneFn scaled_by(size_t pos, const char* name) {
+  return [pos, name](const RuleCtx& c, int k) { return k == 0 ? sign_of(c.double_arg(pos, name, 0.0)) : 0; };
+}
+// out = self_sign * self + other_sign * alpha * other (add: +1,+1; sub: +1,-1),
+// or with alpha on self (rsub: other - alpha * self). Direction per schema
+// position, mapped to tensor inputs (a Python-scalar `other` is no input).
+MonotoneFn add_like(int self_sign, int other_sign, bool alpha_scales_self) {
+  return [=](const RuleCtx& c, int k) {
+    const int alpha = sign_of(c.double_arg(2, "alpha", 1.0));
+    if (k == c.tensor_index(0, "self")) return self_sign * (alpha_scales_self ? alpha : 1);
+    if (k == c.tensor_index(1, "other")) return other_sign * (alpha_scales_self ? 1 : alpha);
+    return 0;
+  };
+}
 
 // Broadcast-aligned shard rows for an elementwise op whose outputs all have
 // the shape of output 0.
@@ -97,6 +150,7 @@ Rule pointwise_rule(PointwiseSpec spec) {
     if (c.num_outputs() == 0) return;
     shard_rows(c, rows);
     partial_rows(c, rows, spec);
+    monotone_rows(c, rows, spec.monotone);
   };
   return r;
 }
@@ -128,8 +182,10 @@ int exponent_bits(DType d) {
 // A cast that represents every source value exactly (same dtype or widening,
 // e.g. bf16 -> f32) commutes with every reduction. A narrowing float cast
 // rounds each rank's piece separately, so sums no longer match; rounding is
-// monotone, though, so max/min still commute. Casts to or from integer/bool
-// types take no Partial.
+// monotone, though, so max/min still commute. Float <-> integer casts are
+// monotone too (truncation toward zero, rounding of large integers) and keep
+// max/min only. Bool and complex dtypes, and casts between different integer
+// types (which may wrap around), take no Partial.
 Rule cast_rule() {
   Rule r;
   r.family = "pointwise";
@@ -138,7 +194,17 @@ Rule cast_rule() {
     shard_rows(c, rows);
     if (c.num_inputs() != 1) return;
     const DType from = c.in(0).dtype, to = c.out(0).dtype;
-    if (!is_floating(from) || !is_floating(to)) return;
+    if (!is_floating(from) || !is_floating(to)) {
+      auto integral = [](DType d) {
+        return d == DType::Int64 || d == DType::Int32 || d == DType::Int16 || d == DType::Int8 || d == DType::UInt8;
+      };
+      const bool monotone = (is_floating(from) && integral(to)) || (integral(from) && is_floating(to)) ||
+                            (integral(from) && from == to);
+      if (!monotone) return;
+      rows.add({P(ReduceOp::Max), P(ReduceOp::Max)});
+      rows.add({P(ReduceOp::Min), P(ReduceOp::Min)});
+      return;
+    }
     const bool exact = from == to || (mantissa_bits(to) >= mantissa_bits(from) && exponent_bits(to) >= exponent_bits(from));
     for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min}) {
       if (!exact && (op == ReduceOp::Sum || op == ReduceOp::Avg)) continue;
@@ -153,17 +219,12 @@ Rule cast_rule() {
 void register_pointwise(Registry& r) {
   const Rule plain = pointwise_rule({Linear::None, {}});
   add_rule(r,
-           {"aten.relu.default", "aten.gelu.default", "aten.tanh.default", "aten.sigmoid.default",
-            "aten.silu.default", "aten.exp.default", "aten.exp2.default", "aten.log.default", "aten.log2.default",
-            "aten.log10.default", "aten.log1p.default", "aten.expm1.default", "aten.sqrt.default",
-            "aten.rsqrt.default", "aten.reciprocal.default", "aten.abs.default", "aten.sign.default",
-            "aten.sgn.default", "aten.sin.default", "aten.cos.default", "aten.tan.default", "aten.asin.default",
-            "aten.acos.default", "aten.atan.default", "aten.sinh.default", "aten.cosh.default", "aten.erf.default",
-            "aten.erfc.default", "aten.erfinv.default", "aten.floor.default", "aten.ceil.default",
-            "aten.round.default", "aten.round.decimals", "aten.trunc.default", "aten.frac.default",
+           {"aten.gelu.default", "aten.silu.default", "aten.log.default", "aten.log2.default",
+            "aten.log10.default", "aten.log1p.default", "aten.sqrt.default",
+            "aten.rsqrt.default", "aten.reciprocal.default", "aten.abs.default", "aten.sgn.default", "aten.sin.default", "aten.cos.default", "aten.tan.default", "aten.asin.default",
+            "aten.acos.default", "aten.cosh.default", "aten.erfinv.default", "aten.frac.default",
             "aten.pow.Tensor_Scalar", "aten.pow.Tensor_Tensor", "aten.pow.Scalar", "aten.square.default",
-            "aten.clamp.default", "aten.clamp.Tensor", "aten.clamp_min.default", "aten.clamp_max.default",
-            "aten.clamp_min.Tensor", "aten.clamp_max.Tensor", "aten.maximum.default", "aten.minimum.default",
+            "aten.clamp.Tensor", "aten.clamp_min.Tensor", "aten.clamp_max.Tensor", "aten.maximum.default", "aten.minimum.default",
             "aten.fmax.default", "aten.fmin.default", "aten.eq.Tensor", "aten.eq.Scalar", "aten.ne.Tensor",
             "aten.ne.Scalar", "aten.lt.Tensor", "aten.lt.Scalar", "aten.le.Tensor", "aten.le.Scalar",
             "aten.gt.Tensor", "aten.gt.Scalar", "aten.ge.Tensor", "aten.ge.Scalar", "aten.logical_and.default",
@@ -171,18 +232,41 @@ void register_pointwise(Registry& r) {
             "aten.bitwise_and.Tensor", "aten.bitwise_or.Tensor", "aten.bitwise_not.default",
             "aten.bitwise_xor.Tensor", "aten.bitwise_and.Scalar", "aten.bitwise_or.Scalar",
             "aten.isnan.default", "aten.isinf.default", "aten.isfinite.default", "aten.nan_to_num.default",
-            "aten.add.Scalar", "aten.sub.Scalar", "aten.rsub.Scalar", "aten.masked_fill.Scalar",
+            "aten.masked_fill.Scalar",
             "aten.masked_fill.Tensor", "aten.atan2.default", "aten.remainder.Tensor", "aten.remainder.Scalar",
-            "aten.fmod.Tensor", "aten.fmod.Scalar", "aten.hardtanh.default", "aten.elu.default",
-            "aten.leaky_relu.default", "aten.softplus.default", "aten.mish.default", "aten.hardswish.default",
-            "aten.hardsigmoid.default", "aten.logit.default", "aten.lerp.Scalar", "aten.lerp.Tensor",
+            "aten.fmod.Tensor", "aten.fmod.Scalar", "aten.elu.default",
+            "aten.mish.default", "aten.hardswish.default",
+            "aten.logit.default", "aten.lerp.Scalar", "aten.lerp.Tensor",
             "aten.addcmul.default", "aten.addcdiv.default",
             "aten.floor_divide.default", "aten.div.Tensor_mode", "aten.div.Scalar_mode",
             "aten.bitwise_left_shift.Tensor", "aten.bitwise_right_shift.Tensor", "aten.heaviside.default",
-            "aten.xlogy.Tensor", "aten.relu6.default", "aten.xlogy.Scalar_Other"},
+            "aten.xlogy.Tensor", "aten.xlogy.Scalar_Other"},
            plain);
+  // Monotone on all reals (with scalar bounds/parameters): P(max)/P(min) pass.
+  add_rule(r,
+           {"aten.relu.default", "aten.relu6.default", "aten.tanh.default", "aten.sigmoid.default",
+            "aten.exp.default", "aten.exp2.default", "aten.expm1.default", "aten.atan.default",
+            "aten.sinh.default", "aten.erf.default", "aten.sign.default", "aten.floor.default",
+            "aten.ceil.default", "aten.round.default", "aten.round.decimals", "aten.trunc.default",
+            "aten.clamp.default", "aten.clamp_min.default", "aten.clamp_max.default", "aten.hardtanh.default",
+            "aten.hardsigmoid.default"},
+           pointwise_rule({Linear::None, {}, unary(+1)}));
+  add_rule(r, {"aten.erfc.default"}, pointwise_rule({Linear::None, {}, unary(-1)}));
+  // x + alpha * c, x - alpha * c: non-decreasing in x; c - alpha * x: the sign of -alpha.
+  add_rule(r, {"aten.add.Scalar", "aten.sub.Scalar"}, pointwise_rule({Linear::None, {}, add_like(+1, +1, false)}));
+  add_rule(r, {"aten.rsub.Scalar"}, pointwise_rule({Linear::None, {}, add_like(-1, +1, true)}));
+  // leaky_relu(x, slope) is non-decreasing for slope >= 0; softplus(x, beta) for beta > 0.
+  add_rule(r, {"aten.leaky_relu.default"}, pointwise_rule({Linear::None, {}, [](const RuleCtx& c, int k) {
+             return k == 0 && c.double_arg(1, "negative_slope", 0.01) >= 0 ? 1 : 0;
+           }}));
+  add_rule(r, {"aten.softplus.default"}, pointwise_rule({Linear::None, {}, [](const RuleCtx& c, int k) {
+             return k == 0 && c.double_arg(1, "beta", 1.0) > 0 ? 1 : 0;
+           }}));
   // Linear in both operands jointly.
-  add_rule(r, {"aten.add.Tensor", "aten.sub.Tensor", "aten.rsub.Tensor"}, pointwise_rule({Linear::Additive, {}}));
+  // Also monotone in each operand with the other replicated (P(max) + R stays P(max)).
+  add_rule(r, {"aten.add.Tensor"}, pointwise_rule({Linear::Additive, {}, add_like(+1, +1, false)}));
+  add_rule(r, {"aten.sub.Tensor"}, pointwise_rule({Linear::Additive, {}, add_like(+1, -1, false)}));
+  add_rule(r, {"aten.rsub.Tensor"}, pointwise_rule({Linear::Additive, {}, add_like(-1, +1, true)}));
   // where(cond, a, b) is linear in (a, b) jointly with cond replicated/sharded.
   add_rule(r, {"aten.where.self"}, [] {
     Rule w = pointwise_rule({Linear::None, {}});
@@ -196,8 +280,11 @@ void register_pointwise(Registry& r) {
   // Bilinear: either operand may be the partial one.
   add_rule(r, {"aten.mul.Tensor"}, pointwise_rule({Linear::Operand, {0, 1}}));
   // Linear in the first tensor (numerator / incoming gradient).
+  // x * s, x / s: monotone with the scalar's sign; neg swaps max and min.
+  add_rule(r, {"aten.mul.Scalar", "aten.div.Scalar"}, pointwise_rule({Linear::Operand, {0}, scaled_by(1, "other")}));
+  add_rule(r, {"aten.neg.default"}, pointwise_rule({Linear::Operand, {0}, unary(-1)}));
   add_rule(r,
-           {"aten.div.Tensor", "aten.mul.Scalar", "aten.div.Scalar", "aten.neg.default",
+           {"aten.div.Tensor",
             "aten.threshold_backward.default", "aten.gelu_backward.default", "aten.tanh_backward.default",
             "aten.silu_backward.default", "aten.leaky_relu_backward.default", "aten.hardtanh_backward.default",
             "aten.elu_backward.default", "aten.softplus_backward.default", "aten.hardswish_backward.default",
