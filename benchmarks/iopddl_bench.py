@@ -23,20 +23,7 @@ sys.path.insert(0, REPO)
 
 import torch_localmap  # noqa: E402
 from torch_localmap import _C  # noqa: E402
-from torch_localmap.solver import load_problem  # noqa: E402
-
-
-def default_dir():
-    """$TLM_SHARED_DIR/iopddl, else ../shared/iopddl beside the repo (or beside a parent, for worktrees)."""
-    if os.environ.get("TLM_SHARED_DIR"):
-        return os.path.join(os.environ["TLM_SHARED_DIR"], "iopddl")
-    up = REPO
-    for _ in range(3):
-        candidate = os.path.join(os.path.dirname(up), "shared", "iopddl")
-        if os.path.isdir(candidate):
-            return candidate
-        up = os.path.dirname(up)
-    return os.path.normpath(os.path.join(REPO, "..", "shared", "iopddl"))
+from torch_localmap.solver import iopddl_suite_dir, load_problem  # noqa: E402
 
 
 def reference_table(directory):
@@ -130,7 +117,7 @@ def table(refs, results, names):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dir", default=default_dir())
+    ap.add_argument("--dir", default=iopddl_suite_dir())
     ap.add_argument("--instances", help="comma-separated letters (default: all in the README table)")
     ap.add_argument("--time-scale", type=float, default=1.0, help="multiply every contest limit")
     ap.add_argument("--solvers", default="ours,highs")

@@ -16,17 +16,24 @@ MESH = (2, 2)
 MESH_NAMES = ("dp", "tp")
 
 
-def _train_reference(steps, lr, cfg):
-    model, (x, y) = make_example(**cfg)
+def _train(model, x, y, steps, lr, show_progress=False):
+    """SGD steps on `model(x, y)`; the same loop for the reference and every rank."""
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     losses = []
-    for _ in range(steps):
+    for step in range(steps):
         opt.zero_grad()
         loss = model(x, y)
         loss.backward()
         opt.step()
         losses.append(loss.item())
+        if show_progress:
+            print(f"  step {step + 1}/{steps}  loss {losses[-1]:.6f}", flush=True)
     return losses
+
+
+def _train_reference(steps, lr, cfg):
+    model, (x, y) = make_example(**cfg)
+    return _train(model, x, y, steps, lr)
 
 
 def _train_rank(rank, world_size, steps, lr, cfg):
@@ -35,17 +42,7 @@ def _train_rank(rank, world_size, steps, lr, cfg):
     mesh = make_mesh(MESH, MESH_NAMES)
     model, (x, y) = make_example(**cfg)
     pmodel = parallelize(model, mesh, (x, y), time_limit=5.0)
-    opt = torch.optim.SGD(pmodel.parameters(), lr=lr)
-    losses = []
-    for step in range(steps):
-        opt.zero_grad()
-        loss = pmodel(x, y)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-        if rank == 0:
-            print(f"  step {step + 1}/{steps}  loss {losses[-1]:.6f}", flush=True)
-    return losses
+    return _train(pmodel, x, y, steps, lr, show_progress=rank == 0)
 
 
 def run(steps=5, lr=0.05, cfg=None) -> int:

@@ -17,6 +17,21 @@ InfeasibleError = _C.InfeasibleError
 SolverProblem = _C.SolverProblem
 
 
+def iopddl_suite_dir() -> str:
+    """Where the IOPDDL instances are: $TLM_SHARED_DIR/iopddl, else shared/iopddl beside the
+    repo (or beside one of its parents, for worktrees). Used by the benchmark and the tests."""
+    if os.environ.get("TLM_SHARED_DIR"):
+        return os.path.join(os.environ["TLM_SHARED_DIR"], "iopddl")
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    up = repo
+    for _ in range(3):
+        candidate = os.path.join(os.path.dirname(up), "shared", "iopddl")
+        if os.path.isdir(candidate):
+            return candidate
+        up = os.path.dirname(up)
+    return os.path.join(os.path.dirname(repo), "shared", "iopddl")
+
+
 def _register_highs() -> None:
     try:
         import highspy  # noqa: PLC0415  (optional: only exact mode needs it)

@@ -9,25 +9,12 @@ import sys
 import pytest
 
 import torch_localmap
-from torch_localmap.solver import InfeasibleError, load_problem
+from torch_localmap.solver import InfeasibleError, iopddl_suite_dir, load_problem
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _suite_dir():
-    """$TLM_SHARED_DIR/iopddl, else ../shared/iopddl beside the repo (or beside a parent, for worktrees)."""
-    if os.environ.get("TLM_SHARED_DIR"):
-        return os.path.join(os.environ["TLM_SHARED_DIR"], "iopddl")
-    up = REPO
-    for _ in range(3):
-        candidate = os.path.join(os.path.dirname(up), "shared", "iopddl")
-        if os.path.isdir(candidate):
-            return candidate
-        up = os.path.dirname(up)
-    return os.path.join(os.path.dirname(REPO), "shared", "iopddl")
-
-
-SUITE = _suite_dir()
+SUITE = iopddl_suite_dir()
 EXAMPLE = os.path.join(SUITE, "example.json")
 CONTEST = os.path.join(SUITE, "asplos-2025-iopddl-G.json.gz")
 needs_suite = pytest.mark.skipif(not os.path.isfile(EXAMPLE),
