@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -95,7 +97,7 @@ MilpResult solve_milp(const Model& m, const MilpOptions& opt) {
     row_lo.push_back(1.0);
     row_hi.push_back(1.0);
   }
-  std::vector<size_t> y_off(m.edges.size() + 1, 0);
+  std::vector<size_t> y_off(m.edges.size() + 1, nx);  // y columns of edge e start at y_off[e]
   std::vector<std::vector<HighsInt>> col_rows;  // temp: y columns of the rows of one edge
   for (size_t e = 0; e < m.edges.size(); ++e) {
     const auto& ed = m.edges[e];
@@ -149,6 +151,14 @@ MilpResult solve_milp(const Model& m, const MilpOptions& opt) {
       row_hi.push_back(static_cast<double>(m.cap[k]));
     }
   }
+  if (opt.rows)
+    for (const MemoryRow& row : *opt.rows) {
+      for (const auto& [k, u] : row.terms)
+        if (u != 0) index.push_back(static_cast<HighsInt>(k)), value.push_back(u);
+      start.push_back(static_cast<HighsInt>(index.size()));
+      row_lo.push_back(-std::numeric_limits<double>::infinity());
+      row_hi.push_back(row.cap);
+    }
   const size_t ncol = cost.size();
   lower.assign(ncol, 0.0);
   upper.assign(ncol, 1.0);
@@ -164,12 +174,14 @@ MilpResult solve_milp(const Model& m, const MilpOptions& opt) {
     void* h;
     ~Guard() { a->destroy(h); }
   } guard{api, h};
-  api->setBoolOptionValue(h, "output_flag", 0);
+  // TLM_HIGHS_LOG=1 shows HiGHS' own log (developers).
+  api->setBoolOptionValue(h, "output_flag", std::getenv("TLM_HIGHS_LOG") ? 1 : 0);
   api->setDoubleOptionValue(h, "time_limit", std::max(0.01, opt.time_limit_s));
   api->setDoubleOptionValue(h, "mip_rel_gap", 0.0);
   api->setDoubleOptionValue(h, "mip_abs_gap", 0.999);  // costs are integers: a gap below 1 proves optimality
   api->setIntOptionValue(h, "random_seed", static_cast<HighsInt>(opt.seed % 2147483647ULL));
   api->setIntOptionValue(h, "threads", std::max(1, opt.threads));
+  if (opt.has_cutoff) api->setDoubleOptionValue(h, "objective_bound", opt.cutoff);
   if (api->passMip(h, static_cast<HighsInt>(ncol), nrow, static_cast<HighsInt>(index.size()), kHighsMatrixRowwise,
                    kHighsMinimize, offset, cost.data(), lower.data(), upper.data(), row_lo.data(), row_hi.data(),
                    start.data(), index.data(), value.data(), integrality.data()) < 0) {

@@ -14,11 +14,21 @@
 
 namespace tlm::solver {
 
+// A memory row given explicitly: sum of coef * x[strategy] <= cap (used for
+// coarse models, whose memory is not one interval per node).
+struct MemoryRow {
+  double cap = 0;
+  std::vector<std::pair<size_t, double>> terms;  // (model strategy index, usage)
+};
+
 struct MilpOptions {
   double time_limit_s = 60.0;
   int threads = 1;
   uint64_t seed = 0;
   const std::vector<int>* start = nullptr;  // feasible labelling to start from
+  const std::vector<MemoryRow>* rows = nullptr;  // extra memory rows
+  bool has_cutoff = false;                  // prune anything costing more (model units, offset included)
+  double cutoff = 0.0;
   bool has_target = false;                  // stop once a solution costs <= target (benchmarks)
   double target = 0.0;                      // in model cost units (offset included)
   // Larger models are not built (the memory rows alone can reach billions of

@@ -9,6 +9,7 @@
 // memory check point.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -16,6 +17,8 @@
 #include "problem.h"
 
 namespace tlm::solver {
+
+using Clock = std::chrono::steady_clock;
 
 struct Model {
   struct ModelEdge {
@@ -61,7 +64,8 @@ struct Reduction {
 // node) of the restricted model's strategy k'.
 Model restrict_strategies(const Model& m, const std::vector<char>& keep, std::vector<int>* kept);
 
-// Throws InfeasibleError naming the conflicting constraints.
-Reduction reduce(const Problem& problem, bool eliminate = true);
+// Throws InfeasibleError naming the conflicting constraints. Dominance checks
+// stop at `deadline` (the reduction is weaker then, still optimum-preserving).
+Reduction reduce(const Problem& problem, bool eliminate = true, Clock::time_point deadline = Clock::time_point::max());
 
 }  // namespace tlm::solver

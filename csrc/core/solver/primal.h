@@ -37,6 +37,7 @@ class Primal {
 
   // Least slack (capacity - load) over check points [l, r).
   __int128 slack_min(int l, int r) const { return slack_.min(l, r); }
+  const SlackTree& slack_tree() const { return slack_; }
   // Check points sorted by slack, tightest first (at most `count`).
   std::vector<int> tightest_points(size_t count) const;
 

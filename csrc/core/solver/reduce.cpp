@@ -8,6 +8,7 @@
 #include "model.h"
 #include "slack_tree.h"
 #include "solver.h"
+#include "trace.h"
 
 namespace tlm::solver {
 namespace {
@@ -25,17 +26,23 @@ struct WorkEdge {
 
 class Reducer {
  public:
-  Reducer(const Problem& p, Reduction& out, bool eliminate) : p_(p), out_(out), eliminate_(eliminate) {}
+  Reducer(const Problem& p, Reduction& out, bool eliminate, Clock::time_point deadline)
+      : p_(p), out_(out), eliminate_(eliminate), deadline_(deadline) {}
 
   void run() {
     init_nodes();
     init_edges();
+    trace("reduce: nodes and edges");
     init_memory();
+    trace("reduce: memory");
     for (int i = 0; i < n_; ++i) push(i);
     for (int round = 0; round < 50; ++round) {
       drain();
+      trace("reduce: round %d drained", round);
       bool changed = memory_round();
+      trace("reduce: round %d memory %d", round, (int)changed);
       if (!changed) changed = dominance_round();
+      trace("reduce: round %d dominance %d", round, (int)changed);
       if (!changed && queue_.empty()) break;
     }
     drain();
@@ -64,10 +71,13 @@ class Reducer {
   std::vector<int> pa_, pb_;
   SlackTree cap_;
   size_t removed_ = 0, fixed_count_ = 0, elim_count_ = 0;
+  std::vector<char> dom_dirty_;  // node needs a (new) dominance check
+  Clock::time_point deadline_;
 
   int S(int i) const { return static_cast<int>(un_[i].size()); }
 
   void push(int i) {
+    if (!dom_dirty_.empty()) dom_dirty_[i] = 1;
     if (active_[i] && !queued_[i]) {
       queued_[i] = 1;
       queue_.push_back(i);
@@ -433,39 +443,63 @@ class Reducer {
   // Strategy a of node i is dominated by b when b never costs more in any
   // neighbourhood (cost difference plus the worst edge-row difference per
   // edge <= 0) and never uses more memory. Ties keep the lower index.
+  // Only nodes whose neighbourhood changed since their last check are
+  // examined again; the pass stops at the deadline (the reduction is only
+  // weaker then, never wrong).
   bool dominance_round() {
     bool changed = false;
     std::vector<int> alive_list;
+    std::vector<Cost> rows;          // per incident edge: |alive_i| x |alive_j| entries, i's strategy first
+    std::vector<size_t> row_off;     // per incident edge
+    std::vector<int> row_width;
+    if (dom_dirty_.empty()) dom_dirty_.assign(n_, 1);
     for (int i = 0; i < n_; ++i) {
-      if (!active_[i] || alive_[i] < 2) continue;
+      if ((i & 255) == 0 && Clock::now() > deadline_) break;
+      if (!active_[i] || alive_[i] < 2 || !dom_dirty_[i]) continue;
+      dom_dirty_[i] = 0;
       int d = degree(i);
       size_t nb = 0;
-      for (int e : adj_[i]) nb += S(edges_[e].u == i ? edges_[e].v : edges_[e].u);
+      for (int e : adj_[i]) nb += alive_[edges_[e].u == i ? edges_[e].v : edges_[e].u];
       if (static_cast<size_t>(alive_[i]) * alive_[i] * (nb + 1) > 3000000) continue;
       alive_list.clear();
       for (int s = 0; s < S(i); ++s)
         if (un_[i][s] != INF) alive_list.push_back(s);
-      for (int a : alive_list) {
-        if (un_[i][a] == INF) continue;
-        for (int b : alive_list) {
-          if (b == a || un_[i][b] == INF || res_[i][b] > res_[i][a]) continue;
+      const int na = static_cast<int>(alive_list.size());
+      rows.clear();
+      row_off.assign(d, 0);
+      row_width.assign(d, 0);
+      for (int k = 0; k < d; ++k) {
+        const WorkEdge& e = edges_[adj_[i][k]];
+        int j = e.u == i ? e.v : e.u;
+        row_off[k] = rows.size();
+        for (int ai = 0; ai < na; ++ai)
+          for (int t = 0; t < S(j); ++t)
+            if (un_[j][t] != INF) rows.push_back(at_from(e, i, alive_list[ai], t));
+        row_width[k] = static_cast<int>((rows.size() - row_off[k]) / std::max(na, 1));
+      }
+      std::vector<char> gone(na, 0);
+      for (int ai = 0; ai < na; ++ai) {
+        const int a = alive_list[ai];
+        for (int bi = 0; bi < na; ++bi) {
+          const int b = alive_list[bi];
+          if (bi == ai || gone[bi] || res_[i][b] > res_[i][a]) continue;
           __int128 diff = static_cast<__int128>(un_[i][b]) - un_[i][a];
           bool ok = true;
           for (int k = 0; k < d && ok; ++k) {
-            const WorkEdge& e = edges_[adj_[i][k]];
-            int j = e.u == i ? e.v : e.u;
+            const int w = row_width[k];
+            const Cost* ra = &rows[row_off[k] + static_cast<size_t>(ai) * w];
+            const Cost* rb = &rows[row_off[k] + static_cast<size_t>(bi) * w];
             __int128 worst = -(static_cast<__int128>(1) << 100);
-            for (int t = 0; t < S(j) && ok; ++t) {
-              if (un_[j][t] == INF) continue;
-              Cost ca = at_from(e, i, a, t), cb = at_from(e, i, b, t);
-              if (ca == INF) continue;
-              if (cb == INF) { ok = false; break; }
-              worst = std::max(worst, static_cast<__int128>(cb) - ca);
+            for (int t = 0; t < w; ++t) {
+              if (ra[t] == INF) continue;
+              if (rb[t] == INF) { ok = false; break; }
+              worst = std::max(worst, static_cast<__int128>(rb[t]) - ra[t]);
             }
             if (ok && worst > -(static_cast<__int128>(1) << 100)) diff += worst;
           }
           if (!ok || diff > 0) continue;
           if (diff == 0 && res_[i][b] == res_[i][a] && b > a) continue;  // exact tie: keep the lower index
+          gone[ai] = 1;
           remove(i, a, kNeighbour);
           changed = true;
           break;
@@ -581,10 +615,10 @@ Solution Reduction::expand(const std::vector<int>& model_x) const {
   return x;
 }
 
-Reduction reduce(const Problem& problem, bool eliminate) {
+Reduction reduce(const Problem& problem, bool eliminate, Clock::time_point deadline) {
   validate(problem);
   Reduction out;
-  Reducer(problem, out, eliminate).run();
+  Reducer(problem, out, eliminate, deadline).run();
   return out;
 }
 

@@ -3,14 +3,19 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <memory>
 #include <mutex>
 #include <thread>
 
+#include "coarse_milp.h"
+#include "coarsen.h"
 #include "dual.h"
+#include "forest.h"
 #include "highs_api.h"
 #include "lns.h"
 #include <random>
 #include "primal.h"
+#include "trace.h"
 
 namespace tlm::solver {
 
@@ -177,6 +182,30 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
   DualSolver guide(m);
   Primal primal(m);
   std::vector<int> labels;
+  // Group moves (coarsen.h, forest.h) for labellings close to the best:
+  // the groups are rebuilt when the best cost has halved since.
+  std::mt19937_64 frng(seed + 7);
+  std::unique_ptr<Coarsening> coarse;
+  std::unique_ptr<ForestMoves> forest;
+  __int128 coarse_ub = 0;
+  auto polish = [&]() {
+    __int128 best = 0;
+    {
+      std::lock_guard<std::mutex> lock(sh.mu);
+      if (sh.found) best = sh.cost;
+    }
+    __int128 c = primal.cost();
+    if (best > 0 && c > best + best / 20) return;
+    if (!coarse || c < coarse_ub / 2) {
+      forest.reset();
+      coarse = std::make_unique<Coarsening>(coarsen(m, std::min(c, best > 0 ? best : c)));
+      forest = std::make_unique<ForestMoves>(m, *coarse);
+      coarse_ub = std::min(c, best > 0 ? best : c);
+      trace("coarsened: %d groups for %d nodes (%d in groups of 2+), %zu coarse edges, %zu strategies", coarse->coarse.n,
+            m.n, coarse->grouped_nodes, coarse->coarse.edges.size(), coarse->coarse.strat.size());
+    }
+    for (int sw = 0; sw < 8 && forest->sweep(primal, frng) > 0; ++sw) primal.improve();
+  };
   std::vector<double> price(m.cap.size(), 0.0), node_price(m.n, 0.0);
   // Price unit: the median cost per byte between a node's cheapest and its leanest strategy.
   std::vector<double> ratios;
@@ -197,7 +226,8 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
   double rate = 0.5;
   int stall = 0;
   auto last_report = Clock::now();
-  for (int it = 0; !sh.done && Clock::now() < phase1_end; ++it) {
+  int it = 0;
+  for (; !sh.done && Clock::now() < phase1_end; ++it) {
     guide.forward(labels);
     guide.backward();
     primal.set(labels);
@@ -205,6 +235,7 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
     const bool rep = primal.repair();
     if (rep) {
       primal.improve();
+      if (primal.feasible()) polish();
       if (primal.feasible()) improved = sh.offer(primal.labels(), primal.cost());
     }
     stall = improved ? 0 : stall + 1;
@@ -236,20 +267,34 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
     }
     guide.add_penalty(delta);
   }
+  trace("price phase: %d iterations, best %s", it, sh.found ? to_string(sh.cost).c_str() : "none");
   if (!lns) return;
-  // Phase 2: large-neighbourhood search from the best labelling.
   std::vector<int> start;
+  __int128 start_cost = 0;
   {
     std::lock_guard<std::mutex> lock(sh.mu);
     if (!sh.found) return;
     start = sh.labels;
+    start_cost = sh.cost;
   }
+  // Phase 2: the coarse model exactly (HiGHS, memory rows on demand).
+  if (!sh.done) {
+    Coarsening cs = coarsen(m, start_cost);
+    trace("coarse model: %d groups, %zu strategies, %zu edges", cs.coarse.n, cs.coarse.strat.size(), cs.coarse.edges.size());
+    CoarseMilpResult cr = coarse_milp_search(
+        m, cs, start, start_cost, deadline, 1, seed, [&](const std::vector<int>& x, __int128 c) { sh.offer(x, c); },
+        [&]() { return sh.done.load(); });
+    if (cr.optimal) sh.raise_bound(static_cast<long double>(start_cost));
+    else if (cr.ran) sh.raise_bound(std::ceil(cr.bound));
+    trace("coarse milp: %d rounds, %zu rows, optimal=%d", cr.rounds, cr.rows, (int)cr.optimal);
+  }
+  // Phase 3: large-neighbourhood search from the best labelling.
   primal.set(start);
   std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ULL + 1);
   LnsOptions lo;
   lo.seed = seed;
-  int fails = 0;
-  for (int step = 0; !sh.done && Clock::now() < deadline; ++step) {
+  int fails = 0, wins = 0, step = 0;
+  for (; !sh.done && Clock::now() < deadline; ++step) {
     std::vector<int> region;
     if (!m.cap.empty() && step % 3 != 2) {
       // Nodes live at one of the tightest points: memory can move between them.
@@ -271,6 +316,7 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
     if (left < 0.05) break;
     if (lns_step(m, primal, std::move(region), lo, std::min(lo.step_seconds, left))) {
       sh.offer(primal.labels(), primal.cost());
+      ++wins;
       fails = 0;
     } else if (++fails > 20 * max_stall) {
       break;
@@ -280,6 +326,7 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
       progress();
     }
   }
+  trace("lns: %d steps, %d improving, final %s", step, wins, to_string(primal.cost()).c_str());
 }
 
 }  // namespace

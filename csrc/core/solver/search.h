@@ -11,8 +11,6 @@
 
 namespace tlm::solver {
 
-using Clock = std::chrono::steady_clock;
-
 struct SearchResult {
   std::vector<int> labels;  // best feasible model labelling (empty if none)
   __int128 cost = 0;        // its model cost (without the model offset)

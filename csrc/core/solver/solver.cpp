@@ -10,6 +10,7 @@
 #include "milp.h"
 #include "model.h"
 #include "search.h"
+#include "trace.h"
 
 namespace tlm::solver {
 namespace {
@@ -29,8 +30,11 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
   const auto t0 = Clock::now();
   const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(
                                  std::chrono::duration<double>(std::max(0.0, options.time_limit_s)));
-  Reduction red = reduce(problem);
+  trace("solve: %zu nodes, %zu edges, limit %.1fs", problem.nodes.size(), problem.edges.size(), options.time_limit_s);
+  // Dominance checks may take a tenth of the budget; the search gets the rest.
+  Reduction red = reduce(problem, true, t0 + (deadline - t0) / 10);
   const Model& m = red.model;
+  trace("%s; model strategies %zu", red.summary.c_str(), m.strat.size());
   auto report = [&](const SearchResult& s) {
     if (options.on_progress && !s.labels.empty())
       options.on_progress(std::chrono::duration<double>(Clock::now() - t0).count(), m.offset + s.cost,

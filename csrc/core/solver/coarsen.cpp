@@ -1,0 +1,292 @@
+#include "coarsen.h"
+
+#include <algorithm>
+#include <deque>
+#include <numeric>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "cost_math.h"
+
+namespace tlm::solver {
+namespace {
+
+Cost entry(const Model& m, int e, int su, int sv) {
+  const auto& ed = m.edges[e];
+  return m.mat[ed.off + static_cast<size_t>(su) * m.num_strategies(ed.v) + sv];
+}
+
+// Entry of edge e with node i's strategy first.
+Cost entry_from(const Model& m, int e, int i, int si, int sj) {
+  return m.edges[e].u == i ? entry(m, e, si, sj) : entry(m, e, sj, si);
+}
+
+int find(std::vector<int>& p, int x) {
+  while (p[x] != x) x = p[x] = p[p[x]];
+  return x;
+}
+
+// Builds the coarse model's edges and adjacency from the groups and maps.
+void build_coarse_edges(const Model& m, Coarsening& c) {
+  Model& cm = c.coarse;
+  std::vector<size_t> slot_of(m.n);
+  for (int g = 0; g < cm.n; ++g)
+    for (size_t sl = c.member_off[g]; sl < c.member_off[g + 1]; ++sl) slot_of[c.members[sl]] = sl;
+  std::unordered_map<uint64_t, int> index;
+  std::vector<std::vector<int>> adj(cm.n);
+  for (size_t e = 0; e < m.edges.size(); ++e) {
+    const auto& ed = m.edges[e];
+    int g = c.group_of[ed.u], h = c.group_of[ed.v];
+    if (g == h) continue;
+    int a = std::min(g, h), b = std::max(g, h);
+    uint64_t key = (static_cast<uint64_t>(a) << 32) | static_cast<uint32_t>(b);
+    auto it = index.find(key);
+    const int sa = cm.num_strategies(a), sb = cm.num_strategies(b);
+    int id;
+    if (it == index.end()) {
+      id = static_cast<int>(cm.edges.size());
+      index.emplace(key, id);
+      cm.edges.push_back({a, b, cm.mat.size()});
+      cm.mat.resize(cm.mat.size() + static_cast<size_t>(sa) * sb, 0);
+      adj[a].push_back(id);
+      adj[b].push_back(id);
+    } else {
+      id = it->second;
+    }
+    // fine node on the coarse edge's u side first
+    const int fa = c.group_of[ed.u] == a ? ed.u : ed.v;
+    const int fb = fa == ed.u ? ed.v : ed.u;
+    Cost* out = &cm.mat[cm.edges[id].off];
+    for (int r = 0; r < sa; ++r) {
+      int s = c.fine_strategy(slot_of[fa], r);
+      for (int q = 0; q < sb; ++q) {
+        int t = c.fine_strategy(slot_of[fb], q);
+        Cost& o = out[static_cast<size_t>(r) * sb + q];
+        o = sat_add(o, entry_from(m, static_cast<int>(e), fa, s, t));
+      }
+    }
+  }
+  cm.adj_off.assign(1, 0);
+  for (auto& a : adj) {
+    cm.adj.insert(cm.adj.end(), a.begin(), a.end());
+    cm.adj_off.push_back(cm.adj.size());
+  }
+  cm.plo.assign(cm.n, 0);
+  cm.phi.assign(cm.n, 0);
+  cm.usage.assign(cm.strat.size(), 0);
+}
+
+}  // namespace
+
+Coarsening identity_coarsening(const Model& m) {
+  Coarsening c;
+  Model& cm = c.coarse;
+  cm.n = m.n;
+  cm.off = m.off;
+  cm.strat.resize(m.strat.size());
+  for (int i = 0; i < m.n; ++i)
+    for (size_t k = m.off[i]; k < m.off[i + 1]; ++k) cm.strat[k] = static_cast<int>(k - m.off[i]);
+  cm.cost = m.cost;
+  c.group_of.resize(m.n);
+  std::iota(c.group_of.begin(), c.group_of.end(), 0);
+  c.members = c.group_of;
+  c.member_off.resize(m.n + 1);
+  std::iota(c.member_off.begin(), c.member_off.end(), 0);
+  c.map_off.assign(m.off.begin(), m.off.end() - 1);
+  c.map = cm.strat;
+  cm.edges = m.edges;
+  cm.mat = m.mat;
+  cm.adj_off = m.adj_off;
+  cm.adj = m.adj;
+  cm.plo.assign(cm.n, 0);
+  cm.phi.assign(cm.n, 0);
+  cm.usage.assign(cm.strat.size(), 0);
+  return c;
+}
+
+Coarsening coarsen(const Model& m, __int128 ub) {
+  // Sum of all minima: no labelling costs less.
+  std::vector<Cost> node_min(m.n), edge_min(m.edges.size(), kInfiniteCost);
+  __int128 lb = 0;
+  for (int i = 0; i < m.n; ++i) {
+    node_min[i] = *std::min_element(m.cost.begin() + m.off[i], m.cost.begin() + m.off[i + 1]);
+    lb += node_min[i];
+  }
+  for (size_t e = 0; e < m.edges.size(); ++e) {
+    const auto& ed = m.edges[e];
+    size_t cells = static_cast<size_t>(m.num_strategies(ed.u)) * m.num_strategies(ed.v);
+    for (size_t k = 0; k < cells; ++k) edge_min[e] = std::min(edge_min[e], m.mat[ed.off + k]);
+    if (edge_min[e] == kInfiniteCost) edge_min[e] = 0;  // every pair forbidden: no labelling at all
+    lb += edge_min[e];
+  }
+  std::vector<char> ok(m.strat.size());
+  for (int i = 0; i < m.n; ++i)
+    for (size_t k = m.off[i]; k < m.off[i + 1]; ++k) ok[k] = lb - node_min[i] + m.cost[k] <= ub;
+  auto affordable = [&](int e, int su, int sv) {
+    Cost c = entry(m, e, su, sv);
+    return c != kInfiniteCost && lb - edge_min[e] + c <= ub;
+  };
+  // Arc consistency over affordable entries: a strategy with no affordable partner goes.
+  std::deque<int> queue;
+  std::vector<char> queued(m.n, 1);
+  for (int i = 0; i < m.n; ++i) queue.push_back(i);
+  while (!queue.empty()) {
+    int i = queue.front();
+    queue.pop_front();
+    queued[i] = 0;
+    for (size_t a = m.adj_off[i]; a < m.adj_off[i + 1]; ++a) {
+      int e = m.adj[a];
+      const auto& ed = m.edges[e];
+      int j = ed.u == i ? ed.v : ed.u;
+      bool removed = false;
+      for (int s = 0; s < m.num_strategies(i); ++s) {
+        if (!ok[m.off[i] + s]) continue;
+        bool any = false;
+        for (int t = 0; t < m.num_strategies(j) && !any; ++t)
+          any = ok[m.off[j] + t] && (ed.u == i ? affordable(e, s, t) : affordable(e, t, s));
+        if (!any) ok[m.off[i] + s] = 0, removed = true;
+      }
+      if (removed)
+        for (size_t b = m.adj_off[i]; b < m.adj_off[i + 1]; ++b) {
+          const auto& eb = m.edges[m.adj[b]];
+          int k = eb.u == i ? eb.v : eb.u;
+          if (!queued[k]) queued[k] = 1, queue.push_back(k);
+        }
+    }
+  }
+  // Bijection edges: every kept strategy on either side has exactly one affordable kept partner.
+  std::vector<int> partner_uv;  // per bijection edge, kept s_u -> s_v
+  std::vector<int> parent(m.n);
+  std::iota(parent.begin(), parent.end(), 0);
+  std::vector<char> bij(m.edges.size(), 0);
+  std::vector<int> count_v;
+  for (size_t e = 0; e < m.edges.size(); ++e) {
+    const auto& ed = m.edges[e];
+    const int su = m.num_strategies(ed.u), sv = m.num_strategies(ed.v);
+    count_v.assign(sv, 0);
+    bool good = true;
+    for (int s = 0; s < su && good; ++s) {
+      if (!ok[m.off[ed.u] + s]) continue;
+      int n = 0;
+      for (int t = 0; t < sv; ++t)
+        if (ok[m.off[ed.v] + t] && affordable(static_cast<int>(e), s, t)) ++n, ++count_v[t];
+      good = n == 1;
+    }
+    for (int t = 0; t < sv && good; ++t) good = !ok[m.off[ed.v] + t] || count_v[t] == 1;
+    if (!good) continue;
+    bij[e] = 1;
+    int a = find(parent, ed.u), b = find(parent, ed.v);
+    if (a != b) parent[std::max(a, b)] = std::min(a, b);
+  }
+  // Groups: components of bijection edges, root = smallest node index.
+  Coarsening c;
+  Model& cm = c.coarse;
+  c.group_of.assign(m.n, -1);
+  std::vector<std::vector<int>> comp(m.n);
+  for (int i = 0; i < m.n; ++i) comp[find(parent, i)].push_back(i);
+  cm.off.assign(1, 0);
+  c.member_off.assign(1, 0);
+  std::vector<int> fine(m.n, -1), seen_stamp(m.n, -1), order;
+  int stamp = 0;
+  for (int root = 0; root < m.n; ++root) {
+    if (comp[root].empty()) continue;
+    const auto& mem = comp[root];
+    const int g = cm.n++;
+    for (int i : mem) c.group_of[i] = g;
+    // breadth-first order over bijection edges (root first)
+    order.clear();
+    order.push_back(root);
+    ++stamp;
+    seen_stamp[root] = stamp;
+    for (size_t h = 0; h < order.size(); ++h) {
+      int i = order[h];
+      for (size_t a = m.adj_off[i]; a < m.adj_off[i + 1]; ++a) {
+        int e = m.adj[a];
+        if (!bij[e]) continue;
+        int j = m.edges[e].u == i ? m.edges[e].v : m.edges[e].u;
+        if (seen_stamp[j] != stamp) seen_stamp[j] = stamp, order.push_back(j);
+      }
+    }
+    if (order.size() != mem.size()) throw std::logic_error("coarsen: group traversal mismatch");
+    const size_t slot0 = c.members.size();
+    for (int i : order) {
+      c.members.push_back(i);
+      c.map_off.push_back(0);
+    }
+    std::vector<std::vector<int>> maps(order.size());
+    for (int r0 = 0; r0 < m.num_strategies(root); ++r0) {
+      if (!ok[m.off[root] + r0]) continue;
+      // propagate the root's strategy along bijection edges
+      for (int i : order) fine[i] = -1;
+      fine[root] = r0;
+      bool consistent = true;
+      for (size_t h = 0; h < order.size() && consistent; ++h) {
+        int i = order[h];
+        for (size_t a = m.adj_off[i]; a < m.adj_off[i + 1] && consistent; ++a) {
+          int e = m.adj[a];
+          if (c.group_of[m.edges[e].u] != g || c.group_of[m.edges[e].v] != g) continue;
+          int j = m.edges[e].u == i ? m.edges[e].v : m.edges[e].u;
+          if (bij[e]) {
+            int t = -1;
+            for (int q = 0; q < m.num_strategies(j) && t < 0; ++q)
+              if (ok[m.off[j] + q] && (m.edges[e].u == i ? affordable(e, fine[i], q) : affordable(e, q, fine[i]))) t = q;
+            if (t < 0) consistent = false;
+            else if (fine[j] < 0) fine[j] = t;
+            else if (fine[j] != t) consistent = false;
+          }
+        }
+      }
+      if (!consistent) continue;
+      // internal cost: members' costs plus every edge inside the group
+      Cost total = 0;
+      for (int i : order) total = sat_add(total, m.cost[m.off[i] + fine[i]]);
+      for (int i : order)
+        for (size_t a = m.adj_off[i]; a < m.adj_off[i + 1]; ++a) {
+          int e = m.adj[a];
+          const auto& ed = m.edges[e];
+          if (ed.u != i || c.group_of[ed.v] != g) continue;  // count each internal edge once
+          total = sat_add(total, entry(m, e, fine[ed.u], fine[ed.v]));
+        }
+      if (total == kInfiniteCost) continue;
+      cm.strat.push_back(r0);
+      cm.cost.push_back(total);
+      for (size_t h = 0; h < order.size(); ++h) maps[h].push_back(fine[order[h]]);
+    }
+    if (cm.strat.size() == cm.off.back()) throw std::logic_error("coarsen: a group kept no strategy (ub is not a labelling's cost)");
+    cm.off.push_back(cm.strat.size());
+    for (size_t h = 0; h < order.size(); ++h) {
+      c.map_off[slot0 + h] = c.map.size();
+      c.map.insert(c.map.end(), maps[h].begin(), maps[h].end());
+    }
+    c.member_off.push_back(c.members.size());
+    if (order.size() > 1) c.grouped_nodes += static_cast<int>(order.size());
+  }
+  build_coarse_edges(m, c);
+  // The same affordability test on the coarse model: its sums are tighter
+  // than the fine minima, and the MILP then never sees huge coefficients.
+  __int128 clb = 0;
+  std::vector<Cost> gmin(cm.n), emin(cm.edges.size(), kInfiniteCost);
+  for (int g = 0; g < cm.n; ++g) {
+    gmin[g] = *std::min_element(cm.cost.begin() + cm.off[g], cm.cost.begin() + cm.off[g + 1]);
+    clb += gmin[g];
+  }
+  for (size_t e = 0; e < cm.edges.size(); ++e) {
+    const auto& ed = cm.edges[e];
+    size_t cells = static_cast<size_t>(cm.num_strategies(ed.u)) * cm.num_strategies(ed.v);
+    for (size_t k = 0; k < cells; ++k) emin[e] = std::min(emin[e], cm.mat[ed.off + k]);
+    if (emin[e] == kInfiniteCost) emin[e] = 0;
+    clb += emin[e];
+  }
+  for (int g = 0; g < cm.n; ++g)
+    for (size_t k = cm.off[g]; k < cm.off[g + 1]; ++k)
+      if (clb - gmin[g] + cm.cost[k] > ub) cm.cost[k] = kHugeCost;
+  for (size_t e = 0; e < cm.edges.size(); ++e) {
+    const auto& ed = cm.edges[e];
+    size_t cells = static_cast<size_t>(cm.num_strategies(ed.u)) * cm.num_strategies(ed.v);
+    for (size_t k = 0; k < cells; ++k)
+      if (cm.mat[ed.off + k] != kInfiniteCost && clb - emin[e] + cm.mat[ed.off + k] > ub) cm.mat[ed.off + k] = kInfiniteCost;
+  }
+  return c;
+}
+
+}  // namespace tlm::solver

@@ -1,0 +1,43 @@
+// Groups of model nodes that must move together, found once a feasible
+// labelling of cost UB is known.
+//
+// Contest and planner graphs are full of "follow" edges: each strategy of u
+// has exactly one affordable partner in v (the same sharding), every other
+// entry being a resharding so expensive that no solution cheaper than UB can
+// pay it. An entry (or node strategy) is unaffordable when the sum of every
+// other node's and edge's minimum plus its own value already exceeds UB.
+// Over the affordable entries such an edge is a bijection, and a connected
+// set of bijection edges is a group whose strategy is fixed by one member
+// (its root). Single-node moves cannot switch a group (any partial switch
+// pays the huge entries), so local search moves whole groups instead.
+//
+// The coarse model has one node per group (singletons included), one
+// strategy per consistent root strategy, the group's internal cost as unary
+// cost, and summed edge matrices between groups. It carries no memory data:
+// moves are checked on the fine model, member by member.
+#pragma once
+
+#include <vector>
+
+#include "model.h"
+
+namespace tlm::solver {
+
+struct Coarsening {
+  Model coarse;                       // groups as nodes; cap empty
+  std::vector<int> group_of;          // fine node -> coarse node
+  std::vector<size_t> member_off;     // coarse node g -> members[member_off[g] .. member_off[g + 1])
+  std::vector<int> members;           // fine nodes, root first
+  std::vector<size_t> map_off;        // member slot -> fine strategy of each coarse strategy
+  std::vector<int> map;               // map[map_off[slot] + r] = fine strategy index
+  int grouped_nodes = 0;              // fine nodes in groups of two or more
+
+  int fine_strategy(size_t slot, int r) const { return map[map_off[slot] + r]; }
+};
+
+// Every node its own group (the coarse model equals the fine one, without memory).
+Coarsening identity_coarsening(const Model& m);
+// Groups under the affordability test for a labelling of cost `ub` (model units).
+Coarsening coarsen(const Model& m, __int128 ub);
+
+}  // namespace tlm::solver

@@ -1,0 +1,246 @@
+#include "forest.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "trace.h"
+
+namespace tlm::solver {
+namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+}
+
+ForestMoves::ForestMoves(const Model& m, const Coarsening& c)
+    : m_(m),
+      c_(c),
+      cm_(c.coarse),
+      in_forest_(c.coarse.n, -1),
+      parent_(c.coarse.n, -2),
+      parent_edge_(c.coarse.n, -1),
+      dsu_(c.coarse.n, 0),
+      allow_(m.n, 0) {}
+
+int ForestMoves::find(int x) {
+  while (dsu_[x] != x) {
+    dsu_[x] = dsu_[dsu_[x]];
+    x = dsu_[x];
+  }
+  return x;
+}
+
+int ForestMoves::sweep(Primal& primal, std::mt19937_64& rng, const std::vector<double>* price) {
+  const auto t_sweep = Clock::now();
+  std::vector<int> remaining;
+  for (int g = 0; g < cm_.n; ++g)
+    if (cm_.num_strategies(g) > 1) remaining.push_back(g);
+  std::shuffle(remaining.begin(), remaining.end(), rng);
+  std::vector<int> forest, rest;
+  std::vector<int> stamp(cm_.n, -1);
+  int accepted = 0, forests = 0, mark = 0;
+  while (!remaining.empty()) {
+    forest.clear();
+    rest.clear();
+    for (int g : remaining) dsu_[g] = g;
+    for (int g : remaining) {
+      // g may join when its edges into the forest reach pairwise different trees.
+      ++mark;
+      bool ok = true;
+      for (size_t k = cm_.adj_off[g]; k < cm_.adj_off[g + 1] && ok; ++k) {
+        const auto& e = cm_.edges[cm_.adj[k]];
+        int h = e.u == g ? e.v : e.u;
+        if (in_forest_[h] < 0) continue;
+        int r = find(h);
+        if (stamp[r] == mark) ok = false;  // a second edge into the same tree: a cycle
+        stamp[r] = mark;
+      }
+      if (!ok) {
+        rest.push_back(g);
+        continue;
+      }
+      in_forest_[g] = static_cast<int>(forest.size());
+      forest.push_back(g);
+      for (size_t k = cm_.adj_off[g]; k < cm_.adj_off[g + 1]; ++k) {
+        const auto& e = cm_.edges[cm_.adj[k]];
+        int h = e.u == g ? e.v : e.u;
+        if (in_forest_[h] >= 0 && h != g) dsu_[find(h)] = g;
+      }
+    }
+    for (int g : forest) in_forest_[g] = -1;
+    accepted += optimise(primal, forest, price);
+    remaining.swap(rest);
+    ++forests;
+  }
+  if (trace_on()) {
+    static int calls = 0;
+    if (++calls % 50 == 1)
+      trace("forest sweep: %d coarse nodes, %d forests, %d accepted, %.3fs", cm_.n, forests, accepted,
+            std::chrono::duration<double>(Clock::now() - t_sweep).count());
+  }
+  return accepted;
+}
+
+bool ForestMoves::optimise(Primal& primal, const std::vector<int>& forest, const std::vector<double>* price) {
+  if (forest.empty()) return false;
+  const std::vector<int> x = primal.labels();
+  for (size_t k = 0; k < forest.size(); ++k) in_forest_[forest[k]] = static_cast<int>(k);
+  auto fine_s = [&](size_t slot, int r) { return c_.fine_strategy(slot, r); };
+
+  // Allowances: usage increase each member may take, never summing past the slack at any point.
+  if (!m_.cap.empty()) {
+    SlackTree work = primal.slack_tree();
+    for (int g : forest)
+      for (size_t sl = c_.member_off[g]; sl < c_.member_off[g + 1]; ++sl) {
+        int i = c_.members[sl];
+        allow_[i] = 0;
+        if (m_.plo[i] >= m_.phi[i]) continue;
+        Usage cur = m_.usage[m_.off[i] + x[i]], inc = 0;
+        for (int r = 0; r < cm_.num_strategies(g); ++r) inc = std::max(inc, m_.usage[m_.off[i] + fine_s(sl, r)] - cur);
+        if (inc <= 0) continue;
+        __int128 room = work.min(m_.plo[i], m_.phi[i]);
+        Usage a = static_cast<Usage>(std::max<__int128>(0, std::min<__int128>(room, inc)));
+        if (a > 0) work.add(m_.plo[i], m_.phi[i], -static_cast<__int128>(a));
+        allow_[i] = a;
+      }
+  }
+
+  // Unary terms: the group's internal cost (+ price * usage) plus fine edges
+  // to groups outside the forest; -1 in cur_ when no coarse strategy matches.
+  belief_.resize(cm_.strat.size());
+  cur_.assign(forest.size(), -1);
+  for (size_t k = 0; k < forest.size(); ++k) {
+    const int g = forest[k];
+    const int sg = cm_.num_strategies(g);
+    double* b = &belief_[cm_.off[g]];
+    const size_t root_slot = c_.member_off[g];
+    for (int r = 0; r < sg; ++r) {
+      b[r] = static_cast<double>(cm_.cost[cm_.off[g] + r]);
+      if (fine_s(root_slot, r) == x[c_.members[root_slot]]) cur_[k] = r;
+    }
+    for (size_t sl = c_.member_off[g]; sl < c_.member_off[g + 1]; ++sl) {
+      const int i = c_.members[sl];
+      const bool mem = !m_.cap.empty() && m_.plo[i] < m_.phi[i];
+      const Usage cur = m_.usage[m_.off[i] + x[i]];
+      const double pr = price && !price->empty() ? (*price)[i] : 0.0;
+      if (mem || pr != 0.0)
+        for (int r = 0; r < sg; ++r) {
+          Usage u = m_.usage[m_.off[i] + fine_s(sl, r)];
+          if (mem && u - cur > allow_[i]) b[r] = kInf;
+          else b[r] += pr * static_cast<double>(u);
+        }
+      for (size_t a = m_.adj_off[i]; a < m_.adj_off[i + 1]; ++a) {
+        const auto& e = m_.edges[m_.adj[a]];
+        const int j = e.u == i ? e.v : e.u;
+        if (in_forest_[c_.group_of[j]] >= 0) continue;  // inside g or along a forest edge
+        const int sv = m_.num_strategies(e.v);
+        for (int r = 0; r < sg; ++r) {
+          if (b[r] == kInf) continue;
+          const int s = fine_s(sl, r);
+          Cost c = e.u == i ? m_.mat[e.off + static_cast<size_t>(s) * sv + x[j]]
+                            : m_.mat[e.off + static_cast<size_t>(x[j]) * sv + s];
+          b[r] = c == kInfiniteCost ? kInf : b[r] + static_cast<double>(c);
+        }
+      }
+    }
+  }
+
+  // Trees: breadth-first order from each root over coarse edges inside the forest.
+  order_.clear();
+  for (int root : forest) {
+    if (parent_[root] != -2) continue;
+    parent_[root] = -1;
+    size_t head = order_.size();
+    order_.push_back(root);
+    while (head < order_.size()) {
+      int g = order_[head++];
+      for (size_t a = cm_.adj_off[g]; a < cm_.adj_off[g + 1]; ++a) {
+        const auto& e = cm_.edges[cm_.adj[a]];
+        int h = e.u == g ? e.v : e.u;
+        if (in_forest_[h] < 0 || parent_[h] != -2) continue;
+        parent_[h] = g;
+        parent_edge_[h] = cm_.adj[a];
+        order_.push_back(h);
+      }
+    }
+  }
+
+  // Upward pass: children (later in the order) send min-marginals to their parents.
+  arg_off_.assign(forest.size(), 0);
+  size_t arg_size = 0;
+  for (size_t k = 0; k < forest.size(); ++k) {
+    int p = parent_[forest[k]];
+    arg_off_[k] = arg_size;
+    if (p >= 0) arg_size += cm_.num_strategies(p);
+  }
+  arg_.assign(arg_size, -1);
+  for (size_t idx = order_.size(); idx-- > 0;) {
+    const int c = order_[idx], p = parent_[c];
+    if (p < 0) continue;
+    const auto& e = cm_.edges[parent_edge_[c]];
+    const int sp_count = cm_.num_strategies(p), sc_count = cm_.num_strategies(c);
+    const int sv = cm_.num_strategies(e.v);
+    const bool p_is_u = e.u == p;
+    const double* bc = &belief_[cm_.off[c]];
+    const int cur_c = cur_[in_forest_[c]];
+    int* arg = &arg_[arg_off_[in_forest_[c]]];
+    for (int sp = 0; sp < sp_count; ++sp) {
+      double& bp = belief_[cm_.off[p] + sp];
+      if (bp == kInf) continue;
+      int best_s = -1;
+      double best = kInf;
+      auto consider = [&](int sc) {
+        if (bc[sc] == kInf) return;
+        Cost c0 = p_is_u ? cm_.mat[e.off + static_cast<size_t>(sp) * sv + sc]
+                         : cm_.mat[e.off + static_cast<size_t>(sc) * sv + sp];
+        if (c0 == kInfiniteCost) return;
+        double v = bc[sc] + static_cast<double>(c0);
+        if (v < best) best = v, best_s = sc;
+      };
+      if (cur_c >= 0) consider(cur_c);  // ties keep the current strategy
+      for (int sc = 0; sc < sc_count; ++sc)
+        if (sc != cur_c) consider(sc);
+      arg[sp] = best_s;
+      bp = best_s < 0 ? kInf : bp + best;
+    }
+  }
+
+  // Downward pass: roots take their best, children follow their parent's choice.
+  std::vector<int> label(forest.size(), -1);
+  for (int g : order_) {
+    const int k = in_forest_[g], p = parent_[g];
+    int s = -1;
+    if (p < 0) {
+      const double* b = &belief_[cm_.off[g]];
+      double best = kInf;
+      if (cur_[k] >= 0 && b[cur_[k]] < kInf) best = b[cur_[k]], s = cur_[k];
+      for (int t = 0; t < cm_.num_strategies(g); ++t)
+        if (b[t] < best) best = b[t], s = t;
+    } else {
+      int lp = label[in_forest_[p]];
+      s = lp >= 0 ? arg_[arg_off_[k] + lp] : -1;
+    }
+    label[k] = s;
+  }
+
+  // Apply to the members with exact accounting; keep only a strict improvement.
+  __int128 total = 0;
+  std::vector<std::pair<int, int>> undo;
+  for (size_t k = 0; k < forest.size(); ++k) {
+    if (label[k] < 0) continue;  // no finite choice found: the group stays as it is
+    const int g = forest[k];
+    for (size_t sl = c_.member_off[g]; sl < c_.member_off[g + 1]; ++sl) {
+      const int i = c_.members[sl];
+      const int s = fine_s(sl, label[k]);
+      if (s == x[i]) continue;
+      total += primal.delta(i, s);
+      undo.emplace_back(i, x[i]);
+      primal.move(i, s);
+    }
+  }
+  for (int g : forest) in_forest_[g] = -1, parent_[g] = -2;
+  if (undo.empty()) return false;
+  if (total < 0 && primal.memory_ok()) return true;
+  for (auto it = undo.rbegin(); it != undo.rend(); ++it) primal.move(it->first, it->second);
+  return false;
+}
+
+}  // namespace tlm::solver

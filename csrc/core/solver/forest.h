@@ -1,0 +1,60 @@
+// Block moves for the primal: re-optimise a whole forest of model nodes at
+// once, exactly, while every other node keeps its strategy.
+//
+// Moves are made on a coarsening (coarsen.h): a "node" below is a group of
+// model nodes that switch together; with the identity coarsening it is a
+// single model node.
+//
+// A forest here is a set of nodes whose induced subgraph has no cycle, so
+// min-sum dynamic programming over it is exact (one message per tree edge;
+// edges to nodes outside the set are folded into unary costs). A single-node
+// forest is the usual one-node move; a forest spanning most of the graph
+// moves thousands of nodes jointly, which escapes the local minima one-node
+// moves get stuck in on chains of resharding edges.
+//
+// Memory stays feasible by construction: a forest node may raise its usage
+// only by an allowance, and allowances are handed out so that those of nodes
+// live at the same check point never sum past the slack there. A move is
+// accepted only when its exact (128-bit) cost change is negative.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "coarsen.h"
+#include "model.h"
+#include "primal.h"
+
+namespace tlm::solver {
+
+class ForestMoves {
+ public:
+  // Both must outlive this object.
+  ForestMoves(const Model& m, const Coarsening& c);
+
+  // Covers every node with a choice by random forests (about two or three
+  // for sparse graphs) and re-optimises each. `price` (per model node, may
+  // be empty) adds price * usage to the objective the DP minimises, to steer
+  // memory; acceptance always uses the true cost. Returns the number of
+  // accepted forests.
+  int sweep(Primal& primal, std::mt19937_64& rng, const std::vector<double>* price = nullptr);
+
+  // Re-optimises the given forest of coarse nodes (they must induce no
+  // cycle in the coarse graph). True when the move was accepted.
+  bool optimise(Primal& primal, const std::vector<int>& forest, const std::vector<double>* price = nullptr);
+
+ private:
+  const Model& m_;
+  const Coarsening& c_;
+  const Model& cm_;  // c_.coarse
+  std::vector<int> order_, in_forest_, parent_, parent_edge_, dsu_;
+  std::vector<double> belief_;
+  std::vector<int> arg_, cur_;
+  std::vector<size_t> arg_off_;
+  std::vector<Usage> allow_;  // per fine node
+
+  int find(int x);
+};
+
+}  // namespace tlm::solver

@@ -1,0 +1,219 @@
+// Group moves and the coarse MILP: coarsening keeps every labelling cheaper
+// than UB (with its exact cost), forest moves never worsen or overfill
+// memory and are exact on trees, and the coarse MILP with generated memory
+// rows finds the brute-force optimum from the worst feasible start.
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <random>
+
+#include "core/solver/coarse_milp.h"
+#include "core/solver/coarsen.h"
+#include "core/solver/forest.h"
+#include "core/solver/model.h"
+#include "core/solver/primal.h"
+#include "core/solver/solver.h"
+#include "solver_test_util.h"
+
+namespace tlm::solver {
+namespace {
+
+using testing::node;
+
+int uni(std::mt19937_64& rng, int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
+
+// Small problems shaped like compiler exports: chains of "follow" edges
+// (diagonal cheap, off-diagonal huge) joining nodes of equal strategy
+// counts, plus ordinary resharding edges and a memory limit.
+Problem follower_problem(std::mt19937_64& rng, bool tree = false) {
+  Problem p;
+  const int n = uni(rng, 2, 8);
+  const int s = uni(rng, 2, 3);
+  for (int i = 0; i < n; ++i) {
+    std::vector<Strategy> st;
+    for (int k = 0; k < s; ++k) st.push_back({uni(rng, 0, 50), uni(rng, 0, 8)});
+    int64_t a = uni(rng, 0, 6);
+    p.nodes.push_back(node(a, a + uni(rng, 1, 6), st));
+  }
+  for (int v = 1; v < n; ++v) {
+    int u = uni(rng, 0, v - 1);  // a random tree first
+    Edge e{u, v, {}};
+    const bool follow = uni(rng, 0, 2) != 0;
+    for (int a = 0; a < s; ++a)
+      for (int b = 0; b < s; ++b) e.costs.push_back(follow ? (a == b ? uni(rng, 0, 5) : 1000000000000LL) : uni(rng, 0, 40));
+    p.edges.push_back(std::move(e));
+  }
+  if (!tree)
+    for (int k = uni(rng, 0, n); k > 0; --k) {
+      int u = uni(rng, 0, n - 1), v = uni(rng, 0, n - 1);
+      if (u == v) continue;
+      Edge e{u, v, {}};
+      for (int c = 0; c < s * s; ++c) e.costs.push_back(uni(rng, 0, 40));
+      p.edges.push_back(std::move(e));
+    }
+  if (!tree) p.usage_limit = uni(rng, 4, 30);
+  return p;
+}
+
+// The model of p without eliminations; nullopt when the reduction proves p infeasible.
+std::optional<Model> model_of(const Problem& p) {
+  try {
+    return reduce(p, /*eliminate=*/false).model;
+  } catch (const InfeasibleError&) {
+    return std::nullopt;
+  }
+}
+
+// Every labelling of the model: (cost, memory-feasible) by enumeration.
+struct Enumerated {
+  std::vector<std::vector<int>> labels;
+  std::vector<__int128> cost;
+  std::vector<char> feasible;
+};
+Enumerated enumerate(const Model& m) {
+  Enumerated out;
+  Primal p(m);
+  std::vector<int> x(m.n, 0);
+  while (true) {
+    p.set(x);
+    out.labels.push_back(x);
+    out.cost.push_back(p.cost());
+    out.feasible.push_back(p.feasible());
+    int i = 0;
+    while (i < m.n && ++x[i] == m.num_strategies(i)) x[i++] = 0;
+    if (i == m.n) break;
+  }
+  return out;
+}
+
+TEST(SolverCoarsen, KeepsEveryLabellingCheaperThanTheBoundWithItsCost) {
+  std::mt19937_64 rng(11);
+  int grouped = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    Problem p = follower_problem(rng);
+    p.usage_limit.reset();
+    std::optional<Model> mo = model_of(p);
+    if (!mo || mo->n == 0) continue;
+    const Model& m = *mo;
+    Enumerated all = enumerate(m);
+    // UB: the median labelling's cost (few groups), and the dearest labelling
+    // that pays no "follow" penalty (groups form).
+    std::vector<__int128> sorted = all.cost;
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<__int128> ubs{sorted[sorted.size() / 2]};
+    for (auto it = sorted.rbegin(); it != sorted.rend(); ++it)
+      if (*it < 1000000000000LL) {
+        ubs.push_back(*it);
+        break;
+      }
+    for (__int128 ub : ubs) {
+      Coarsening c = coarsen(m, ub);
+      grouped += c.grouped_nodes;
+      const Model& cm = c.coarse;
+      for (size_t q = 0; q < all.labels.size(); ++q) {
+        if (all.cost[q] > ub || all.cost[q] >= Primal::kConflict) continue;
+        // find the coarse labelling that expands to it
+        std::vector<int> y(cm.n, -1);
+        for (int g = 0; g < cm.n; ++g)
+          for (int r = 0; r < cm.num_strategies(g) && y[g] < 0; ++r) {
+            bool all_match = true;
+            for (size_t sl = c.member_off[g]; sl < c.member_off[g + 1]; ++sl)
+              all_match &= c.fine_strategy(sl, r) == all.labels[q][c.members[sl]];
+            if (all_match) y[g] = r;
+          }
+        for (int g = 0; g < cm.n; ++g) ASSERT_GE(y[g], 0) << "trial " << trial << ": labelling of cost <= UB lost";
+        __int128 cc = 0;
+        for (int g = 0; g < cm.n; ++g) cc += cm.cost[cm.off[g] + y[g]];
+        for (const auto& e : cm.edges) cc += cm.mat[e.off + static_cast<size_t>(y[e.u]) * cm.num_strategies(e.v) + y[e.v]];
+        ASSERT_EQ(to_string(cc), to_string(all.cost[q])) << "trial " << trial;
+      }
+    }
+  }
+  EXPECT_GT(grouped, 300);  // the generator must produce groups
+}
+
+TEST(SolverCoarsen, IdentityCoarseningIsTheModel) {
+  std::mt19937_64 rng(3);
+  Problem p = follower_problem(rng);
+  Model m = reduce(p, false).model;
+  Coarsening c = identity_coarsening(m);
+  EXPECT_EQ(c.coarse.n, m.n);
+  EXPECT_EQ(c.coarse.cost, m.cost);
+  EXPECT_EQ(c.coarse.mat, m.mat);
+  EXPECT_EQ(c.grouped_nodes, 0);
+}
+
+TEST(SolverForest, NeverWorsensNeverOverfillsAndIsExactOnTrees) {
+  std::mt19937_64 rng(5);
+  for (int trial = 0; trial < 300; ++trial) {
+    const bool tree = trial % 2 == 0;
+    Problem p = follower_problem(rng, tree);
+    std::optional<Model> mo = model_of(p);
+    if (!mo || mo->n == 0) continue;
+    const Model& m = *mo;
+    Enumerated all = enumerate(m);
+    __int128 best = -1;
+    std::vector<size_t> feasible;
+    for (size_t q = 0; q < all.labels.size(); ++q)
+      if (all.feasible[q]) {
+        feasible.push_back(q);
+        if (best < 0 || all.cost[q] < best) best = all.cost[q];
+      }
+    if (feasible.empty()) continue;
+    Coarsening c = identity_coarsening(m);
+    ForestMoves fm(m, c);
+    Primal primal(m);
+    primal.set(all.labels[feasible[uni(rng, 0, static_cast<int>(feasible.size()) - 1)]]);
+    __int128 before = primal.cost();
+    std::mt19937_64 r2(trial);
+    fm.sweep(primal, r2);
+    ASSERT_TRUE(primal.feasible()) << "trial " << trial;
+    ASSERT_LE(primal.cost(), before) << "trial " << trial;
+    // A tree without memory limit is one forest: the sweep reaches the optimum.
+    if (tree && !m.cap.size()) ASSERT_EQ(to_string(primal.cost()), to_string(best)) << "trial " << trial;
+  }
+}
+
+TEST(SolverCoarseMilp, ReachesTheBruteForceOptimumFromTheWorstStart) {
+  ASSERT_TRUE(testing::locate_highs());
+  std::mt19937_64 rng(17);
+  int solved = 0, generated = 0;
+  for (int trial = 0; trial < 150; ++trial) {
+    Problem p = follower_problem(rng);
+    std::optional<Model> mo = model_of(p);
+    if (!mo || mo->n == 0) continue;
+    const Model& m = *mo;
+    Enumerated all = enumerate(m);
+    int worst = -1;
+    __int128 best = -1;
+    for (size_t q = 0; q < all.labels.size(); ++q) {
+      if (!all.feasible[q]) continue;
+      if (worst < 0 || all.cost[q] > all.cost[worst]) worst = static_cast<int>(q);
+      if (best < 0 || all.cost[q] < best) best = all.cost[q];
+    }
+    if (worst < 0) continue;
+    std::vector<int> x = all.labels[worst];
+    __int128 cost = all.cost[worst];
+    Coarsening c = coarsen(m, cost);
+    int offers = 0;
+    CoarseMilpResult r = coarse_milp_search(
+        m, c, x, cost, Clock::now() + std::chrono::seconds(20), 1, 0,
+        [&](const std::vector<int>&, __int128) { ++offers; }, [] { return false; },
+        /*initial_rows=*/trial % 2);  // no or one row at first: the others must be generated
+    ASSERT_TRUE(r.ran);
+    EXPECT_TRUE(r.optimal) << "trial " << trial;
+    ASSERT_EQ(to_string(cost), to_string(best)) << "trial " << trial;
+    Primal check(m);
+    check.set(x);
+    ASSERT_TRUE(check.feasible());
+    ASSERT_EQ(to_string(check.cost()), to_string(best));
+    ASSERT_LE(r.bound, static_cast<long double>(best));
+    ++solved;
+    generated += r.rows > static_cast<size_t>(trial % 2);
+  }
+  EXPECT_GT(solved, 100);
+  EXPECT_GT(generated, 10);  // memory rows were generated on demand
+}
+
+}  // namespace
+}  // namespace tlm::solver
