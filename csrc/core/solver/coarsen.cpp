@@ -78,6 +78,45 @@ void build_coarse_edges(const Model& m, Coarsening& c) {
 
 }  // namespace
 
+__int128 sum_of_minima(const Model& m) {
+  __int128 lb = 0;
+  for (int i = 0; i < m.n; ++i) lb += *std::min_element(m.cost.begin() + m.off[i], m.cost.begin() + m.off[i + 1]);
+  for (const auto& ed : m.edges) {
+    size_t cells = static_cast<size_t>(m.num_strategies(ed.u)) * m.num_strategies(ed.v);
+    Cost lo = kInfiniteCost;
+    for (size_t k = 0; k < cells; ++k) lo = std::min(lo, m.mat[ed.off + k]);
+    if (lo != kInfiniteCost) lb += lo;
+  }
+  return lb;
+}
+
+__int128 huge_cost_threshold(const Model& m) {
+  std::vector<size_t> decade(20, 0);  // decade d holds entries in [10^d, 10^(d+1))
+  auto count = [&](Cost c) {
+    if (c <= 0 || c == kInfiniteCost) return;
+    int d = 0;
+    for (Cost v = c; v >= 10 && d < 19; v /= 10) ++d;
+    ++decade[d];
+  };
+  for (Cost c : m.cost) count(c);
+  for (Cost c : m.mat) count(c);
+  // highest run of >= 3 empty decades with entries on both sides
+  int top = 19;
+  while (top >= 0 && decade[top] == 0) --top;
+  for (int d = top - 1; d >= 2; --d) {
+    if (decade[d] != 0) continue;
+    int lo = d;
+    while (lo > 0 && decade[lo - 1] == 0) --lo;
+    if (d - lo + 1 >= 3 && lo > 0) {
+      __int128 t = 1;
+      for (int k = 0; k < lo; ++k) t *= 10;
+      return t;
+    }
+    d = lo;
+  }
+  return -1;
+}
+
 Coarsening identity_coarsening(const Model& m) {
   Coarsening c;
   Model& cm = c.coarse;

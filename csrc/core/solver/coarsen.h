@@ -35,6 +35,16 @@ struct Coarsening {
   int fine_strategy(size_t slot, int r) const { return map[map_off[slot] + r]; }
 };
 
+// Sum of every node's and edge's cheapest entry: no labelling costs less.
+__int128 sum_of_minima(const Model& m);
+
+// The "practically forbidden" scale of a model, when it has one: exports
+// mark impossible choices with finite costs many orders of magnitude above
+// every real one (1e18 beside 1e3..1e10). Returns the power of ten at the
+// bottom of the highest gap of at least three empty decades in the
+// magnitudes of the positive entries, or -1 when there is no such gap.
+__int128 huge_cost_threshold(const Model& m);
+
 // Every node its own group (the coarse model equals the fine one, without memory).
 Coarsening identity_coarsening(const Model& m);
 // Groups under the affordability test for a labelling of cost `ub` (model units).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "cost_math.h"
 #include "trace.h"
 
 namespace tlm::solver {
@@ -18,7 +19,75 @@ ForestMoves::ForestMoves(const Model& m, const Coarsening& c)
       parent_(c.coarse.n, -2),
       parent_edge_(c.coarse.n, -1),
       dsu_(c.coarse.n, 0),
-      allow_(m.n, 0) {}
+      allow_(m.n, 0),
+      slot_of_(m.n, 0) {
+  for (int g = 0; g < cm_.n; ++g)
+    for (size_t sl = c_.member_off[g]; sl < c_.member_off[g + 1]; ++sl) slot_of_[c_.members[sl]] = sl;
+}
+
+int ForestMoves::coarse_label(int g, const std::vector<int>& x) const {
+  const size_t root = c_.member_off[g];
+  for (int r = 0; r < cm_.num_strategies(g); ++r) {
+    if (c_.fine_strategy(root, r) != x[c_.members[root]]) continue;
+    for (size_t sl = root + 1; sl < c_.member_off[g + 1]; ++sl)
+      if (c_.fine_strategy(sl, r) != x[c_.members[sl]]) return -1;
+    return r;
+  }
+  return -1;
+}
+
+__int128 ForestMoves::move_group(Primal& primal, int g, int r, std::vector<std::pair<int, int>>* undo) const {
+  __int128 d = 0;
+  for (size_t sl = c_.member_off[g]; sl < c_.member_off[g + 1]; ++sl) {
+    const int i = c_.members[sl];
+    const int s = c_.fine_strategy(sl, r);
+    const int cur = primal.labels()[i];
+    if (s == cur) continue;
+    d += primal.delta(i, s);
+    if (undo) undo->emplace_back(i, cur);
+    primal.move(i, s);
+  }
+  return d;
+}
+
+bool ForestMoves::repair(Primal& primal) {
+  if (primal.memory_ok()) return true;
+  std::vector<int> stamp(cm_.n, -1), groups;
+  std::vector<std::pair<int, int>> undo;
+  for (int guard = 0; guard < 2 * cm_.n + 16 && !primal.memory_ok(); ++guard) {
+    const size_t k = primal.slack_tree().argmin();
+    const __int128 over = -primal.slack_tree().global_min();
+    const std::vector<int>& x = primal.labels();
+    groups.clear();
+    for (int i = 0; i < m_.n; ++i)
+      if (m_.plo[i] <= static_cast<int>(k) && static_cast<int>(k) < m_.phi[i] && stamp[c_.group_of[i]] != guard)
+        stamp[c_.group_of[i]] = guard, groups.push_back(c_.group_of[i]);
+    int best_g = -1, best_r = -1;
+    long double best_ratio = 0;
+    for (int g : groups) {
+      const int cur = coarse_label(g, x);
+      if (cur < 0) continue;
+      for (int r = 0; r < cm_.num_strategies(g); ++r) {
+        if (r == cur || cm_.cost[cm_.off[g] + r] >= kHugeCost) continue;
+        __int128 saved = 0;
+        for (size_t sl = c_.member_off[g]; sl < c_.member_off[g + 1]; ++sl) {
+          const int i = c_.members[sl];
+          if (m_.plo[i] <= static_cast<int>(k) && static_cast<int>(k) < m_.phi[i])
+            saved += m_.usage[m_.off[i] + x[i]] - m_.usage[m_.off[i] + c_.fine_strategy(sl, r)];
+        }
+        if (saved <= 0) continue;
+        undo.clear();
+        __int128 d = move_group(primal, g, r, &undo);
+        for (auto it = undo.rbegin(); it != undo.rend(); ++it) primal.move(it->first, it->second);
+        long double ratio = static_cast<long double>(d) / static_cast<long double>(std::min(saved, over));
+        if (best_g < 0 || ratio < best_ratio) best_g = g, best_r = r, best_ratio = ratio;
+      }
+    }
+    if (best_g < 0) return false;
+    move_group(primal, best_g, best_r, nullptr);
+  }
+  return primal.memory_ok();
+}
 
 int ForestMoves::find(int x) {
   while (dsu_[x] != x) {
@@ -28,7 +97,7 @@ int ForestMoves::find(int x) {
   return x;
 }
 
-int ForestMoves::sweep(Primal& primal, std::mt19937_64& rng, const std::vector<double>* price) {
+int ForestMoves::sweep(Primal& primal, std::mt19937_64& rng, const std::vector<double>* price, bool respect_memory) {
   const auto t_sweep = Clock::now();
   std::vector<int> remaining;
   for (int g = 0; g < cm_.n; ++g)
@@ -66,7 +135,7 @@ int ForestMoves::sweep(Primal& primal, std::mt19937_64& rng, const std::vector<d
       }
     }
     for (int g : forest) in_forest_[g] = -1;
-    accepted += optimise(primal, forest, price);
+    accepted += optimise(primal, forest, price, respect_memory);
     remaining.swap(rest);
     ++forests;
   }
@@ -79,14 +148,15 @@ int ForestMoves::sweep(Primal& primal, std::mt19937_64& rng, const std::vector<d
   return accepted;
 }
 
-bool ForestMoves::optimise(Primal& primal, const std::vector<int>& forest, const std::vector<double>* price) {
+bool ForestMoves::optimise(Primal& primal, const std::vector<int>& forest, const std::vector<double>* price,
+                           bool respect_memory) {
   if (forest.empty()) return false;
   const std::vector<int> x = primal.labels();
   for (size_t k = 0; k < forest.size(); ++k) in_forest_[forest[k]] = static_cast<int>(k);
   auto fine_s = [&](size_t slot, int r) { return c_.fine_strategy(slot, r); };
 
   // Allowances: usage increase each member may take, never summing past the slack at any point.
-  if (!m_.cap.empty()) {
+  if (respect_memory && !m_.cap.empty()) {
     SlackTree work = primal.slack_tree();
     for (int g : forest)
       for (size_t sl = c_.member_off[g]; sl < c_.member_off[g + 1]; ++sl) {
@@ -118,7 +188,7 @@ bool ForestMoves::optimise(Primal& primal, const std::vector<int>& forest, const
     }
     for (size_t sl = c_.member_off[g]; sl < c_.member_off[g + 1]; ++sl) {
       const int i = c_.members[sl];
-      const bool mem = !m_.cap.empty() && m_.plo[i] < m_.phi[i];
+      const bool mem = respect_memory && !m_.cap.empty() && m_.plo[i] < m_.phi[i];
       const Usage cur = m_.usage[m_.off[i] + x[i]];
       const double pr = price && !price->empty() ? (*price)[i] : 0.0;
       if (mem || pr != 0.0)
@@ -238,7 +308,7 @@ bool ForestMoves::optimise(Primal& primal, const std::vector<int>& forest, const
   }
   for (int g : forest) in_forest_[g] = -1, parent_[g] = -2;
   if (undo.empty()) return false;
-  if (total < 0 && primal.memory_ok()) return true;
+  if (total < 0 && (!respect_memory || primal.memory_ok())) return true;
   for (auto it = undo.rbegin(); it != undo.rend(); ++it) primal.move(it->first, it->second);
   return false;
 }

@@ -38,11 +38,21 @@ class ForestMoves {
   // be empty) adds price * usage to the objective the DP minimises, to steer
   // memory; acceptance always uses the true cost. Returns the number of
   // accepted forests.
-  int sweep(Primal& primal, std::mt19937_64& rng, const std::vector<double>* price = nullptr);
+  // With `respect_memory` false the memory limit is ignored (for estimating
+  // the unconstrained optimum).
+  int sweep(Primal& primal, std::mt19937_64& rng, const std::vector<double>* price = nullptr, bool respect_memory = true);
+
+  // Memory repair by whole groups: at the most over-used point, move the
+  // group that saves bytes there at the least exact cost per byte, until
+  // every point fits. One-node repair cannot do this on chains of follow
+  // edges: any single node leaving its group pays a huge entry. False if
+  // stuck (the labelling is then still over the limit).
+  bool repair(Primal& primal);
 
   // Re-optimises the given forest of coarse nodes (they must induce no
   // cycle in the coarse graph). True when the move was accepted.
-  bool optimise(Primal& primal, const std::vector<int>& forest, const std::vector<double>* price = nullptr);
+  bool optimise(Primal& primal, const std::vector<int>& forest, const std::vector<double>* price = nullptr,
+                bool respect_memory = true);
 
  private:
   const Model& m_;
@@ -53,6 +63,11 @@ class ForestMoves {
   std::vector<int> arg_, cur_;
   std::vector<size_t> arg_off_;
   std::vector<Usage> allow_;  // per fine node
+  std::vector<size_t> slot_of_;  // fine node -> member slot
+
+  int coarse_label(int g, const std::vector<int>& x) const;  // -1: members disagree
+  // Moves every member of g to coarse strategy r; returns the exact cost change.
+  __int128 move_group(Primal& primal, int g, int r, std::vector<std::pair<int, int>>* undo) const;
 
   int find(int x);
 };

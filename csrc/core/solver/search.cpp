@@ -12,12 +12,17 @@
 #include "dual.h"
 #include "forest.h"
 #include "highs_api.h"
-#include "lns.h"
+#include "coarse_lns.h"
+#include "milp.h"
 #include <random>
 #include "primal.h"
 #include "trace.h"
 
 namespace tlm::solver {
+
+// Coarse models up to this many MILP columns go to HiGHS whole (contest
+// graphs fold to 50k-100k; HiGHS then proves optima in tens of seconds).
+constexpr size_t kWholeCoarseMilpColumns = 150000;
 
 long double safe_integer_bound(long double b, long double magnitude) {
   // Message passing is exact up to double rounding: allow 1e-9 of the terms' size.
@@ -182,28 +187,42 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
   DualSolver guide(m);
   Primal primal(m);
   std::vector<int> labels;
-  // Group moves (coarsen.h, forest.h) for labellings close to the best:
-  // the groups are rebuilt when the best cost has halved since.
+  // Group moves (coarsen.h, forest.h): memory repair by whole groups and
+  // forest moves for labellings close to the best. These groups are a
+  // heuristic restriction: their UB is the least of the best cost, ten times
+  // the cheapest unconstrained estimate, and the model's "practically
+  // forbidden" scale, so huge entries are pruned before any good labelling
+  // is known. (The exact phases below coarsen with a real labelling's cost.)
   std::mt19937_64 frng(seed + 7);
   std::unique_ptr<Coarsening> coarse;
   std::unique_ptr<ForestMoves> forest;
-  __int128 coarse_ub = 0;
+  __int128 coarse_ub = 0, decoded_min = -1;
+  auto best_cost = [&]() -> __int128 {
+    std::lock_guard<std::mutex> lock(sh.mu);
+    return sh.found ? sh.cost : -1;
+  };
+  const __int128 huge = huge_cost_threshold(m);
+  const __int128 practical_ub = huge > 0 ? sum_of_minima(m) + huge : -1;
+  auto ensure_groups = [&]() {
+    __int128 best = best_cost();
+    __int128 ub = -1;
+    for (__int128 c : {best, decoded_min >= 0 ? 10 * decoded_min : __int128{-1}, practical_ub})
+      if (c >= 0 && (ub < 0 || c < ub)) ub = c;
+    if (ub < 0 || (coarse && ub >= coarse_ub / 2)) return;
+    forest.reset();
+    try {
+      coarse = std::make_unique<Coarsening>(coarsen(m, ub));
+    } catch (const std::logic_error&) {  // ub below every labelling: keep the old groups
+      return;
+    }
+    forest = std::make_unique<ForestMoves>(m, *coarse);
+    coarse_ub = ub;
+    trace("groups: %d for %d nodes (%d in groups of 2+), %zu coarse edges, %zu strategies", coarse->coarse.n, m.n,
+          coarse->grouped_nodes, coarse->coarse.edges.size(), coarse->coarse.strat.size());
+  };
   auto polish = [&]() {
-    __int128 best = 0;
-    {
-      std::lock_guard<std::mutex> lock(sh.mu);
-      if (sh.found) best = sh.cost;
-    }
-    __int128 c = primal.cost();
-    if (best > 0 && c > best + best / 20) return;
-    if (!coarse || c < coarse_ub / 2) {
-      forest.reset();
-      coarse = std::make_unique<Coarsening>(coarsen(m, std::min(c, best > 0 ? best : c)));
-      forest = std::make_unique<ForestMoves>(m, *coarse);
-      coarse_ub = std::min(c, best > 0 ? best : c);
-      trace("coarsened: %d groups for %d nodes (%d in groups of 2+), %zu coarse edges, %zu strategies", coarse->coarse.n,
-            m.n, coarse->grouped_nodes, coarse->coarse.edges.size(), coarse->coarse.strat.size());
-    }
+    __int128 best = best_cost();
+    if (!forest || (best >= 0 && primal.cost() > best + best / 20)) return;
     for (int sw = 0; sw < 8 && forest->sweep(primal, frng) > 0; ++sw) primal.improve();
   };
   std::vector<double> price(m.cap.size(), 0.0), node_price(m.n, 0.0);
@@ -231,8 +250,23 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
     guide.forward(labels);
     guide.backward();
     primal.set(labels);
+    if (it == 0) {
+      // Estimate of the unconstrained optimum: the first decoded labelling
+      // polished by exact forest moves with the memory limit ignored (a
+      // decoded labelling alone can still pay thousands of huge entries).
+      Primal free(m);
+      free.set(labels);
+      Coarsening single = identity_coarsening(m);
+      ForestMoves fine(m, single);
+      for (int sw = 0; sw < 6 && fine.sweep(free, frng, nullptr, false) > 0; ++sw) {
+      }
+      if (free.conflicts() == 0) decoded_min = free.cost();
+      trace("unconstrained estimate %s (decoded %s)", to_string(free.cost()).c_str(), to_string(primal.cost()).c_str());
+    }
+    if (primal.conflicts() == 0 && (decoded_min < 0 || primal.cost() < decoded_min)) decoded_min = primal.cost();
+    ensure_groups();
     bool improved = false;
-    const bool rep = primal.repair();
+    const bool rep = (forest && forest->repair(primal)) || primal.repair();
     if (rep) {
       primal.improve();
       if (primal.feasible()) polish();
@@ -277,56 +311,61 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
     start = sh.labels;
     start_cost = sh.cost;
   }
-  // Phase 2: the coarse model exactly (HiGHS, memory rows on demand).
-  if (!sh.done) {
-    Coarsening cs = coarsen(m, start_cost);
-    trace("coarse model: %d groups, %zu strategies, %zu edges", cs.coarse.n, cs.coarse.strat.size(), cs.coarse.edges.size());
-    CoarseMilpResult cr = coarse_milp_search(
-        m, cs, start, start_cost, deadline, 1, seed, [&](const std::vector<int>& x, __int128 c) { sh.offer(x, c); },
-        [&]() { return sh.done.load(); });
-    if (cr.optimal) sh.raise_bound(static_cast<long double>(start_cost));
-    else if (cr.ran) sh.raise_bound(std::ceil(cr.bound));
-    trace("coarse milp: %d rounds, %zu rows, optimal=%d", cr.rounds, cr.rows, (int)cr.optimal);
+  // Phase 2: the coarse model exactly (HiGHS, memory rows on demand) when
+  // it is small enough for HiGHS; phase 3 (or instead): large-neighbourhood
+  // search over regions of groups, with the groups rebuilt as the best
+  // improves (a lower UB prunes more and groups more).
+  auto cs = std::make_unique<Coarsening>(coarsen(m, start_cost));
+  __int128 cs_ub = start_cost;
+  {
+    auto [cols, nz] = milp_size(cs->coarse);
+    trace("coarse model: %d groups, %zu strategies, %zu edges, MILP %zu columns", cs->coarse.n, cs->coarse.strat.size(),
+          cs->coarse.edges.size(), cols);
+    if (!sh.done && cols <= kWholeCoarseMilpColumns) {
+      CoarseMilpResult cr = coarse_milp_search(
+          m, *cs, start, start_cost, deadline, 1, seed, [&](const std::vector<int>& x, __int128 c) { sh.offer(x, c); },
+          [&]() { return sh.done.load(); });
+      if (cr.optimal) sh.raise_bound(static_cast<long double>(start_cost));
+      else if (cr.ran) sh.raise_bound(std::ceil(cr.bound));
+      trace("coarse milp: %d rounds, %zu rows, optimal=%d", cr.rounds, cr.rows, (int)cr.optimal);
+    }
   }
-  // Phase 3: large-neighbourhood search from the best labelling.
   primal.set(start);
   std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ULL + 1);
-  LnsOptions lo;
-  lo.seed = seed;
-  int fails = 0, wins = 0, step = 0;
+  auto nbh = std::make_unique<CoarseLns>(m, *cs);
+  CoarseLnsOptions lo;
+  int wins = 0, step = 0;
   for (; !sh.done && Clock::now() < deadline; ++step) {
-    std::vector<int> region;
-    if (!m.cap.empty() && step % 3 != 2) {
-      // Nodes live at one of the tightest points: memory can move between them.
-      std::vector<int> tight = primal.tightest_points(8);
-      int k = tight[rng() % tight.size()];
-      std::vector<int> live;
-      for (int i = 0; i < m.n; ++i)
-        if (m.plo[i] <= k && k < m.phi[i] && m.num_strategies(i) > 1) live.push_back(i);
-      if (step % 3 == 0) {
-        std::shuffle(live.begin(), live.end(), rng);
-        if (live.size() > static_cast<size_t>(lo.region_nodes)) live.resize(lo.region_nodes);
-        region = live;
-      } else if (!live.empty()) {
-        region = bfs_region(m, live[rng() % live.size()], lo);
-      }
-    }
-    if (region.empty()) region = bfs_region(m, static_cast<int>(rng() % m.n), lo);
     double left = std::chrono::duration<double>(deadline - Clock::now()).count();
     if (left < 0.05) break;
-    if (lns_step(m, primal, std::move(region), lo, std::min(lo.step_seconds, left))) {
+    if (primal.cost() < cs_ub - cs_ub / 20) {
+      nbh.reset();
+      cs = std::make_unique<Coarsening>(coarsen(m, primal.cost()));
+      cs_ub = primal.cost();
+      nbh = std::make_unique<CoarseLns>(m, *cs);
+      trace("coarse model rebuilt: %d groups, %zu strategies", cs->coarse.n, cs->coarse.strat.size());
+    }
+    const int center = !m.cap.empty() && step % 2 == 0 ? nbh->tight_center(primal, rng)
+                                                        : static_cast<int>(rng() % cs->coarse.n);
+    std::vector<int> region = nbh->region_from(center, primal, lo);
+    if (region.empty()) continue;
+    const double budget = std::min(2.0, left);
+    const auto t_step = Clock::now();
+    if (nbh->step(primal, region, budget, seed + step)) {
       sh.offer(primal.labels(), primal.cost());
       ++wins;
-      fails = 0;
-    } else if (++fails > 20 * max_stall) {
-      break;
     }
+    // Regions HiGHS cannot finish in time shrink; quick ones grow.
+    const double used = std::chrono::duration<double>(Clock::now() - t_step).count();
+    if (used > 0.8 * budget) lo.region_columns = std::max<size_t>(2000, lo.region_columns * 7 / 10);
+    else if (used < 0.2 * budget) lo.region_columns = std::min<size_t>(200000, lo.region_columns * 6 / 5);
     if (progress && Clock::now() - last_report > std::chrono::seconds(1)) {
       last_report = Clock::now();
       progress();
     }
   }
-  trace("lns: %d steps, %d improving, final %s", step, wins, to_string(primal.cost()).c_str());
+  trace("coarse lns: %d steps, %d improving, final %s, region columns %zu", step, wins, to_string(primal.cost()).c_str(),
+        lo.region_columns);
 }
 
 }  // namespace

@@ -1,0 +1,213 @@
+#include "coarse_lns.h"
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+
+#include "cost_math.h"
+#include "milp.h"
+
+namespace tlm::solver {
+
+CoarseLns::CoarseLns(const Model& m, const Coarsening& c) : m_(m), c_(c), cm_(c.coarse), slot_of_(m.n) {
+  for (int g = 0; g < cm_.n; ++g)
+    for (size_t sl = c_.member_off[g]; sl < c_.member_off[g + 1]; ++sl) slot_of_[c_.members[sl]] = sl;
+}
+
+int CoarseLns::coarse_label(int g, const std::vector<int>& x) const {
+  const size_t root = c_.member_off[g];
+  for (int r = 0; r < cm_.num_strategies(g); ++r) {
+    if (c_.fine_strategy(root, r) != x[c_.members[root]]) continue;
+    for (size_t sl = root + 1; sl < c_.member_off[g + 1]; ++sl)
+      if (c_.fine_strategy(sl, r) != x[c_.members[sl]]) return -1;
+    return r;
+  }
+  return -1;
+}
+
+std::vector<int> CoarseLns::region_from(int center, const Primal& primal, const CoarseLnsOptions& opt) const {
+  const std::vector<int>& x = primal.labels();
+  std::vector<int> region;
+  std::vector<char> seen(cm_.n, 0);
+  std::deque<int> queue{center};
+  seen[center] = 1;
+  size_t columns = 0;
+  while (!queue.empty() && static_cast<int>(region.size()) < opt.region_groups) {
+    int g = queue.front();
+    queue.pop_front();
+    if (cm_.num_strategies(g) < 2 || coarse_label(g, x) < 0) continue;
+    size_t add = cm_.num_strategies(g);
+    for (size_t a = cm_.adj_off[g]; a < cm_.adj_off[g + 1]; ++a) {
+      const auto& e = cm_.edges[cm_.adj[a]];
+      int h = e.u == g ? e.v : e.u;
+      if (seen[h] == 2) add += static_cast<size_t>(cm_.num_strategies(g)) * cm_.num_strategies(h);
+    }
+    if (!region.empty() && columns + add > opt.region_columns) continue;
+    columns += add;
+    seen[g] = 2;  // in the region
+    region.push_back(g);
+    for (size_t a = cm_.adj_off[g]; a < cm_.adj_off[g + 1]; ++a) {
+      const auto& e = cm_.edges[cm_.adj[a]];
+      int h = e.u == g ? e.v : e.u;
+      if (!seen[h]) seen[h] = 1, queue.push_back(h);
+    }
+  }
+  return region;
+}
+
+int CoarseLns::tight_center(const Primal& primal, std::mt19937_64& rng) const {
+  std::vector<int> tight = primal.tightest_points(8);
+  if (tight.empty()) return static_cast<int>(rng() % cm_.n);
+  int k = tight[rng() % tight.size()];
+  std::vector<int> live;
+  for (int i = 0; i < m_.n; ++i)
+    if (m_.plo[i] <= k && k < m_.phi[i]) live.push_back(c_.group_of[i]);
+  if (live.empty()) return static_cast<int>(rng() % cm_.n);
+  return live[rng() % live.size()];
+}
+
+bool CoarseLns::step(Primal& primal, const std::vector<int>& region_in, double seconds, uint64_t seed) {
+  const auto t0 = Clock::now();
+  const std::vector<int> x = primal.labels();
+  std::vector<int> region = region_in;
+  std::sort(region.begin(), region.end());
+  std::vector<int> local(cm_.n, -1);
+  for (size_t q = 0; q < region.size(); ++q) local[region[q]] = static_cast<int>(q);
+
+  // Sub-model: region groups with their affordable strategies; unary cost
+  // includes the fine edges to everything outside the region (held fixed).
+  Model sub;
+  sub.n = static_cast<int>(region.size());
+  sub.off.assign(1, 0);
+  std::vector<std::vector<int>> to_sub(sub.n);
+  std::vector<int> start(sub.n, -1);
+  for (int q = 0; q < sub.n; ++q) {
+    const int g = region[q];
+    const int cur = coarse_label(g, x);
+    to_sub[q].assign(cm_.num_strategies(g), -1);
+    for (int r = 0; r < cm_.num_strategies(g); ++r) {
+      Cost c = cm_.cost[cm_.off[g] + r];
+      if (c >= kHugeCost) continue;
+      for (size_t sl = c_.member_off[g]; sl < c_.member_off[g + 1] && c != kInfiniteCost; ++sl) {
+        const int i = c_.members[sl];
+        const int s = c_.fine_strategy(sl, r);
+        for (size_t a = m_.adj_off[i]; a < m_.adj_off[i + 1]; ++a) {
+          const auto& e = m_.edges[m_.adj[a]];
+          const int j = e.u == i ? e.v : e.u;
+          if (local[c_.group_of[j]] >= 0) continue;
+          const int sv = m_.num_strategies(e.v);
+          Cost ec = e.u == i ? m_.mat[e.off + static_cast<size_t>(s) * sv + x[j]]
+                             : m_.mat[e.off + static_cast<size_t>(x[j]) * sv + s];
+          c = sat_add(c, ec);
+          if (c == kInfiniteCost) break;
+        }
+      }
+      if (c == kInfiniteCost || (c >= kHugeCost && r != cur)) continue;
+      to_sub[q][r] = static_cast<int>(sub.strat.size() - sub.off.back());
+      sub.strat.push_back(r);
+      sub.cost.push_back(c);
+      sub.usage.push_back(0);
+    }
+    sub.off.push_back(sub.strat.size());
+    if (cur < 0 || to_sub[q][cur] < 0) return false;  // the current choice must stay available
+    start[q] = to_sub[q][cur];
+  }
+  for (size_t e = 0; e < cm_.edges.size(); ++e) {
+    const auto& ed = cm_.edges[e];
+    int a = local[ed.u], b = local[ed.v];
+    if (a < 0 || b < 0) continue;
+    Model::ModelEdge se{a, b, sub.mat.size()};
+    const int sv = cm_.num_strategies(ed.v);
+    for (int s = 0; s < cm_.num_strategies(ed.u); ++s) {
+      if (to_sub[a][s] < 0) continue;
+      for (int t = 0; t < sv; ++t)
+        if (to_sub[b][t] >= 0) sub.mat.push_back(cm_.mat[ed.off + static_cast<size_t>(s) * sv + t]);
+    }
+    sub.edges.push_back(se);
+  }
+  sub.adj_off.assign(sub.n + 1, 0);
+  sub.plo.assign(sub.n, 0);
+  sub.phi.assign(sub.n, 0);
+
+  // Memory rows on demand. Capacity at point k: slack + the region's own usage there now.
+  std::vector<int> members;
+  for (int g : region)
+    for (size_t sl = c_.member_off[g]; sl < c_.member_off[g + 1]; ++sl)
+      if (m_.plo[c_.members[sl]] < m_.phi[c_.members[sl]]) members.push_back(c_.members[sl]);
+  const std::vector<__int128> slack0 = m_.cap.empty() ? std::vector<__int128>{} : primal.slack_tree().values();
+  std::vector<MemoryRow> rows;
+  std::vector<char> have(slack0.size(), 0);
+  auto add_row = [&](int k) {
+    if (have[k]) return;
+    have[k] = 1;
+    MemoryRow row;
+    __int128 cap = slack0[k];
+    std::vector<double> coef(sub.strat.size(), 0.0);
+    for (int i : members) {
+      if (m_.plo[i] > k || k >= m_.phi[i]) continue;
+      cap += m_.usage[m_.off[i] + x[i]];
+      const int q = local[c_.group_of[i]];
+      const size_t sl = slot_of_[i];
+      for (size_t t = sub.off[q]; t < sub.off[q + 1]; ++t)
+        coef[t] += static_cast<double>(m_.usage[m_.off[i] + c_.fine_strategy(sl, sub.strat[t])]);
+    }
+    row.cap = static_cast<double>(cap);
+    for (size_t t = 0; t < coef.size(); ++t)
+      if (coef[t] != 0.0) row.terms.emplace_back(t, coef[t]);
+    rows.push_back(std::move(row));
+  };
+  // Start with the region's five tightest points.
+  if (!members.empty()) {
+    std::vector<int> cover(slack0.size() + 1, 0);
+    for (int i : members) ++cover[m_.plo[i]], --cover[m_.phi[i]];
+    std::vector<int> pts;
+    int run = 0;
+    for (size_t k = 0; k < slack0.size(); ++k) {
+      run += cover[k];
+      if (run > 0) pts.push_back(static_cast<int>(k));
+    }
+    std::partial_sort(pts.begin(), pts.begin() + std::min<size_t>(5, pts.size()), pts.end(),
+                      [&](int a, int b) { return slack0[a] != slack0[b] ? slack0[a] < slack0[b] : a < b; });
+    for (size_t k = 0; k < std::min<size_t>(5, pts.size()); ++k) add_row(pts[k]);
+  }
+
+  const __int128 before = primal.cost();
+  for (int round = 0; round < 6; ++round) {
+    double left = seconds - std::chrono::duration<double>(Clock::now() - t0).count();
+    if (left < 0.02) return false;
+    MilpOptions mo;
+    mo.time_limit_s = left;
+    mo.threads = 1;
+    mo.seed = seed + round;
+    mo.start = &start;
+    mo.rows = &rows;
+    MilpResult r = solve_milp(sub, mo);
+    if (r.labels.empty() || r.labels == start) return false;
+    std::vector<std::pair<int, int>> undo;
+    for (int q = 0; q < sub.n; ++q) {
+      const int g = region[q];
+      const int rr = sub.strat[sub.off[q] + r.labels[q]];
+      for (size_t sl = c_.member_off[g]; sl < c_.member_off[g + 1]; ++sl) {
+        const int i = c_.members[sl];
+        const int s = c_.fine_strategy(sl, rr);
+        if (s != x[i]) undo.emplace_back(i, x[i]), primal.move(i, s);
+      }
+    }
+    const bool fits = primal.memory_ok();
+    if (fits && primal.cost() < before) return true;
+    std::vector<int> over;
+    if (!fits) {
+      std::vector<__int128> now = primal.slack_tree().values();
+      for (size_t k = 0; k < now.size(); ++k)
+        if (now[k] < 0 && !have[k]) over.push_back(static_cast<int>(k));
+      std::sort(over.begin(), over.end(), [&](int a, int b) { return now[a] != now[b] ? now[a] < now[b] : a < b; });
+      if (over.size() > 8) over.resize(8);
+    }
+    for (auto it = undo.rbegin(); it != undo.rend(); ++it) primal.move(it->first, it->second);
+    if (over.empty()) return false;  // fits but not better, or nothing new to add
+    for (int k : over) add_row(k);
+  }
+  return false;
+}
+
+}  // namespace tlm::solver

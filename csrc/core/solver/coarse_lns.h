@@ -1,0 +1,48 @@
+// Large-neighbourhood search on the coarse model (coarsen.h): re-solve a
+// connected region of groups exactly with HiGHS while every other group
+// keeps its strategy. Used when the whole coarse MILP is too large for
+// HiGHS to make progress in the time there is.
+//
+// The region's memory rows are generated like the coarse MILP's: a point's
+// capacity is its slack plus what the region's members use there now; rows
+// are added for the points a candidate overfills, and the region is solved
+// again (a few rounds at most). Only strict, memory-feasible improvements
+// are kept, by exact evaluation.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "coarsen.h"
+#include "model.h"
+#include "primal.h"
+
+namespace tlm::solver {
+
+struct CoarseLnsOptions {
+  int region_groups = 200;        // coarse nodes per region
+  size_t region_columns = 30000;  // MILP columns per region (strategies and edge pairs)
+};
+
+class CoarseLns {
+ public:
+  CoarseLns(const Model& m, const Coarsening& c);
+  // Connected region grown breadth-first from `center` within the budgets;
+  // groups whose members do not follow one coarse strategy are left out.
+  std::vector<int> region_from(int center, const Primal& primal, const CoarseLnsOptions& opt) const;
+  // A coarse node with a member live at one of the tightest check points.
+  int tight_center(const Primal& primal, std::mt19937_64& rng) const;
+  // Re-solves `region`; true when `primal` improved.
+  bool step(Primal& primal, const std::vector<int>& region, double seconds, uint64_t seed);
+
+ private:
+  const Model& m_;
+  const Coarsening& c_;
+  const Model& cm_;
+  std::vector<size_t> slot_of_;  // fine node -> member slot
+
+  int coarse_label(int g, const std::vector<int>& x) const;  // -1: members disagree
+};
+
+}  // namespace tlm::solver
