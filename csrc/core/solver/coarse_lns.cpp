@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <limits>
 
 #include "cost_math.h"
 #include "milp.h"
@@ -36,11 +37,12 @@ std::vector<int> CoarseLns::region_from(int center, const Primal& primal, const 
     int g = queue.front();
     queue.pop_front();
     if (cm_.num_strategies(g) < 2 || coarse_label(g, x) < 0) continue;
-    size_t add = cm_.num_strategies(g);
+    auto width = [&](int h) { return static_cast<size_t>(std::min(cm_.num_strategies(h), opt.max_strategies)); };
+    size_t add = width(g);
     for (size_t a = cm_.adj_off[g]; a < cm_.adj_off[g + 1]; ++a) {
       const auto& e = cm_.edges[cm_.adj[a]];
       int h = e.u == g ? e.v : e.u;
-      if (seen[h] == 2) add += static_cast<size_t>(cm_.num_strategies(g)) * cm_.num_strategies(h);
+      if (seen[h] == 2) add += width(g) * width(h);
     }
     if (!region.empty() && columns + add > opt.region_columns) continue;
     columns += add;
@@ -66,7 +68,8 @@ int CoarseLns::tight_center(const Primal& primal, std::mt19937_64& rng) const {
   return live[rng() % live.size()];
 }
 
-bool CoarseLns::step(Primal& primal, const std::vector<int>& region_in, double seconds, uint64_t seed) {
+bool CoarseLns::step(Primal& primal, const std::vector<int>& region_in, const CoarseLnsOptions& opt, double seconds,
+                     uint64_t seed) {
   const auto t0 = Clock::now();
   const std::vector<int> x = primal.labels();
   std::vector<int> region = region_in;
@@ -81,10 +84,14 @@ bool CoarseLns::step(Primal& primal, const std::vector<int>& region_in, double s
   sub.off.assign(1, 0);
   std::vector<std::vector<int>> to_sub(sub.n);
   std::vector<int> start(sub.n, -1);
+  std::vector<std::pair<Cost, int>> cand;
+  std::vector<Cost> unary_of(1);
+  for (int g : region) unary_of.resize(std::max<size_t>(unary_of.size(), cm_.num_strategies(g)));
   for (int q = 0; q < sub.n; ++q) {
     const int g = region[q];
     const int cur = coarse_label(g, x);
     to_sub[q].assign(cm_.num_strategies(g), -1);
+    cand.clear();
     for (int r = 0; r < cm_.num_strategies(g); ++r) {
       Cost c = cm_.cost[cm_.off[g] + r];
       if (c >= kHugeCost) continue;
@@ -103,9 +110,19 @@ bool CoarseLns::step(Primal& primal, const std::vector<int>& region_in, double s
         }
       }
       if (c == kInfiniteCost || (c >= kHugeCost && r != cur)) continue;
+      cand.emplace_back(r == cur ? std::numeric_limits<Cost>::min() : c, r);  // the current one always stays
+      unary_of[r] = c;
+    }
+    // The cheapest few given the rest: keeps HiGHS' model small on groups with many strategies.
+    if (cand.size() > static_cast<size_t>(opt.max_strategies)) {
+      std::nth_element(cand.begin(), cand.begin() + opt.max_strategies, cand.end());
+      cand.resize(opt.max_strategies);
+    }
+    std::sort(cand.begin(), cand.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+    for (const auto& [key, r] : cand) {
       to_sub[q][r] = static_cast<int>(sub.strat.size() - sub.off.back());
       sub.strat.push_back(r);
-      sub.cost.push_back(c);
+      sub.cost.push_back(unary_of[r]);
       sub.usage.push_back(0);
     }
     sub.off.push_back(sub.strat.size());

@@ -23,6 +23,7 @@ namespace tlm::solver {
 struct CoarseLnsOptions {
   int region_groups = 200;        // coarse nodes per region
   size_t region_columns = 30000;  // MILP columns per region (strategies and edge pairs)
+  int max_strategies = 12;        // per group: the current one and the cheapest others given the rest
 };
 
 class CoarseLns {
@@ -34,7 +35,7 @@ class CoarseLns {
   // A coarse node with a member live at one of the tightest check points.
   int tight_center(const Primal& primal, std::mt19937_64& rng) const;
   // Re-solves `region`; true when `primal` improved.
-  bool step(Primal& primal, const std::vector<int>& region, double seconds, uint64_t seed);
+  bool step(Primal& primal, const std::vector<int>& region, const CoarseLnsOptions& opt, double seconds, uint64_t seed);
 
  private:
   const Model& m_;

@@ -174,6 +174,73 @@ class RangeMax {
   std::vector<std::vector<double>> table_;
 };
 
+// Large-neighbourhood search over regions of groups from the shared best
+// labelling (coarse_lns.h), with exact forest moves now and then; the groups
+// are rebuilt as the best improves (a lower UB prunes and groups more).
+// Several workers may run at once: each adopts the shared best when it is
+// better than its own. Only a worker given `progress` reports.
+void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t seed,
+                const std::function<void()>* progress) {
+  std::vector<int> start;
+  __int128 start_cost = 0;
+  {
+    std::lock_guard<std::mutex> lock(sh.mu);
+    if (!sh.found) return;
+    start = sh.labels;
+    start_cost = sh.cost;
+  }
+  Primal primal(m);
+  primal.set(start);
+  auto cs = std::make_unique<Coarsening>(coarsen(m, start_cost));
+  __int128 cs_ub = start_cost;
+  auto last_report = Clock::now();
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ULL + 1);
+  auto nbh = std::make_unique<CoarseLns>(m, *cs);
+  auto moves = std::make_unique<ForestMoves>(m, *cs);
+  CoarseLnsOptions lo;
+  int wins = 0, step = 0;
+  for (; !sh.done && Clock::now() < deadline; ++step) {
+    double left = std::chrono::duration<double>(deadline - Clock::now()).count();
+    if (left < 0.05) break;
+    {
+      // Another worker found better: continue from there.
+      std::lock_guard<std::mutex> lock(sh.mu);
+      if (sh.found && sh.cost < primal.cost()) primal.set(sh.labels);
+    }
+    if (primal.cost() < cs_ub - cs_ub / 20) {
+      nbh.reset();
+      moves.reset();
+      cs = std::make_unique<Coarsening>(coarsen(m, primal.cost()));
+      cs_ub = primal.cost();
+      nbh = std::make_unique<CoarseLns>(m, *cs);
+      moves = std::make_unique<ForestMoves>(m, *cs);
+      trace("coarse model rebuilt: %d groups, %zu strategies", cs->coarse.n, cs->coarse.strat.size());
+    }
+    // Now and then exact forest moves over all groups (cheap next to a region).
+    if (step % 8 == 0 && moves->sweep(primal, rng) > 0) sh.offer(primal.labels(), primal.cost());
+    const int center = !m.cap.empty() && step % 2 == 0 ? nbh->tight_center(primal, rng)
+                                                        : static_cast<int>(rng() % cs->coarse.n);
+    std::vector<int> region = nbh->region_from(center, primal, lo);
+    if (region.empty()) continue;
+    const double budget = std::min(2.0, left);
+    const auto t_step = Clock::now();
+    if (nbh->step(primal, region, lo, budget, seed + step)) {
+      sh.offer(primal.labels(), primal.cost());
+      ++wins;
+    }
+    // Regions HiGHS cannot finish in time shrink; quick ones grow.
+    const double used = std::chrono::duration<double>(Clock::now() - t_step).count();
+    if (used > 0.8 * budget) lo.region_columns = std::max<size_t>(2000, lo.region_columns * 7 / 10);
+    else if (used < 0.2 * budget) lo.region_columns = std::min<size_t>(200000, lo.region_columns * 6 / 5);
+    if (progress && *progress && Clock::now() - last_report > std::chrono::seconds(1)) {
+      last_report = Clock::now();
+      (*progress)();
+    }
+  }
+  trace("coarse lns (seed %llu): %d steps, %d improving, final %s, region columns %zu", static_cast<unsigned long long>(seed), step, wins, to_string(primal.cost()).c_str(),
+        lo.region_columns);
+}
+
 // Primal side: message passing on cost + price * usage, where a node's price
 // is the highest price among the points it is live at, and prices rise where
 // the decoded labelling overflows and decay where it fits. Each decoded
@@ -245,6 +312,7 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
   double rate = 0.5;
   int stall = 0;
   auto last_report = Clock::now();
+  auto last_improved = Clock::now();
   int it = 0;
   for (; !sh.done && Clock::now() < phase1_end; ++it) {
     guide.forward(labels);
@@ -266,7 +334,13 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
     if (primal.conflicts() == 0 && (decoded_min < 0 || primal.cost() < decoded_min)) decoded_min = primal.cost();
     ensure_groups();
     bool improved = false;
-    const bool rep = (forest && forest->repair(primal)) || primal.repair();
+    // One-node repair first (cheap); by whole groups when that fails or
+    // ends on practically forbidden entries.
+    bool rep = primal.repair();
+    if (forest && (!rep || primal.conflicts() > 0 || (practical_ub > 0 && primal.cost() > practical_ub))) {
+      primal.set(labels);
+      rep = forest->repair(primal) || primal.repair();
+    }
     if (rep) {
       primal.improve();
       if (primal.feasible()) polish();
@@ -274,6 +348,12 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
     }
     stall = improved ? 0 : stall + 1;
     if (stall > max_stall) break;
+    // With the exact phases to follow, a price phase that stopped improving
+    // hands over early: nothing new for max(3 s, half the time it took).
+    if (improved) last_improved = Clock::now();
+    if (lns && sh.found &&
+        Clock::now() - last_improved > std::max<Clock::duration>(std::chrono::seconds(3), (last_improved - t_start) / 2))
+      break;
     if (progress && Clock::now() - last_report > std::chrono::seconds(1)) {
       last_report = Clock::now();
       progress();
@@ -315,9 +395,8 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
   // it is small enough for HiGHS; phase 3 (or instead): large-neighbourhood
   // search over regions of groups, with the groups rebuilt as the best
   // improves (a lower UB prunes more and groups more).
-  auto cs = std::make_unique<Coarsening>(coarsen(m, start_cost));
-  __int128 cs_ub = start_cost;
   {
+    auto cs = std::make_unique<Coarsening>(coarsen(m, start_cost));
     auto [cols, nz] = milp_size(cs->coarse);
     trace("coarse model: %d groups, %zu strategies, %zu edges, MILP %zu columns", cs->coarse.n, cs->coarse.strat.size(),
           cs->coarse.edges.size(), cols);
@@ -330,42 +409,7 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
       trace("coarse milp: %d rounds, %zu rows, optimal=%d", cr.rounds, cr.rows, (int)cr.optimal);
     }
   }
-  primal.set(start);
-  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ULL + 1);
-  auto nbh = std::make_unique<CoarseLns>(m, *cs);
-  CoarseLnsOptions lo;
-  int wins = 0, step = 0;
-  for (; !sh.done && Clock::now() < deadline; ++step) {
-    double left = std::chrono::duration<double>(deadline - Clock::now()).count();
-    if (left < 0.05) break;
-    if (primal.cost() < cs_ub - cs_ub / 20) {
-      nbh.reset();
-      cs = std::make_unique<Coarsening>(coarsen(m, primal.cost()));
-      cs_ub = primal.cost();
-      nbh = std::make_unique<CoarseLns>(m, *cs);
-      trace("coarse model rebuilt: %d groups, %zu strategies", cs->coarse.n, cs->coarse.strat.size());
-    }
-    const int center = !m.cap.empty() && step % 2 == 0 ? nbh->tight_center(primal, rng)
-                                                        : static_cast<int>(rng() % cs->coarse.n);
-    std::vector<int> region = nbh->region_from(center, primal, lo);
-    if (region.empty()) continue;
-    const double budget = std::min(2.0, left);
-    const auto t_step = Clock::now();
-    if (nbh->step(primal, region, budget, seed + step)) {
-      sh.offer(primal.labels(), primal.cost());
-      ++wins;
-    }
-    // Regions HiGHS cannot finish in time shrink; quick ones grow.
-    const double used = std::chrono::duration<double>(Clock::now() - t_step).count();
-    if (used > 0.8 * budget) lo.region_columns = std::max<size_t>(2000, lo.region_columns * 7 / 10);
-    else if (used < 0.2 * budget) lo.region_columns = std::min<size_t>(200000, lo.region_columns * 6 / 5);
-    if (progress && Clock::now() - last_report > std::chrono::seconds(1)) {
-      last_report = Clock::now();
-      progress();
-    }
-  }
-  trace("coarse lns: %d steps, %d improving, final %s, region columns %zu", step, wins, to_string(primal.cost()).c_str(),
-        lo.region_columns);
+  lns_worker(m, sh, deadline, seed, &progress);
 }
 
 }  // namespace
@@ -387,7 +431,19 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
   };
   const int max_stall = 400;
   if (opt.threads >= 2) {
-    std::thread dual_thread([&] { bound_search(m, sh, deadline, max_stall); });
+    std::thread dual_thread([&] {
+      bound_search(m, sh, deadline, max_stall);
+      // Once the bound stalls, this core joins the large-neighbourhood search.
+      if (!allow_lns || !highs_api()) return;
+      while (!sh.done && Clock::now() < deadline) {
+        {
+          std::lock_guard<std::mutex> lock(sh.mu);
+          if (sh.found) break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      if (!sh.done && Clock::now() < deadline) lns_worker(m, sh, deadline, opt.seed + 1000003, nullptr);
+    });
     primal_search(m, sh, deadline, max_stall, report, opt.seed, allow_lns);
     sh.done = true;  // the primal side decides when to stop; the bound so far stands
     dual_thread.join();
