@@ -49,6 +49,11 @@ class ForestMoves {
   // stuck (the labelling is then still over the limit).
   bool repair(Primal& primal);
 
+  // Coarse strategy the members of g follow now (-1: they disagree).
+  int coarse_label(int g, const std::vector<int>& x) const;
+  // Moves every member of g to coarse strategy r; returns the exact cost change.
+  __int128 move_group(Primal& primal, int g, int r, std::vector<std::pair<int, int>>* undo) const;
+
   // Re-optimises the given forest of coarse nodes (they must induce no
   // cycle in the coarse graph). True when the move was accepted.
   bool optimise(Primal& primal, const std::vector<int>& forest, const std::vector<double>* price = nullptr,
@@ -65,9 +70,7 @@ class ForestMoves {
   std::vector<Usage> allow_;  // per fine node
   std::vector<size_t> slot_of_;  // fine node -> member slot
 
-  int coarse_label(int g, const std::vector<int>& x) const;  // -1: members disagree
-  // Moves every member of g to coarse strategy r; returns the exact cost change.
-  __int128 move_group(Primal& primal, int g, int r, std::vector<std::pair<int, int>>* undo) const;
+
 
   int find(int x);
 };

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <stdexcept>
 
 #include "cost_math.h"
@@ -168,6 +169,11 @@ MilpResult solve_milp(const Model& m, const MilpOptions& opt) {
   const HighsInt nrow = static_cast<HighsInt>(row_lo.size());
   start.pop_back();  // row-wise starts: one per row
 
+  // One HiGHS session at a time in this process: highspy 1.15's
+  // Highs_destroy resets HiGHS' global task scheduler, which is not safe
+  // while another thread is inside a HiGHS call (ERGO-Code/HiGHS#3141).
+  static std::mutex session;
+  std::lock_guard<std::mutex> one_at_a_time(session);
   void* h = api->create();
   struct Guard {
     const HighsApi* a;

@@ -13,6 +13,7 @@
 #include "forest.h"
 #include "highs_api.h"
 #include "coarse_lns.h"
+#include "cost_math.h"
 #include "milp.h"
 #include <random>
 #include "primal.h"
@@ -241,6 +242,63 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
         lo.region_columns);
 }
 
+// Iterated local search on groups, for the core the bound search leaves
+// free: kick a small connected set of groups to random other strategies,
+// repair memory, re-optimise with exact forest moves, and keep the result
+// when it beats the shared best (which it restarts from each time).
+void kick_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int> best;
+  __int128 best_cost = 0;
+  {
+    std::lock_guard<std::mutex> lock(sh.mu);
+    if (!sh.found) return;
+    best = sh.labels;
+    best_cost = sh.cost;
+  }
+  std::unique_ptr<Coarsening> cs;
+  std::unique_ptr<ForestMoves> moves;
+  std::unique_ptr<CoarseLns> regions;
+  __int128 cs_ub = -1;
+  Primal primal(m);
+  int kicks = 0, wins = 0;
+  for (; !sh.done && Clock::now() < deadline; ++kicks) {
+    {
+      std::lock_guard<std::mutex> lock(sh.mu);
+      if (sh.cost < best_cost) best = sh.labels, best_cost = sh.cost;
+    }
+    if (cs_ub < 0 || best_cost < cs_ub - cs_ub / 20) {
+      regions.reset();
+      moves.reset();
+      cs = std::make_unique<Coarsening>(coarsen(m, best_cost));
+      cs_ub = best_cost;
+      moves = std::make_unique<ForestMoves>(m, *cs);
+      regions = std::make_unique<CoarseLns>(m, *cs);
+    }
+    primal.set(best);
+    CoarseLnsOptions ko;
+    ko.region_groups = 2 + static_cast<int>(rng() % 11);
+    ko.region_columns = SIZE_MAX;
+    const int center = !m.cap.empty() && kicks % 2 == 0 ? regions->tight_center(primal, rng)
+                                                         : static_cast<int>(rng() % cs->coarse.n);
+    for (int g : regions->region_from(center, primal, ko)) {
+      const int cur = moves->coarse_label(g, primal.labels());
+      const int r = static_cast<int>(rng() % cs->coarse.num_strategies(g));
+      if (r != cur && cs->coarse.cost[cs->coarse.off[g] + r] < kHugeCost) moves->move_group(primal, g, r, nullptr);
+    }
+    if (!primal.memory_ok() && !moves->repair(primal) && !primal.repair()) continue;
+    primal.improve();
+    for (int sw = 0; sw < 4 && moves->sweep(primal, rng) > 0; ++sw) primal.improve();
+    if (primal.feasible() && primal.cost() < best_cost) {
+      best = primal.labels();
+      best_cost = primal.cost();
+      sh.offer(best, best_cost);
+      ++wins;
+    }
+  }
+  trace("kicks: %d, %d improving, final %s", kicks, wins, to_string(best_cost).c_str());
+}
+
 // Primal side: message passing on cost + price * usage, where a node's price
 // is the highest price among the points it is live at, and prices rise where
 // the decoded labelling overflows and decay where it fits. Each decoded
@@ -349,9 +407,10 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
     stall = improved ? 0 : stall + 1;
     if (stall > max_stall) break;
     // With the exact phases to follow, a price phase that stopped improving
-    // hands over early: nothing new for max(3 s, half the time it took).
+    // hands over early: nothing new for 50 iterations and for max(3 s, half
+    // the time it took to the last improvement).
     if (improved) last_improved = Clock::now();
-    if (lns && sh.found &&
+    if (lns && sh.found && stall >= 50 &&
         Clock::now() - last_improved > std::max<Clock::duration>(std::chrono::seconds(3), (last_improved - t_start) / 2))
       break;
     if (progress && Clock::now() - last_report > std::chrono::seconds(1)) {
@@ -433,8 +492,9 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
   if (opt.threads >= 2) {
     std::thread dual_thread([&] {
       bound_search(m, sh, deadline, max_stall);
-      // Once the bound stalls, this core joins the large-neighbourhood search.
-      if (!allow_lns || !highs_api()) return;
+      // Once the bound stalls, this core searches too (without HiGHS:
+      // HiGHS sessions cannot overlap, see milp.cpp).
+      if (!allow_lns) return;
       while (!sh.done && Clock::now() < deadline) {
         {
           std::lock_guard<std::mutex> lock(sh.mu);
@@ -442,7 +502,7 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
-      if (!sh.done && Clock::now() < deadline) lns_worker(m, sh, deadline, opt.seed + 1000003, nullptr);
+      if (!sh.done && Clock::now() < deadline) kick_worker(m, sh, deadline, opt.seed + 1000003);
     });
     primal_search(m, sh, deadline, max_stall, report, opt.seed, allow_lns);
     sh.done = true;  // the primal side decides when to stop; the bound so far stands
