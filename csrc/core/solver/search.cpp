@@ -175,6 +175,17 @@ class RangeMax {
   std::vector<std::vector<double>> table_;
 };
 
+// Groups for a labelling of cost `ub`; the identity if grouping fails (it
+// cannot for a real labelling's cost, but a search must not die of it).
+std::unique_ptr<Coarsening> groups_for(const Model& m, __int128 ub) {
+  try {
+    return std::make_unique<Coarsening>(coarsen(m, ub));
+  } catch (const std::logic_error& e) {
+    trace("grouping failed (%s); single nodes instead", e.what());
+    return std::make_unique<Coarsening>(identity_coarsening(m));
+  }
+}
+
 // Large-neighbourhood search over regions of groups from the shared best
 // labelling (coarse_lns.h), with exact forest moves now and then; the groups
 // are rebuilt as the best improves (a lower UB prunes and groups more).
@@ -192,7 +203,7 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
   }
   Primal primal(m);
   primal.set(start);
-  auto cs = std::make_unique<Coarsening>(coarsen(m, start_cost));
+  auto cs = groups_for(m, start_cost);
   __int128 cs_ub = start_cost;
   auto last_report = Clock::now();
   std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ULL + 1);
@@ -211,7 +222,7 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
     if (primal.cost() < cs_ub - cs_ub / 20) {
       nbh.reset();
       moves.reset();
-      cs = std::make_unique<Coarsening>(coarsen(m, primal.cost()));
+      cs = groups_for(m, primal.cost());
       cs_ub = primal.cost();
       nbh = std::make_unique<CoarseLns>(m, *cs);
       moves = std::make_unique<ForestMoves>(m, *cs);
@@ -270,7 +281,7 @@ void kick_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_
     if (cs_ub < 0 || best_cost < cs_ub - cs_ub / 20) {
       regions.reset();
       moves.reset();
-      cs = std::make_unique<Coarsening>(coarsen(m, best_cost));
+      cs = groups_for(m, best_cost);
       cs_ub = best_cost;
       moves = std::make_unique<ForestMoves>(m, *cs);
       regions = std::make_unique<CoarseLns>(m, *cs);
@@ -455,7 +466,7 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
   // search over regions of groups, with the groups rebuilt as the best
   // improves (a lower UB prunes more and groups more).
   {
-    auto cs = std::make_unique<Coarsening>(coarsen(m, start_cost));
+    auto cs = groups_for(m, start_cost);
     auto [cols, nz] = milp_size(cs->coarse);
     trace("coarse model: %d groups, %zu strategies, %zu edges, MILP %zu columns", cs->coarse.n, cs->coarse.strat.size(),
           cs->coarse.edges.size(), cols);
