@@ -10,21 +10,7 @@
 
 namespace tlm::solver {
 
-CoarseLns::CoarseLns(const Model& m, const Coarsening& c) : m_(m), c_(c), cm_(c.coarse), slot_of_(m.n) {
-  for (int g = 0; g < cm_.n; ++g)
-    for (size_t sl = c_.member_off[g]; sl < c_.member_off[g + 1]; ++sl) slot_of_[c_.members[sl]] = sl;
-}
-
-int CoarseLns::coarse_label(int g, const std::vector<int>& x) const {
-  const size_t root = c_.member_off[g];
-  for (int r = 0; r < cm_.num_strategies(g); ++r) {
-    if (c_.fine_strategy(root, r) != x[c_.members[root]]) continue;
-    for (size_t sl = root + 1; sl < c_.member_off[g + 1]; ++sl)
-      if (c_.fine_strategy(sl, r) != x[c_.members[sl]]) return -1;
-    return r;
-  }
-  return -1;
-}
+CoarseLns::CoarseLns(const Model& m, const Coarsening& c) : m_(m), c_(c), cm_(c.coarse) {}
 
 std::vector<int> CoarseLns::region_from(int center, const Primal& primal, const CoarseLnsOptions& opt) const {
   const std::vector<int>& x = primal.labels();
@@ -36,7 +22,7 @@ std::vector<int> CoarseLns::region_from(int center, const Primal& primal, const 
   while (!queue.empty() && static_cast<int>(region.size()) < opt.region_groups) {
     int g = queue.front();
     queue.pop_front();
-    if (cm_.num_strategies(g) < 2 || coarse_label(g, x) < 0) continue;
+    if (cm_.num_strategies(g) < 2 || c_.label_of(g, x) < 0) continue;
     auto width = [&](int h) { return static_cast<size_t>(std::min(cm_.num_strategies(h), opt.max_strategies)); };
     size_t add = width(g);
     for (size_t a = cm_.adj_off[g]; a < cm_.adj_off[g + 1]; ++a) {
@@ -89,7 +75,7 @@ bool CoarseLns::step(Primal& primal, const std::vector<int>& region_in, const Co
   for (int g : region) unary_of.resize(std::max<size_t>(unary_of.size(), cm_.num_strategies(g)));
   for (int q = 0; q < sub.n; ++q) {
     const int g = region[q];
-    const int cur = coarse_label(g, x);
+    const int cur = c_.label_of(g, x);
     to_sub[q].assign(cm_.num_strategies(g), -1);
     cand.clear();
     for (int r = 0; r < cm_.num_strategies(g); ++r) {
@@ -164,7 +150,7 @@ bool CoarseLns::step(Primal& primal, const std::vector<int>& region_in, const Co
       if (m_.plo[i] > k || k >= m_.phi[i]) continue;
       cap += m_.usage[m_.off[i] + x[i]];
       const int q = local[c_.group_of[i]];
-      const size_t sl = slot_of_[i];
+      const size_t sl = c_.slot_of[i];
       for (size_t t = sub.off[q]; t < sub.off[q + 1]; ++t)
         coef[t] += static_cast<double>(m_.usage[m_.off[i] + c_.fine_strategy(sl, sub.strat[t])]);
     }

@@ -41,9 +41,6 @@ class CoarseLns {
   const Model& m_;
   const Coarsening& c_;
   const Model& cm_;
-  std::vector<size_t> slot_of_;  // fine node -> member slot
-
-  int coarse_label(int g, const std::vector<int>& x) const;  // -1: members disagree
 };
 
 }  // namespace tlm::solver

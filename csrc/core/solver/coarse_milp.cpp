@@ -36,20 +36,9 @@ CoarseMilpResult coarse_milp_search(const Model& m, const Coarsening& c, std::ve
   CoarseMilpResult res;
   if (!highs_api()) return res;
   const Model& cm = c.coarse;
-  std::vector<size_t> slot_of(m.n);
-  for (int g = 0; g < cm.n; ++g)
-    for (size_t sl = c.member_off[g]; sl < c.member_off[g + 1]; ++sl) slot_of[c.members[sl]] = sl;
-  // Coarse labels of the best labelling (it is representable: it costs at most UB).
   auto to_coarse = [&](const std::vector<int>& x) {
-    std::vector<int> y(cm.n, -1);
-    for (int g = 0; g < cm.n; ++g) {
-      for (int r = 0; r < cm.num_strategies(g) && y[g] < 0; ++r) {
-        bool all = true;
-        for (size_t sl = c.member_off[g]; sl < c.member_off[g + 1] && all; ++sl)
-          all = c.fine_strategy(sl, r) == x[c.members[sl]];
-        if (all) y[g] = r;
-      }
-    }
+    std::vector<int> y(cm.n);
+    for (int g = 0; g < cm.n; ++g) y[g] = c.label_of(g, x);
     return y;
   };
   auto to_fine = [&](const std::vector<int>& y) {
@@ -66,7 +55,7 @@ CoarseMilpResult coarse_milp_search(const Model& m, const Coarsening& c, std::ve
     for (int i = 0; i < m.n; ++i) {
       if (m.plo[i] > k || k >= m.phi[i]) continue;
       const int g = c.group_of[i];
-      const size_t sl = slot_of[i];
+      const size_t sl = c.slot_of[i];
       for (int r = 0; r < cm.num_strategies(g); ++r) {
         Usage u = m.usage[m.off[i] + c.fine_strategy(sl, r)];
         if (u == 0) continue;

@@ -26,12 +26,13 @@ int find(std::vector<int>& p, int x) {
   return x;
 }
 
-// Builds the coarse model's edges and adjacency from the groups and maps.
+// Builds the member slots, the coarse model's edges and adjacency from the groups and maps.
 void build_coarse_edges(const Model& m, Coarsening& c) {
   Model& cm = c.coarse;
-  std::vector<size_t> slot_of(m.n);
+  c.slot_of.assign(m.n, 0);
   for (int g = 0; g < cm.n; ++g)
-    for (size_t sl = c.member_off[g]; sl < c.member_off[g + 1]; ++sl) slot_of[c.members[sl]] = sl;
+    for (size_t sl = c.member_off[g]; sl < c.member_off[g + 1]; ++sl) c.slot_of[c.members[sl]] = sl;
+  const std::vector<size_t>& slot_of = c.slot_of;
   std::unordered_map<uint64_t, int> index;
   std::vector<std::vector<int>> adj(cm.n);
   for (size_t e = 0; e < m.edges.size(); ++e) {
@@ -77,6 +78,17 @@ void build_coarse_edges(const Model& m, Coarsening& c) {
 }
 
 }  // namespace
+
+int Coarsening::label_of(int g, const std::vector<int>& x) const {
+  const size_t root = member_off[g];
+  for (int r = 0; r < coarse.num_strategies(g); ++r) {
+    if (fine_strategy(root, r) != x[members[root]]) continue;
+    for (size_t sl = root + 1; sl < member_off[g + 1]; ++sl)
+      if (fine_strategy(sl, r) != x[members[sl]]) return -1;
+    return r;  // root strategies are distinct: no other r can match
+  }
+  return -1;
+}
 
 __int128 sum_of_minima(const Model& m) {
   __int128 lb = 0;
@@ -133,6 +145,8 @@ Coarsening identity_coarsening(const Model& m) {
   std::iota(c.member_off.begin(), c.member_off.end(), 0);
   c.map_off.assign(m.off.begin(), m.off.end() - 1);
   c.map = cm.strat;
+  c.slot_of.resize(m.n);
+  std::iota(c.slot_of.begin(), c.slot_of.end(), 0);
   cm.edges = m.edges;
   cm.mat = m.mat;
   cm.adj_off = m.adj_off;

@@ -30,9 +30,13 @@ struct Coarsening {
   std::vector<int> members;           // fine nodes, root first
   std::vector<size_t> map_off;        // member slot -> fine strategy of each coarse strategy
   std::vector<int> map;               // map[map_off[slot] + r] = fine strategy index
+  std::vector<size_t> slot_of;        // fine node -> its member slot
   int grouped_nodes = 0;              // fine nodes in groups of two or more
 
   int fine_strategy(size_t slot, int r) const { return map[map_off[slot] + r]; }
+  // The coarse strategy group g's members follow in fine labelling x; -1
+  // when they follow none (a member moved alone).
+  int label_of(int g, const std::vector<int>& x) const;
 };
 
 // Sum of every node's and edge's cheapest entry: no labelling costs less.

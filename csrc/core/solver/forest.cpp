@@ -20,22 +20,7 @@ ForestMoves::ForestMoves(const Model& m, const Coarsening& c)
       parent_(c.coarse.n, -2),
       parent_edge_(c.coarse.n, -1),
       dsu_(c.coarse.n, 0),
-      allow_(m.n, 0),
-      slot_of_(m.n, 0) {
-  for (int g = 0; g < cm_.n; ++g)
-    for (size_t sl = c_.member_off[g]; sl < c_.member_off[g + 1]; ++sl) slot_of_[c_.members[sl]] = sl;
-}
-
-int ForestMoves::coarse_label(int g, const std::vector<int>& x) const {
-  const size_t root = c_.member_off[g];
-  for (int r = 0; r < cm_.num_strategies(g); ++r) {
-    if (c_.fine_strategy(root, r) != x[c_.members[root]]) continue;
-    for (size_t sl = root + 1; sl < c_.member_off[g + 1]; ++sl)
-      if (c_.fine_strategy(sl, r) != x[c_.members[sl]]) return -1;
-    return r;
-  }
-  return -1;
-}
+      allow_(m.n, 0) {}
 
 __int128 ForestMoves::move_group(Primal& primal, int g, int r, std::vector<std::pair<int, int>>* undo) const {
   __int128 d = 0;
@@ -90,7 +75,7 @@ bool ForestMoves::repair(Primal& primal) {
     int best_g = -1, best_r = -1;
     long double best_ratio = 0;
     for (int g : groups) {
-      const int cur = coarse_label(g, x);
+      const int cur = c_.label_of(g, x);
       if (cur < 0 || cm_.cost[cm_.off[g] + cur] >= kHugeCost) continue;
       for (int r = 0; r < cm_.num_strategies(g); ++r) {
         if (r == cur || cm_.cost[cm_.off[g] + r] >= kHugeCost) continue;

@@ -49,8 +49,6 @@ class ForestMoves {
   // stuck (the labelling is then still over the limit).
   bool repair(Primal& primal);
 
-  // Coarse strategy the members of g follow now (-1: they disagree).
-  int coarse_label(int g, const std::vector<int>& x) const;
   // Moves every member of g to coarse strategy r; returns the exact cost change.
   __int128 move_group(Primal& primal, int g, int r, std::vector<std::pair<int, int>>* undo) const;
 
@@ -68,7 +66,6 @@ class ForestMoves {
   std::vector<int> arg_, cur_;
   std::vector<size_t> arg_off_;
   std::vector<Usage> allow_;  // per fine node
-  std::vector<size_t> slot_of_;  // fine node -> member slot
 
 
 

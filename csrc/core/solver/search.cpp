@@ -293,7 +293,7 @@ void kick_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_
     const int center = !m.cap.empty() && kicks % 2 == 0 ? regions->tight_center(primal, rng)
                                                          : static_cast<int>(rng() % cs->coarse.n);
     for (int g : regions->region_from(center, primal, ko)) {
-      const int cur = moves->coarse_label(g, primal.labels());
+      const int cur = cs->label_of(g, primal.labels());
       const int r = static_cast<int>(rng() % cs->coarse.num_strategies(g));
       if (r != cur && cs->coarse.cost[cs->coarse.off[g] + r] < kHugeCost) moves->move_group(primal, g, r, nullptr);
     }
