@@ -1,12 +1,15 @@
 // Group moves and the coarse MILP: coarsening keeps every labelling cheaper
 // than UB (with its exact cost), forest moves never worsen or overfill
-// memory and are exact on trees, and the coarse MILP with generated memory
-// rows finds the brute-force optimum from the worst feasible start.
+// memory and are exact on trees, the coarse MILP with generated memory rows
+// finds the brute-force optimum from the worst feasible start, and a
+// neighbourhood step over every group never overfills and (being the exact
+// MILP then) finds it too.
 #include <gtest/gtest.h>
 
 #include <optional>
 #include <random>
 
+#include "core/solver/coarse_lns.h"
 #include "core/solver/coarse_milp.h"
 #include "core/solver/coarsen.h"
 #include "core/solver/forest.h"
@@ -213,6 +216,53 @@ TEST(SolverCoarseMilp, ReachesTheBruteForceOptimumFromTheWorstStart) {
   }
   EXPECT_GT(solved, 100);
   EXPECT_GT(generated, 10);  // memory rows were generated on demand
+}
+
+}  // namespace
+}  // namespace tlm::solver
+
+namespace tlm::solver {
+namespace {
+
+TEST(SolverCoarseLns, RegionOfEverythingReachesTheOptimumAndNeverOverfills) {
+  ASSERT_TRUE(testing::locate_highs());
+  std::mt19937_64 rng(23);
+  int reached = 0, tried = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    Problem p = follower_problem(rng);
+    std::optional<Model> mo = model_of(p);
+    if (!mo || mo->n == 0) continue;
+    const Model& m = *mo;
+    Enumerated all = enumerate(m);
+    int worst = -1;
+    __int128 best = -1;
+    for (size_t q = 0; q < all.labels.size(); ++q) {
+      if (!all.feasible[q]) continue;
+      if (worst < 0 || all.cost[q] > all.cost[worst]) worst = static_cast<int>(q);
+      if (best < 0 || all.cost[q] < best) best = all.cost[q];
+    }
+    if (worst < 0) continue;
+    Coarsening c = coarsen(m, all.cost[worst]);
+    CoarseLns lns(m, c);
+    Primal primal(m);
+    primal.set(all.labels[worst]);
+    CoarseLnsOptions opt;
+    opt.region_groups = c.coarse.n;
+    opt.region_columns = SIZE_MAX;
+    opt.max_strategies = 1000;
+    std::vector<int> region;  // every group with a choice (connected or not)
+    for (int g = 0; g < c.coarse.n; ++g)
+      if (c.coarse.num_strategies(g) > 1) region.push_back(g);
+    if (region.empty()) continue;
+    ++tried;
+    const __int128 before = primal.cost();
+    for (int round = 0; round < 3; ++round) lns.step(primal, region, opt, 10.0, trial);
+    ASSERT_TRUE(primal.feasible()) << "trial " << trial;
+    ASSERT_LE(primal.cost(), before) << "trial " << trial;
+    reached += primal.cost() == best;
+  }
+  EXPECT_GT(tried, 60);
+  EXPECT_GT(reached, tried * 9 / 10);  // the whole model in one region is the exact MILP
 }
 
 }  // namespace
