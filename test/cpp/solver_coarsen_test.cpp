@@ -89,6 +89,22 @@ Enumerated enumerate(const Model& m) {
   return out;
 }
 
+// The dearest memory-feasible labelling (index) and the cheapest cost; nullopt when none is feasible.
+struct Extremes {
+  size_t worst = 0;
+  __int128 best = 0;
+};
+std::optional<Extremes> feasible_extremes(const Enumerated& all) {
+  std::optional<Extremes> ex;
+  for (size_t q = 0; q < all.labels.size(); ++q) {
+    if (!all.feasible[q]) continue;
+    if (!ex) ex = Extremes{q, all.cost[q]};
+    if (all.cost[q] > all.cost[ex->worst]) ex->worst = q;
+    ex->best = std::min(ex->best, all.cost[q]);
+  }
+  return ex;
+}
+
 TEST(SolverCoarsen, KeepsEveryLabellingCheaperThanTheBoundWithItsCost) {
   std::mt19937_64 rng(11);
   int grouped = 0;
@@ -187,14 +203,10 @@ TEST(SolverCoarseMilp, ReachesTheBruteForceOptimumFromTheWorstStart) {
     if (!mo || mo->n == 0) continue;
     const Model& m = *mo;
     Enumerated all = enumerate(m);
-    int worst = -1;
-    __int128 best = -1;
-    for (size_t q = 0; q < all.labels.size(); ++q) {
-      if (!all.feasible[q]) continue;
-      if (worst < 0 || all.cost[q] > all.cost[worst]) worst = static_cast<int>(q);
-      if (best < 0 || all.cost[q] < best) best = all.cost[q];
-    }
-    if (worst < 0) continue;
+    std::optional<Extremes> ex = feasible_extremes(all);
+    if (!ex) continue;
+    const size_t worst = ex->worst;
+    const __int128 best = ex->best;
     std::vector<int> x = all.labels[worst];
     __int128 cost = all.cost[worst];
     Coarsening c = coarsen(m, cost);
@@ -218,12 +230,6 @@ TEST(SolverCoarseMilp, ReachesTheBruteForceOptimumFromTheWorstStart) {
   EXPECT_GT(generated, 10);  // memory rows were generated on demand
 }
 
-}  // namespace
-}  // namespace tlm::solver
-
-namespace tlm::solver {
-namespace {
-
 TEST(SolverCoarseLns, RegionOfEverythingReachesTheOptimumAndNeverOverfills) {
   ASSERT_TRUE(testing::locate_highs());
   std::mt19937_64 rng(23);
@@ -234,14 +240,10 @@ TEST(SolverCoarseLns, RegionOfEverythingReachesTheOptimumAndNeverOverfills) {
     if (!mo || mo->n == 0) continue;
     const Model& m = *mo;
     Enumerated all = enumerate(m);
-    int worst = -1;
-    __int128 best = -1;
-    for (size_t q = 0; q < all.labels.size(); ++q) {
-      if (!all.feasible[q]) continue;
-      if (worst < 0 || all.cost[q] > all.cost[worst]) worst = static_cast<int>(q);
-      if (best < 0 || all.cost[q] < best) best = all.cost[q];
-    }
-    if (worst < 0) continue;
+    std::optional<Extremes> ex = feasible_extremes(all);
+    if (!ex) continue;
+    const size_t worst = ex->worst;
+    const __int128 best = ex->best;
     Coarsening c = coarsen(m, all.cost[worst]);
     CoarseLns lns(m, c);
     Primal primal(m);

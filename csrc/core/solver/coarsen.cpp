@@ -21,6 +21,31 @@ Cost entry_from(const Model& m, int e, int i, int si, int sj) {
   return m.edges[e].u == i ? entry(m, e, si, sj) : entry(m, e, sj, si);
 }
 
+// Each node's and each edge's cheapest entry, and their sum: no labelling
+// costs less (an edge with every pair forbidden counts 0: then no labelling
+// exists at all).
+struct Minima {
+  std::vector<Cost> node, edge;
+  __int128 sum = 0;
+};
+Minima minima_of(const Model& m) {
+  Minima mn;
+  mn.node.resize(m.n);
+  mn.edge.assign(m.edges.size(), kInfiniteCost);
+  for (int i = 0; i < m.n; ++i) {
+    mn.node[i] = *std::min_element(m.cost.begin() + m.off[i], m.cost.begin() + m.off[i + 1]);
+    mn.sum += mn.node[i];
+  }
+  for (size_t e = 0; e < m.edges.size(); ++e) {
+    const auto& ed = m.edges[e];
+    size_t cells = static_cast<size_t>(m.num_strategies(ed.u)) * m.num_strategies(ed.v);
+    for (size_t k = 0; k < cells; ++k) mn.edge[e] = std::min(mn.edge[e], m.mat[ed.off + k]);
+    if (mn.edge[e] == kInfiniteCost) mn.edge[e] = 0;
+    mn.sum += mn.edge[e];
+  }
+  return mn;
+}
+
 int find(std::vector<int>& p, int x) {
   while (p[x] != x) x = p[x] = p[p[x]];
   return x;
@@ -90,17 +115,7 @@ int Coarsening::label_of(int g, const std::vector<int>& x) const {
   return -1;
 }
 
-__int128 sum_of_minima(const Model& m) {
-  __int128 lb = 0;
-  for (int i = 0; i < m.n; ++i) lb += *std::min_element(m.cost.begin() + m.off[i], m.cost.begin() + m.off[i + 1]);
-  for (const auto& ed : m.edges) {
-    size_t cells = static_cast<size_t>(m.num_strategies(ed.u)) * m.num_strategies(ed.v);
-    Cost lo = kInfiniteCost;
-    for (size_t k = 0; k < cells; ++k) lo = std::min(lo, m.mat[ed.off + k]);
-    if (lo != kInfiniteCost) lb += lo;
-  }
-  return lb;
-}
+__int128 sum_of_minima(const Model& m) { return minima_of(m).sum; }
 
 __int128 huge_cost_threshold(const Model& m) {
   std::vector<size_t> decade(20, 0);  // decade d holds entries in [10^d, 10^(d+1))
@@ -158,20 +173,10 @@ Coarsening identity_coarsening(const Model& m) {
 }
 
 Coarsening coarsen(const Model& m, __int128 ub) {
-  // Sum of all minima: no labelling costs less.
-  std::vector<Cost> node_min(m.n), edge_min(m.edges.size(), kInfiniteCost);
-  __int128 lb = 0;
-  for (int i = 0; i < m.n; ++i) {
-    node_min[i] = *std::min_element(m.cost.begin() + m.off[i], m.cost.begin() + m.off[i + 1]);
-    lb += node_min[i];
-  }
-  for (size_t e = 0; e < m.edges.size(); ++e) {
-    const auto& ed = m.edges[e];
-    size_t cells = static_cast<size_t>(m.num_strategies(ed.u)) * m.num_strategies(ed.v);
-    for (size_t k = 0; k < cells; ++k) edge_min[e] = std::min(edge_min[e], m.mat[ed.off + k]);
-    if (edge_min[e] == kInfiniteCost) edge_min[e] = 0;  // every pair forbidden: no labelling at all
-    lb += edge_min[e];
-  }
+  const Minima mn = minima_of(m);
+  const __int128 lb = mn.sum;
+  const std::vector<Cost>& node_min = mn.node;
+  const std::vector<Cost>& edge_min = mn.edge;
   std::vector<char> ok(m.strat.size());
   for (int i = 0; i < m.n; ++i)
     for (size_t k = m.off[i]; k < m.off[i + 1]; ++k) ok[k] = lb - node_min[i] + m.cost[k] <= ub;
@@ -317,19 +322,10 @@ Coarsening coarsen(const Model& m, __int128 ub) {
   build_coarse_edges(m, c);
   // The same affordability test on the coarse model: its sums are tighter
   // than the fine minima, and the MILP then never sees huge coefficients.
-  __int128 clb = 0;
-  std::vector<Cost> gmin(cm.n), emin(cm.edges.size(), kInfiniteCost);
-  for (int g = 0; g < cm.n; ++g) {
-    gmin[g] = *std::min_element(cm.cost.begin() + cm.off[g], cm.cost.begin() + cm.off[g + 1]);
-    clb += gmin[g];
-  }
-  for (size_t e = 0; e < cm.edges.size(); ++e) {
-    const auto& ed = cm.edges[e];
-    size_t cells = static_cast<size_t>(cm.num_strategies(ed.u)) * cm.num_strategies(ed.v);
-    for (size_t k = 0; k < cells; ++k) emin[e] = std::min(emin[e], cm.mat[ed.off + k]);
-    if (emin[e] == kInfiniteCost) emin[e] = 0;
-    clb += emin[e];
-  }
+  const Minima cmn = minima_of(cm);
+  const __int128 clb = cmn.sum;
+  const std::vector<Cost>& gmin = cmn.node;
+  const std::vector<Cost>& emin = cmn.edge;
   for (int g = 0; g < cm.n; ++g)
     for (size_t k = cm.off[g]; k < cm.off[g + 1]; ++k)
       if (clb - gmin[g] + cm.cost[k] > ub) cm.cost[k] = kHugeCost;

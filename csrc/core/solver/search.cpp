@@ -77,6 +77,15 @@ struct Shared {
     bound = b;
     if (found && static_cast<long double>(cost) <= bound) done = true;
   }
+  // Copies the best labelling when there is one costing less than `than`
+  // (any cost when `than` < 0).
+  bool best_below(__int128 than, std::vector<int>* x, __int128* c) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!found || (than >= 0 && cost >= than)) return false;
+    *x = labels;
+    *c = cost;
+    return true;
+  }
   bool upper(double* ub) {
     std::lock_guard<std::mutex> lock(mu);
     if (found) *ub = static_cast<double>(cost);
@@ -195,12 +204,7 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
                 const std::function<void()>* progress) {
   std::vector<int> start;
   __int128 start_cost = 0;
-  {
-    std::lock_guard<std::mutex> lock(sh.mu);
-    if (!sh.found) return;
-    start = sh.labels;
-    start_cost = sh.cost;
-  }
+  if (!sh.best_below(-1, &start, &start_cost)) return;
   Primal primal(m);
   primal.set(start);
   auto cs = groups_for(m, start_cost);
@@ -214,11 +218,8 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
   for (; !sh.done && Clock::now() < deadline; ++step) {
     double left = std::chrono::duration<double>(deadline - Clock::now()).count();
     if (left < 0.05) break;
-    {
-      // Another worker found better: continue from there.
-      std::lock_guard<std::mutex> lock(sh.mu);
-      if (sh.found && sh.cost < primal.cost()) primal.set(sh.labels);
-    }
+    // Another worker found better: continue from there.
+    if (sh.best_below(primal.cost(), &start, &start_cost)) primal.set(start);
     if (primal.cost() < cs_ub - cs_ub / 20) {
       nbh.reset();
       moves.reset();
@@ -261,12 +262,7 @@ void kick_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_
   std::mt19937_64 rng(seed);
   std::vector<int> best;
   __int128 best_cost = 0;
-  {
-    std::lock_guard<std::mutex> lock(sh.mu);
-    if (!sh.found) return;
-    best = sh.labels;
-    best_cost = sh.cost;
-  }
+  if (!sh.best_below(-1, &best, &best_cost)) return;
   std::unique_ptr<Coarsening> cs;
   std::unique_ptr<ForestMoves> moves;
   std::unique_ptr<CoarseLns> regions;
@@ -274,10 +270,7 @@ void kick_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_
   Primal primal(m);
   int kicks = 0, wins = 0;
   for (; !sh.done && Clock::now() < deadline; ++kicks) {
-    {
-      std::lock_guard<std::mutex> lock(sh.mu);
-      if (sh.cost < best_cost) best = sh.labels, best_cost = sh.cost;
-    }
+    sh.best_below(best_cost, &best, &best_cost);
     if (cs_ub < 0 || best_cost < cs_ub - cs_ub / 20) {
       regions.reset();
       moves.reset();
@@ -455,12 +448,7 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
   if (!lns) return;
   std::vector<int> start;
   __int128 start_cost = 0;
-  {
-    std::lock_guard<std::mutex> lock(sh.mu);
-    if (!sh.found) return;
-    start = sh.labels;
-    start_cost = sh.cost;
-  }
+  if (!sh.best_below(-1, &start, &start_cost)) return;
   // Phase 2: the coarse model exactly (HiGHS, memory rows on demand) when
   // it is small enough for HiGHS; phase 3 (or instead): large-neighbourhood
   // search over regions of groups, with the groups rebuilt as the best
