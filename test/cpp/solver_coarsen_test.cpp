@@ -1,18 +1,23 @@
 // Group moves and the coarse MILP: coarsening keeps every labelling cheaper
 // than UB (with its exact cost), forest moves never worsen or overfill
 // memory and are exact on trees, the coarse MILP with generated memory rows
-// finds the brute-force optimum from the worst feasible start, and a
+// finds the brute-force optimum from the worst feasible start, a
 // neighbourhood step over every group never overfills and (being the exact
-// MILP then) finds it too.
+// MILP then) finds it too, neighbourhoods and candidates hold what they
+// promise, and kicks end feasible.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
 #include <optional>
+#include <set>
 #include <random>
 
 #include "core/solver/coarse_lns.h"
 #include "core/solver/coarse_milp.h"
 #include "core/solver/coarsen.h"
 #include "core/solver/forest.h"
+#include "core/solver/kick.h"
 #include "core/solver/model.h"
 #include "core/solver/primal.h"
 #include "core/solver/solver.h"
@@ -265,6 +270,122 @@ TEST(SolverCoarseLns, RegionOfEverythingReachesTheOptimumAndNeverOverfills) {
   }
   EXPECT_GT(tried, 60);
   EXPECT_GT(reached, tried * 9 / 10);  // the whole model in one region is the exact MILP
+}
+
+TEST(SolverCoarseLns, RegionLiveAtHoldsTheMovableGroupsLiveThereWithinBudget) {
+  std::mt19937_64 rng(29);
+  int checked = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    Problem p = follower_problem(rng);
+    std::optional<Model> mo = model_of(p);
+    if (!mo || mo->n == 0 || mo->cap.empty()) continue;
+    const Model& m = *mo;
+    Enumerated all = enumerate(m);
+    std::optional<Extremes> ex = feasible_extremes(all);
+    if (!ex) continue;
+    Coarsening c = coarsen(m, all.cost[ex->worst]);
+    CoarseLns lns(m, c);
+    Primal primal(m);
+    primal.set(all.labels[ex->worst]);
+    const int k = uni(rng, 0, static_cast<int>(m.cap.size()) - 1);
+    std::set<int> expected;
+    for (int i = 0; i < m.n; ++i) {
+      const int g = c.group_of[i];
+      if (m.plo[i] <= k && k < m.phi[i] && c.coarse.num_strategies(g) > 1 && c.label_of(g, primal.labels()) >= 0)
+        expected.insert(g);
+    }
+    CoarseLnsOptions all_of_it;
+    all_of_it.region_groups = c.coarse.n;
+    all_of_it.region_columns = SIZE_MAX;
+    std::vector<int> region = lns.region_live_at(k, primal, all_of_it, rng);
+    ASSERT_EQ(std::set<int>(region.begin(), region.end()), expected) << "trial " << trial;
+    ASSERT_EQ(region.size(), expected.size()) << "trial " << trial;  // no group twice
+    CoarseLnsOptions one;
+    one.region_groups = 1;
+    std::vector<int> single = lns.region_live_at(k, primal, one, rng);
+    ASSERT_EQ(single.size(), std::min<size_t>(1, expected.size()));
+    if (!single.empty()) ASSERT_TRUE(expected.count(single[0]));
+    ++checked;
+  }
+  EXPECT_GT(checked, 50);
+}
+
+TEST(SolverCoarseLns, CandidatesKeepTheCurrentTheCheapestAndTheLeanest) {
+  std::mt19937_64 rng(31);
+  int checked = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    Problem p = follower_problem(rng);
+    std::optional<Model> mo = model_of(p);
+    if (!mo || mo->n == 0) continue;
+    const Model& m = *mo;
+    Coarsening c = identity_coarsening(m);
+    CoarseLns lns(m, c);
+    for (int g = 0; g < c.coarse.n; ++g) {
+      const int n = c.coarse.num_strategies(g);
+      if (n < 3) continue;
+      auto footprint = [&](int r) {
+        long double f = 0;
+        for (size_t sl = c.member_off[g]; sl < c.member_off[g + 1]; ++sl) {
+          const int i = c.members[sl];
+          f += static_cast<long double>(m.usage[m.off[i] + c.fine_strategy(sl, r)]) * (m.phi[i] - m.plo[i]);
+        }
+        return f;
+      };
+      const int cur = uni(rng, 0, n - 1);
+      std::vector<std::pair<Cost, int>> cand;
+      for (int r = 0; r < n; ++r) cand.emplace_back(r == cur ? std::numeric_limits<Cost>::min() : uni(rng, 0, 20), r);
+      // The cheapest other strategy, and the leanest (the cheapest of the leanest on ties).
+      int cheapest = -1, leanest = -1;
+      for (const auto& [key, r] : cand) {
+        if (r == cur) continue;
+        auto before = [&](int a, int b) { return cand[a].first != cand[b].first ? cand[a].first < cand[b].first : a < b; };
+        if (cheapest < 0 || before(r, cheapest)) cheapest = r;
+        if (leanest < 0 || footprint(r) < footprint(leanest) || (footprint(r) == footprint(leanest) && before(r, leanest)))
+          leanest = r;
+      }
+      for (int count = 2; count <= n; ++count) {
+        std::vector<std::pair<Cost, int>> out = lns.pick_candidates(g, cand, count);
+        ASSERT_EQ(out.size(), static_cast<size_t>(count));
+        ASSERT_EQ(out[0].second, cur);
+        std::set<int> picked;
+        for (const auto& kr : out) picked.insert(kr.second);
+        ASSERT_EQ(picked.size(), out.size()) << "a strategy picked twice";
+        ASSERT_TRUE(picked.count(leanest)) << "trial " << trial << " count " << count;
+        if (count >= 4) ASSERT_TRUE(picked.count(cheapest)) << "trial " << trial << " count " << count;
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 50);
+}
+
+TEST(SolverKick, ResultsAreFeasibleAndDirectedKicksImproveSomeStarts) {
+  std::mt19937_64 rng(37);
+  int improved = 0, feasible_results = 0;
+  for (int trial = 0; trial < 150; ++trial) {
+    Problem p = follower_problem(rng);
+    std::optional<Model> mo = model_of(p);
+    if (!mo || mo->n == 0) continue;
+    const Model& m = *mo;
+    Enumerated all = enumerate(m);
+    std::optional<Extremes> ex = feasible_extremes(all);
+    if (!ex) continue;
+    Coarsening c = coarsen(m, all.cost[ex->worst]);
+    CoarseLns lns(m, c);
+    ForestMoves moves(m, c);
+    for (int variant = 0; variant < 4; ++variant) {
+      Primal primal(m);
+      primal.set(all.labels[ex->worst]);
+      const __int128 start = primal.cost();
+      if (!kick(m, c, moves, lns, primal, rng, variant % 2 == 0, variant / 2 == 0)) continue;
+      ASSERT_TRUE(primal.feasible()) << "trial " << trial << " variant " << variant;
+      ASSERT_GE(primal.cost(), ex->best);
+      ++feasible_results;
+      improved += primal.cost() < start;
+    }
+  }
+  EXPECT_GT(feasible_results, 100);
+  EXPECT_GT(improved, feasible_results / 4);
 }
 
 }  // namespace

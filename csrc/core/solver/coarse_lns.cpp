@@ -54,6 +54,75 @@ int CoarseLns::tight_center(const Primal& primal, std::mt19937_64& rng) const {
   return live[rng() % live.size()];
 }
 
+std::vector<int> CoarseLns::region_live_at(int k, const Primal& primal, const CoarseLnsOptions& opt,
+                                           std::mt19937_64& rng) const {
+  const std::vector<int>& x = primal.labels();
+  std::vector<int> live;
+  std::vector<char> seen(cm_.n, 0);
+  for (int i = 0; i < m_.n; ++i) {
+    const int g = c_.group_of[i];
+    if (m_.plo[i] <= k && k < m_.phi[i] && !seen[g]) seen[g] = 1, live.push_back(g);
+  }
+  std::shuffle(live.begin(), live.end(), rng);
+  std::fill(seen.begin(), seen.end(), 0);
+  std::vector<int> region;
+  size_t columns = 0;
+  auto width = [&](int h) { return static_cast<size_t>(std::min(cm_.num_strategies(h), opt.max_strategies)); };
+  for (int g : live) {
+    if (static_cast<int>(region.size()) >= opt.region_groups) break;
+    if (cm_.num_strategies(g) < 2 || c_.label_of(g, x) < 0) continue;
+    size_t add = width(g);
+    for (size_t a = cm_.adj_off[g]; a < cm_.adj_off[g + 1]; ++a) {
+      const auto& e = cm_.edges[cm_.adj[a]];
+      const int h = e.u == g ? e.v : e.u;
+      if (seen[h]) add += width(g) * width(h);
+    }
+    if (!region.empty() && columns + add > opt.region_columns) continue;
+    columns += add;
+    seen[g] = 1;
+    region.push_back(g);
+  }
+  return region;
+}
+
+std::vector<std::pair<Cost, int>> CoarseLns::pick_candidates(int g, std::vector<std::pair<Cost, int>> cand,
+                                                              int count) const {
+  // Memory footprint of each coarse strategy: its members' usage summed
+  // over their live points' count (what a lean choice frees, over time).
+  auto footprint = [&](int r) {
+    long double f = 0;
+    for (size_t sl = c_.member_off[g]; sl < c_.member_off[g + 1]; ++sl) {
+      const int i = c_.members[sl];
+      if (m_.plo[i] < m_.phi[i])
+        f += static_cast<long double>(m_.usage[m_.off[i] + c_.fine_strategy(sl, r)]) * (m_.phi[i] - m_.plo[i]);
+    }
+    return f;
+  };
+  std::sort(cand.begin(), cand.end());  // the current one first (its key is the minimum), then by cost
+  std::vector<std::pair<Cost, int>> out{cand[0]};
+  std::vector<char> taken(cand.size(), 0);
+  taken[0] = 1;
+  // Pareto frontier over (cost, footprint), cheapest first.
+  std::vector<size_t> frontier;
+  long double lean = std::numeric_limits<long double>::infinity();
+  for (size_t q = 1; q < cand.size(); ++q) {
+    const long double f = footprint(cand[q].second);
+    if (f < lean) lean = f, frontier.push_back(q);
+  }
+  // Up to half the places go to the frontier, spread from cheapest to leanest.
+  const size_t half = static_cast<size_t>(count) / 2;
+  const size_t f = frontier.size();
+  for (size_t t = 0; t < std::min(half, f); ++t) {
+    size_t at = t;  // all of it when it fits; else evenly spaced, ending at the leanest
+    if (f > half) at = half == 1 ? f - 1 : t * (f - 1) / (half - 1);
+    const size_t q = frontier[at];
+    if (!taken[q]) taken[q] = 1, out.push_back(cand[q]);
+  }
+  for (size_t q = 1; q < cand.size() && out.size() < static_cast<size_t>(count); ++q)
+    if (!taken[q]) taken[q] = 1, out.push_back(cand[q]);
+  return out;
+}
+
 bool CoarseLns::step(Primal& primal, const std::vector<int>& region_in, const CoarseLnsOptions& opt, double seconds,
                      uint64_t seed) {
   const auto t0 = Clock::now();
@@ -99,11 +168,9 @@ bool CoarseLns::step(Primal& primal, const std::vector<int>& region_in, const Co
       cand.emplace_back(r == cur ? std::numeric_limits<Cost>::min() : c, r);  // the current one always stays
       unary_of[r] = c;
     }
-    // The cheapest few given the rest: keeps HiGHS' model small on groups with many strategies.
-    if (cand.size() > static_cast<size_t>(opt.max_strategies)) {
-      std::nth_element(cand.begin(), cand.begin() + opt.max_strategies, cand.end());
-      cand.resize(opt.max_strategies);
-    }
+    // The cheapest few given the rest, and the cost/memory trade-off curve:
+    // keeps HiGHS' model small on groups with many strategies.
+    if (cand.size() > static_cast<size_t>(opt.max_strategies)) cand = pick_candidates(g, std::move(cand), opt.max_strategies);
     std::sort(cand.begin(), cand.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
     for (const auto& [key, r] : cand) {
       to_sub[q][r] = static_cast<int>(sub.strat.size() - sub.off.back());

@@ -34,8 +34,16 @@ class CoarseLns {
   std::vector<int> region_from(int center, const Primal& primal, const CoarseLnsOptions& opt) const;
   // A coarse node with a member live at one of the tightest check points.
   int tight_center(const Primal& primal, std::mt19937_64& rng) const;
+  // Groups with a member live at check point `k`, in random order, within the budgets.
+  std::vector<int> region_live_at(int k, const Primal& primal, const CoarseLnsOptions& opt, std::mt19937_64& rng) const;
   // Re-solves `region`; true when `primal` improved.
   bool step(Primal& primal, const std::vector<int>& region, const CoarseLnsOptions& opt, double seconds, uint64_t seed);
+
+  // `count` of group g's candidate strategies, given as (key, coarse
+  // strategy) with the current one holding the smallest key: the current
+  // one first, then up to half along the cost/memory trade-off curve
+  // (cheapest to leanest), the rest the cheapest by key.
+  std::vector<std::pair<Cost, int>> pick_candidates(int g, std::vector<std::pair<Cost, int>> cand, int count) const;
 
  private:
   const Model& m_;

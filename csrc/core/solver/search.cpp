@@ -5,17 +5,18 @@
 #include <cmath>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include "coarse_milp.h"
 #include "coarsen.h"
 #include "dual.h"
 #include "forest.h"
+#include "kick.h"
 #include "highs_api.h"
 #include "coarse_lns.h"
 #include "cost_math.h"
 #include "milp.h"
-#include <random>
 #include "primal.h"
 #include "trace.h"
 
@@ -231,9 +232,22 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
     }
     // Now and then exact forest moves over all groups (cheap next to a region).
     if (step % 8 == 0 && moves->sweep(primal, rng) > 0) sh.offer(primal.labels(), primal.cost());
-    const int center = !m.cap.empty() && step % 2 == 0 ? nbh->tight_center(primal, rng)
-                                                        : static_cast<int>(rng() % cs->coarse.n);
-    std::vector<int> region = nbh->region_from(center, primal, lo);
+    // Regions: connected ones around a group live at a tight point, groups
+    // live at one tight point (they compete for the same memory, wherever
+    // they sit in the graph), and connected ones anywhere.
+    std::vector<int> region;
+    if (!m.cap.empty() && step % 2 == 1) {
+      std::vector<int> tight = primal.tightest_points(32);
+      if (!tight.empty()) {
+        CoarseLnsOptions wide = lo;
+        wide.region_groups = INT32_MAX;
+        region = nbh->region_live_at(tight[rng() % tight.size()], primal, wide, rng);
+      }
+    } else {
+      const int center = !m.cap.empty() && step % 4 == 0 ? nbh->tight_center(primal, rng)
+                                                          : static_cast<int>(rng() % cs->coarse.n);
+      region = nbh->region_from(center, primal, lo);
+    }
     if (region.empty()) continue;
     const double budget = std::min(2.0, left);
     const auto t_step = Clock::now();
@@ -250,14 +264,13 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
       (*progress)();
     }
   }
-  trace("coarse lns (seed %llu): %d steps, %d improving, final %s, region columns %zu", static_cast<unsigned long long>(seed), step, wins, to_string(primal.cost()).c_str(),
-        lo.region_columns);
+  trace("coarse lns (seed %llu): %d steps, %d improving, final %s, region columns %zu",
+        static_cast<unsigned long long>(seed), step, wins, to_string(primal.cost()).c_str(), lo.region_columns);
 }
 
 // Iterated local search on groups, for the core the bound search leaves
-// free: kick a small connected set of groups to random other strategies,
-// repair memory, re-optimise with exact forest moves, and keep the result
-// when it beats the shared best (which it restarts from each time).
+// free: kicks (kick.h) from the shared best, half of them directed, keeping
+// results that beat it.
 void kick_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<int> best;
@@ -280,20 +293,7 @@ void kick_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_
       regions = std::make_unique<CoarseLns>(m, *cs);
     }
     primal.set(best);
-    CoarseLnsOptions ko;
-    ko.region_groups = 2 + static_cast<int>(rng() % 11);
-    ko.region_columns = SIZE_MAX;
-    const int center = !m.cap.empty() && kicks % 2 == 0 ? regions->tight_center(primal, rng)
-                                                         : static_cast<int>(rng() % cs->coarse.n);
-    for (int g : regions->region_from(center, primal, ko)) {
-      const int cur = cs->label_of(g, primal.labels());
-      const int r = static_cast<int>(rng() % cs->coarse.num_strategies(g));
-      if (r != cur && cs->coarse.cost[cs->coarse.off[g] + r] < kHugeCost) moves->move_group(primal, g, r, nullptr);
-    }
-    if (!primal.memory_ok() && !moves->repair(primal) && !primal.repair()) continue;
-    primal.improve();
-    for (int sw = 0; sw < 4 && moves->sweep(primal, rng) > 0; ++sw) primal.improve();
-    if (primal.feasible() && primal.cost() < best_cost) {
+    if (kick(m, *cs, *moves, *regions, primal, rng, kicks % 2 == 1, kicks % 2 == 0) && primal.cost() < best_cost) {
       best = primal.labels();
       best_cost = primal.cost();
       sh.offer(best, best_cost);

@@ -1,0 +1,43 @@
+#include "kick.h"
+
+#include <cstdint>
+#include <utility>
+
+#include "cost_math.h"
+
+namespace tlm::solver {
+
+bool kick(const Model& m, const Coarsening& cs, ForestMoves& moves, const CoarseLns& regions, Primal& primal,
+          std::mt19937_64& rng, bool directed, bool near_tight) {
+  CoarseLnsOptions ko;
+  ko.region_groups = directed ? 1 + static_cast<int>(rng() % 3) : 2 + static_cast<int>(rng() % 11);
+  ko.region_columns = SIZE_MAX;
+  const int center = !m.cap.empty() && near_tight ? regions.tight_center(primal, rng)
+                                                   : static_cast<int>(rng() % cs.coarse.n);
+  bool kicked = false;
+  std::vector<std::pair<int, int>> undo;
+  for (int g : regions.region_from(center, primal, ko)) {
+    const int cur = cs.label_of(g, primal.labels());
+    int r = static_cast<int>(rng() % cs.coarse.num_strategies(g));
+    if (directed) {
+      __int128 best_d = 0;
+      r = -1;
+      for (int t = 0; t < cs.coarse.num_strategies(g); ++t) {
+        if (t == cur || cs.coarse.cost[cs.coarse.off[g] + t] >= kHugeCost) continue;
+        undo.clear();
+        const __int128 d = moves.move_group(primal, g, t, &undo);
+        for (auto it = undo.rbegin(); it != undo.rend(); ++it) primal.move(it->first, it->second);
+        if (d < best_d) best_d = d, r = t;
+      }
+      if (r < 0) continue;
+    }
+    if (r != cur && cs.coarse.cost[cs.coarse.off[g] + r] < kHugeCost) moves.move_group(primal, g, r, nullptr), kicked = true;
+  }
+  if (!kicked) return false;
+  if (!primal.memory_ok() && !moves.repair(primal) && !primal.repair()) return false;
+  primal.improve();
+  for (int sw = 0; sw < 4 && moves.sweep(primal, rng) > 0; ++sw) primal.improve();
+  return primal.feasible();
+}
+
+}  // namespace tlm::solver
