@@ -300,6 +300,18 @@ TEST(SolverCoarseLns, RegionLiveAtHoldsTheMovableGroupsLiveThereWithinBudget) {
     std::vector<int> region = lns.region_live_at(k, primal, all_of_it, rng);
     ASSERT_EQ(std::set<int>(region.begin(), region.end()), expected) << "trial " << trial;
     ASSERT_EQ(region.size(), expected.size()) << "trial " << trial;  // no group twice
+    // Extending a region keeps it in front and adds only movable groups live at k.
+    std::vector<int> seed_region = lns.region_from(uni(rng, 0, c.coarse.n - 1), primal, all_of_it);
+    std::vector<int> grown = lns.region_live_at(k, primal, all_of_it, rng, seed_region);
+    ASSERT_TRUE(std::equal(seed_region.begin(), seed_region.end(), grown.begin()));
+    std::set<int> added(grown.begin() + seed_region.size(), grown.end());
+    ASSERT_EQ(added.size(), grown.size() - seed_region.size());
+    for (int g : added) {
+      ASSERT_TRUE(expected.count(g)) << "trial " << trial;
+      ASSERT_EQ(std::count(seed_region.begin(), seed_region.end(), g), 0);
+    }
+    for (int g : expected)
+      ASSERT_TRUE(added.count(g) || std::count(seed_region.begin(), seed_region.end(), g)) << "trial " << trial;
     CoarseLnsOptions one;
     one.region_groups = 1;
     std::vector<int> single = lns.region_live_at(k, primal, one, rng);

@@ -43,10 +43,12 @@ std::vector<int> CoarseLns::region_from(int center, const Primal& primal, const 
   return region;
 }
 
-int CoarseLns::tight_center(const Primal& primal, std::mt19937_64& rng) const {
+int CoarseLns::tight_center(const Primal& primal, std::mt19937_64& rng, int* point) const {
   std::vector<int> tight = primal.tightest_points(8);
+  if (point) *point = -1;
   if (tight.empty()) return static_cast<int>(rng() % cm_.n);
   int k = tight[rng() % tight.size()];
+  if (point) *point = k;
   std::vector<int> live;
   for (int i = 0; i < m_.n; ++i)
     if (m_.plo[i] <= k && k < m_.phi[i]) live.push_back(c_.group_of[i]);
@@ -55,7 +57,7 @@ int CoarseLns::tight_center(const Primal& primal, std::mt19937_64& rng) const {
 }
 
 std::vector<int> CoarseLns::region_live_at(int k, const Primal& primal, const CoarseLnsOptions& opt,
-                                           std::mt19937_64& rng) const {
+                                           std::mt19937_64& rng, std::vector<int> region) const {
   const std::vector<int>& x = primal.labels();
   std::vector<int> live;
   std::vector<char> seen(cm_.n, 0);
@@ -65,10 +67,19 @@ std::vector<int> CoarseLns::region_live_at(int k, const Primal& primal, const Co
   }
   std::shuffle(live.begin(), live.end(), rng);
   std::fill(seen.begin(), seen.end(), 0);
-  std::vector<int> region;
   size_t columns = 0;
   auto width = [&](int h) { return static_cast<size_t>(std::min(cm_.num_strategies(h), opt.max_strategies)); };
+  for (int g : region) {  // the region given to extend
+    columns += width(g);
+    for (size_t a = cm_.adj_off[g]; a < cm_.adj_off[g + 1]; ++a) {
+      const auto& e = cm_.edges[cm_.adj[a]];
+      const int h = e.u == g ? e.v : e.u;
+      if (seen[h]) columns += width(g) * width(h);
+    }
+    seen[g] = 1;
+  }
   for (int g : live) {
+    if (seen[g]) continue;
     if (static_cast<int>(region.size()) >= opt.region_groups) break;
     if (cm_.num_strategies(g) < 2 || c_.label_of(g, x) < 0) continue;
     size_t add = width(g);

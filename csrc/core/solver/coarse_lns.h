@@ -32,10 +32,13 @@ class CoarseLns {
   // Connected region grown breadth-first from `center` within the budgets;
   // groups whose members do not follow one coarse strategy are left out.
   std::vector<int> region_from(int center, const Primal& primal, const CoarseLnsOptions& opt) const;
-  // A coarse node with a member live at one of the tightest check points.
-  int tight_center(const Primal& primal, std::mt19937_64& rng) const;
-  // Groups with a member live at check point `k`, in random order, within the budgets.
-  std::vector<int> region_live_at(int k, const Primal& primal, const CoarseLnsOptions& opt, std::mt19937_64& rng) const;
+  // A coarse node with a member live at one of the tightest check points
+  // (stored in `point` when given; -1 without memory points).
+  int tight_center(const Primal& primal, std::mt19937_64& rng, int* point = nullptr) const;
+  // `region` extended by groups with a member live at check point `k`, in
+  // random order, within the budgets (which count `region` too).
+  std::vector<int> region_live_at(int k, const Primal& primal, const CoarseLnsOptions& opt, std::mt19937_64& rng,
+                                  std::vector<int> region = {}) const;
   // Re-solves `region`; true when `primal` improved.
   bool step(Primal& primal, const std::vector<int>& region, const CoarseLnsOptions& opt, double seconds, uint64_t seed);
 

@@ -232,16 +232,20 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
     }
     // Now and then exact forest moves over all groups (cheap next to a region).
     if (step % 8 == 0 && moves->sweep(primal, rng) > 0) sh.offer(primal.labels(), primal.cost());
-    // Regions: connected ones around a group live at a tight point, groups
-    // live at one tight point (they compete for the same memory, wherever
-    // they sit in the graph), and connected ones anywhere.
+    // Regions: connected ones around a group live at a tight point, with
+    // the groups live at that point added (they compete for the same
+    // memory, wherever they sit in the graph), and connected ones anywhere.
     std::vector<int> region;
     if (!m.cap.empty() && step % 2 == 1) {
-      std::vector<int> tight = primal.tightest_points(32);
-      if (!tight.empty()) {
+      int k = -1;
+      const int center = nbh->tight_center(primal, rng, &k);
+      CoarseLnsOptions part = lo;
+      part.region_columns = lo.region_columns * 3 / 5;
+      region = nbh->region_from(center, primal, part);
+      if (k >= 0) {
         CoarseLnsOptions wide = lo;
         wide.region_groups = INT32_MAX;
-        region = nbh->region_live_at(tight[rng() % tight.size()], primal, wide, rng);
+        region = nbh->region_live_at(k, primal, wide, rng, std::move(region));
       }
     } else {
       const int center = !m.cap.empty() && step % 4 == 0 ? nbh->tight_center(primal, rng)
