@@ -110,6 +110,22 @@ std::optional<Extremes> feasible_extremes(const Enumerated& all) {
   return ex;
 }
 
+// A random follower problem's model with every labelling enumerated;
+// nullopt when the model is empty or no labelling fits in memory.
+struct Case {
+  Model m;
+  Enumerated all;
+  Extremes ex;
+};
+std::optional<Case> feasible_case(std::mt19937_64& rng) {
+  std::optional<Model> mo = model_of(follower_problem(rng));
+  if (!mo || mo->n == 0) return std::nullopt;
+  Enumerated all = enumerate(*mo);
+  std::optional<Extremes> ex = feasible_extremes(all);
+  if (!ex) return std::nullopt;
+  return Case{std::move(*mo), std::move(all), *ex};
+}
+
 TEST(SolverCoarsen, KeepsEveryLabellingCheaperThanTheBoundWithItsCost) {
   std::mt19937_64 rng(11);
   int grouped = 0;
@@ -203,13 +219,11 @@ TEST(SolverCoarseMilp, ReachesTheBruteForceOptimumFromTheWorstStart) {
   std::mt19937_64 rng(17);
   int solved = 0, generated = 0;
   for (int trial = 0; trial < 150; ++trial) {
-    Problem p = follower_problem(rng);
-    std::optional<Model> mo = model_of(p);
-    if (!mo || mo->n == 0) continue;
-    const Model& m = *mo;
-    Enumerated all = enumerate(m);
-    std::optional<Extremes> ex = feasible_extremes(all);
-    if (!ex) continue;
+    std::optional<Case> cs = feasible_case(rng);
+    if (!cs) continue;
+    const Model& m = cs->m;
+    const Enumerated& all = cs->all;
+    const Extremes* ex = &cs->ex;
     const size_t worst = ex->worst;
     const __int128 best = ex->best;
     std::vector<int> x = all.labels[worst];
@@ -240,13 +254,11 @@ TEST(SolverCoarseLns, RegionOfEverythingReachesTheOptimumAndNeverOverfills) {
   std::mt19937_64 rng(23);
   int reached = 0, tried = 0;
   for (int trial = 0; trial < 120; ++trial) {
-    Problem p = follower_problem(rng);
-    std::optional<Model> mo = model_of(p);
-    if (!mo || mo->n == 0) continue;
-    const Model& m = *mo;
-    Enumerated all = enumerate(m);
-    std::optional<Extremes> ex = feasible_extremes(all);
-    if (!ex) continue;
+    std::optional<Case> cs = feasible_case(rng);
+    if (!cs) continue;
+    const Model& m = cs->m;
+    const Enumerated& all = cs->all;
+    const Extremes* ex = &cs->ex;
     const size_t worst = ex->worst;
     const __int128 best = ex->best;
     Coarsening c = coarsen(m, all.cost[worst]);
@@ -276,13 +288,12 @@ TEST(SolverCoarseLns, RegionLiveAtHoldsTheMovableGroupsLiveThereWithinBudget) {
   std::mt19937_64 rng(29);
   int checked = 0;
   for (int trial = 0; trial < 200; ++trial) {
-    Problem p = follower_problem(rng);
-    std::optional<Model> mo = model_of(p);
-    if (!mo || mo->n == 0 || mo->cap.empty()) continue;
-    const Model& m = *mo;
-    Enumerated all = enumerate(m);
-    std::optional<Extremes> ex = feasible_extremes(all);
-    if (!ex) continue;
+    std::optional<Case> cs = feasible_case(rng);
+    if (!cs) continue;
+    const Model& m = cs->m;
+    const Enumerated& all = cs->all;
+    const Extremes* ex = &cs->ex;
+    if (m.cap.empty()) continue;
     Coarsening c = coarsen(m, all.cost[ex->worst]);
     CoarseLns lns(m, c);
     Primal primal(m);
@@ -375,13 +386,11 @@ TEST(SolverKick, ResultsAreFeasibleAndDirectedKicksImproveSomeStarts) {
   std::mt19937_64 rng(37);
   int improved = 0, feasible_results = 0;
   for (int trial = 0; trial < 150; ++trial) {
-    Problem p = follower_problem(rng);
-    std::optional<Model> mo = model_of(p);
-    if (!mo || mo->n == 0) continue;
-    const Model& m = *mo;
-    Enumerated all = enumerate(m);
-    std::optional<Extremes> ex = feasible_extremes(all);
-    if (!ex) continue;
+    std::optional<Case> cs = feasible_case(rng);
+    if (!cs) continue;
+    const Model& m = cs->m;
+    const Enumerated& all = cs->all;
+    const Extremes* ex = &cs->ex;
     Coarsening c = coarsen(m, all.cost[ex->worst]);
     CoarseLns lns(m, c);
     ForestMoves moves(m, c);
