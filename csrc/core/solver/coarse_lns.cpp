@@ -10,6 +10,26 @@
 
 namespace tlm::solver {
 
+namespace {
+
+constexpr char kInRegion = 2;
+
+// MILP columns group g adds to a region (the groups h with state[h] ==
+// kInRegion): its candidate strategies, and one per strategy pair on each
+// of its edges into the region.
+size_t added_columns(const Model& cm, int g, const std::vector<char>& state, int max_strategies) {
+  auto width = [&](int h) { return static_cast<size_t>(std::min(cm.num_strategies(h), max_strategies)); };
+  size_t add = width(g);
+  for (size_t a = cm.adj_off[g]; a < cm.adj_off[g + 1]; ++a) {
+    const auto& e = cm.edges[cm.adj[a]];
+    const int h = e.u == g ? e.v : e.u;
+    if (state[h] == kInRegion) add += width(g) * width(h);
+  }
+  return add;
+}
+
+}  // namespace
+
 CoarseLns::CoarseLns(const Model& m, const Coarsening& c) : m_(m), c_(c), cm_(c.coarse) {}
 
 std::vector<int> CoarseLns::region_from(int center, const Primal& primal, const CoarseLnsOptions& opt) const {
@@ -23,16 +43,10 @@ std::vector<int> CoarseLns::region_from(int center, const Primal& primal, const 
     int g = queue.front();
     queue.pop_front();
     if (cm_.num_strategies(g) < 2 || c_.label_of(g, x) < 0) continue;
-    auto width = [&](int h) { return static_cast<size_t>(std::min(cm_.num_strategies(h), opt.max_strategies)); };
-    size_t add = width(g);
-    for (size_t a = cm_.adj_off[g]; a < cm_.adj_off[g + 1]; ++a) {
-      const auto& e = cm_.edges[cm_.adj[a]];
-      int h = e.u == g ? e.v : e.u;
-      if (seen[h] == 2) add += width(g) * width(h);
-    }
+    const size_t add = added_columns(cm_, g, seen, opt.max_strategies);
     if (!region.empty() && columns + add > opt.region_columns) continue;
     columns += add;
-    seen[g] = 2;  // in the region
+    seen[g] = kInRegion;
     region.push_back(g);
     for (size_t a = cm_.adj_off[g]; a < cm_.adj_off[g + 1]; ++a) {
       const auto& e = cm_.edges[cm_.adj[a]];
@@ -68,29 +82,18 @@ std::vector<int> CoarseLns::region_live_at(int k, const Primal& primal, const Co
   std::shuffle(live.begin(), live.end(), rng);
   std::fill(seen.begin(), seen.end(), 0);
   size_t columns = 0;
-  auto width = [&](int h) { return static_cast<size_t>(std::min(cm_.num_strategies(h), opt.max_strategies)); };
   for (int g : region) {  // the region given to extend
-    columns += width(g);
-    for (size_t a = cm_.adj_off[g]; a < cm_.adj_off[g + 1]; ++a) {
-      const auto& e = cm_.edges[cm_.adj[a]];
-      const int h = e.u == g ? e.v : e.u;
-      if (seen[h]) columns += width(g) * width(h);
-    }
-    seen[g] = 1;
+    columns += added_columns(cm_, g, seen, opt.max_strategies);
+    seen[g] = kInRegion;
   }
   for (int g : live) {
-    if (seen[g]) continue;
+    if (seen[g] == kInRegion) continue;
     if (static_cast<int>(region.size()) >= opt.region_groups) break;
     if (cm_.num_strategies(g) < 2 || c_.label_of(g, x) < 0) continue;
-    size_t add = width(g);
-    for (size_t a = cm_.adj_off[g]; a < cm_.adj_off[g + 1]; ++a) {
-      const auto& e = cm_.edges[cm_.adj[a]];
-      const int h = e.u == g ? e.v : e.u;
-      if (seen[h]) add += width(g) * width(h);
-    }
+    const size_t add = added_columns(cm_, g, seen, opt.max_strategies);
     if (!region.empty() && columns + add > opt.region_columns) continue;
     columns += add;
-    seen[g] = 1;
+    seen[g] = kInRegion;
     region.push_back(g);
   }
   return region;

@@ -36,31 +36,28 @@ __int128 ForestMoves::move_group(Primal& primal, int g, int r, std::vector<std::
   return d;
 }
 
+std::optional<__int128> ForestMoves::group_delta(const std::vector<int>& x, int g, int cur, int r) const {
+  __int128 d = static_cast<__int128>(cm_.cost[cm_.off[g] + r]) - cm_.cost[cm_.off[g] + cur];
+  for (size_t sl = c_.member_off[g]; sl < c_.member_off[g + 1]; ++sl) {
+    const int i = c_.members[sl];
+    const int s = c_.fine_strategy(sl, r);
+    if (s == x[i]) continue;
+    for (size_t a = m_.adj_off[i]; a < m_.adj_off[i + 1]; ++a) {
+      const auto& e = m_.edges[m_.adj[a]];
+      const int j = e.u == i ? e.v : e.u;
+      if (c_.group_of[j] == g) continue;
+      const int sv = m_.num_strategies(e.v);
+      Cost now = e.u == i ? m_.mat[e.off + static_cast<size_t>(x[i]) * sv + x[j]] : m_.mat[e.off + static_cast<size_t>(x[j]) * sv + x[i]];
+      Cost then = e.u == i ? m_.mat[e.off + static_cast<size_t>(s) * sv + x[j]] : m_.mat[e.off + static_cast<size_t>(x[j]) * sv + s];
+      if (then == kInfiniteCost) return std::nullopt;
+      d += static_cast<__int128>(then) - (now == kInfiniteCost ? 0 : now);
+    }
+  }
+  return d;
+}
+
 bool ForestMoves::repair(Primal& primal) {
   if (primal.memory_ok()) return true;
-  // Cost change of moving a whole group from coarse strategy `cur` to r,
-  // without touching the primal: internal cost difference plus the fine
-  // edges leaving the group (members are consistent, so inside edges are in
-  // the coarse cost). nullopt when r would use a forbidden entry.
-  auto group_delta = [&](int g, int cur, int r, const std::vector<int>& x) -> std::optional<__int128> {
-    __int128 d = static_cast<__int128>(cm_.cost[cm_.off[g] + r]) - cm_.cost[cm_.off[g] + cur];
-    for (size_t sl = c_.member_off[g]; sl < c_.member_off[g + 1]; ++sl) {
-      const int i = c_.members[sl];
-      const int s = c_.fine_strategy(sl, r);
-      if (s == x[i]) continue;
-      for (size_t a = m_.adj_off[i]; a < m_.adj_off[i + 1]; ++a) {
-        const auto& e = m_.edges[m_.adj[a]];
-        const int j = e.u == i ? e.v : e.u;
-        if (c_.group_of[j] == g) continue;
-        const int sv = m_.num_strategies(e.v);
-        Cost now = e.u == i ? m_.mat[e.off + static_cast<size_t>(x[i]) * sv + x[j]] : m_.mat[e.off + static_cast<size_t>(x[j]) * sv + x[i]];
-        Cost then = e.u == i ? m_.mat[e.off + static_cast<size_t>(s) * sv + x[j]] : m_.mat[e.off + static_cast<size_t>(x[j]) * sv + s];
-        if (then == kInfiniteCost) return std::nullopt;
-        d += static_cast<__int128>(then) - (now == kInfiniteCost ? 0 : now);
-      }
-    }
-    return d;
-  };
   const auto t0 = Clock::now();
   std::vector<int> stamp(cm_.n, -1), groups;
   for (int guard = 0; guard < 2 * cm_.n + 16 && !primal.memory_ok(); ++guard) {
@@ -86,7 +83,7 @@ bool ForestMoves::repair(Primal& primal) {
             saved += m_.usage[m_.off[i] + x[i]] - m_.usage[m_.off[i] + c_.fine_strategy(sl, r)];
         }
         if (saved <= 0) continue;
-        std::optional<__int128> d = group_delta(g, cur, r, x);
+        std::optional<__int128> d = group_delta(x, g, cur, r);
         if (!d) continue;
         long double ratio = static_cast<long double>(*d) / static_cast<long double>(std::min(saved, over));
         if (best_g < 0 || ratio < best_ratio) best_g = g, best_r = r, best_ratio = ratio;

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -48,6 +49,12 @@ class ForestMoves {
   // edges: any single node leaving its group pays a huge entry. False if
   // stuck (the labelling is then still over the limit).
   bool repair(Primal& primal);
+
+  // Exact cost change of moving group g (whose members follow coarse
+  // strategy `cur` in x) to coarse strategy r, without moving anything: the
+  // internal cost difference plus the fine edges leaving the group (inside
+  // edges are in the coarse cost). nullopt when r would use a forbidden entry.
+  std::optional<__int128> group_delta(const std::vector<int>& x, int g, int cur, int r) const;
 
   // Moves every member of g to coarse strategy r; returns the exact cost change.
   __int128 move_group(Primal& primal, int g, int r, std::vector<std::pair<int, int>>* undo) const;

@@ -1,7 +1,7 @@
 #include "kick.h"
 
 #include <cstdint>
-#include <utility>
+#include <optional>
 
 #include "cost_math.h"
 
@@ -15,7 +15,6 @@ bool kick(const Model& m, const Coarsening& cs, ForestMoves& moves, const Coarse
   const int center = !m.cap.empty() && near_tight ? regions.tight_center(primal, rng)
                                                    : static_cast<int>(rng() % cs.coarse.n);
   bool kicked = false;
-  std::vector<std::pair<int, int>> undo;
   for (int g : regions.region_from(center, primal, ko)) {
     const int cur = cs.label_of(g, primal.labels());
     int r = static_cast<int>(rng() % cs.coarse.num_strategies(g));
@@ -24,10 +23,8 @@ bool kick(const Model& m, const Coarsening& cs, ForestMoves& moves, const Coarse
       r = -1;
       for (int t = 0; t < cs.coarse.num_strategies(g); ++t) {
         if (t == cur || cs.coarse.cost[cs.coarse.off[g] + t] >= kHugeCost) continue;
-        undo.clear();
-        const __int128 d = moves.move_group(primal, g, t, &undo);
-        for (auto it = undo.rbegin(); it != undo.rend(); ++it) primal.move(it->first, it->second);
-        if (d < best_d) best_d = d, r = t;
+        const std::optional<__int128> d = moves.group_delta(primal.labels(), g, cur, t);
+        if (d && *d < best_d) best_d = *d, r = t;
       }
       if (r < 0) continue;
     }
