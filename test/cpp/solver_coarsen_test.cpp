@@ -221,11 +221,9 @@ TEST(SolverCoarseMilp, ReachesTheBruteForceOptimumFromTheWorstStart) {
   for (int trial = 0; trial < 150; ++trial) {
     std::optional<Case> cs = feasible_case(rng);
     if (!cs) continue;
-    const Model& m = cs->m;
-    const Enumerated& all = cs->all;
-    const Extremes* ex = &cs->ex;
-    const size_t worst = ex->worst;
-    const __int128 best = ex->best;
+    const auto& [m, all, ex] = *cs;
+    const size_t worst = ex.worst;
+    const __int128 best = ex.best;
     std::vector<int> x = all.labels[worst];
     __int128 cost = all.cost[worst];
     Coarsening c = coarsen(m, cost);
@@ -256,11 +254,9 @@ TEST(SolverCoarseLns, RegionOfEverythingReachesTheOptimumAndNeverOverfills) {
   for (int trial = 0; trial < 120; ++trial) {
     std::optional<Case> cs = feasible_case(rng);
     if (!cs) continue;
-    const Model& m = cs->m;
-    const Enumerated& all = cs->all;
-    const Extremes* ex = &cs->ex;
-    const size_t worst = ex->worst;
-    const __int128 best = ex->best;
+    const auto& [m, all, ex] = *cs;
+    const size_t worst = ex.worst;
+    const __int128 best = ex.best;
     Coarsening c = coarsen(m, all.cost[worst]);
     CoarseLns lns(m, c);
     Primal primal(m);
@@ -290,14 +286,12 @@ TEST(SolverCoarseLns, RegionLiveAtHoldsTheMovableGroupsLiveThereWithinBudget) {
   for (int trial = 0; trial < 200; ++trial) {
     std::optional<Case> cs = feasible_case(rng);
     if (!cs) continue;
-    const Model& m = cs->m;
-    const Enumerated& all = cs->all;
-    const Extremes* ex = &cs->ex;
+    const auto& [m, all, ex] = *cs;
     if (m.cap.empty()) continue;
-    Coarsening c = coarsen(m, all.cost[ex->worst]);
+    Coarsening c = coarsen(m, all.cost[ex.worst]);
     CoarseLns lns(m, c);
     Primal primal(m);
-    primal.set(all.labels[ex->worst]);
+    primal.set(all.labels[ex.worst]);
     const int k = uni(rng, 0, static_cast<int>(m.cap.size()) - 1);
     std::set<int> expected;
     for (int i = 0; i < m.n; ++i) {
@@ -388,19 +382,17 @@ TEST(SolverKick, ResultsAreFeasibleAndDirectedKicksImproveSomeStarts) {
   for (int trial = 0; trial < 150; ++trial) {
     std::optional<Case> cs = feasible_case(rng);
     if (!cs) continue;
-    const Model& m = cs->m;
-    const Enumerated& all = cs->all;
-    const Extremes* ex = &cs->ex;
-    Coarsening c = coarsen(m, all.cost[ex->worst]);
+    const auto& [m, all, ex] = *cs;
+    Coarsening c = coarsen(m, all.cost[ex.worst]);
     CoarseLns lns(m, c);
     ForestMoves moves(m, c);
     for (int variant = 0; variant < 4; ++variant) {
       Primal primal(m);
-      primal.set(all.labels[ex->worst]);
+      primal.set(all.labels[ex.worst]);
       const __int128 start = primal.cost();
       if (!kick(m, c, moves, lns, primal, rng, variant % 2 == 0, variant / 2 == 0)) continue;
       ASSERT_TRUE(primal.feasible()) << "trial " << trial << " variant " << variant;
-      ASSERT_GE(primal.cost(), ex->best);
+      ASSERT_GE(primal.cost(), ex.best);
       ++feasible_results;
       improved += primal.cost() < start;
     }
