@@ -22,7 +22,7 @@ ext = CppExtension(
     name="torch_localmap._C",
     sources=sources(),
     include_dirs=[os.path.join(ROOT, "csrc")],
-    extra_compile_args=["-O2", "-std=c++17", "-fvisibility=hidden"],
+    extra_compile_args=["-O3", "-DNDEBUG", "-std=c++17", "-fvisibility=hidden"],
     libraries=["dl"],
 )
 

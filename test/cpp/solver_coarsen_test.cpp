@@ -401,5 +401,75 @@ TEST(SolverKick, ResultsAreFeasibleAndDirectedKicksImproveSomeStarts) {
   EXPECT_GT(improved, feasible_results / 4);
 }
 
+// cost + sum_i price_i * usage_i over nodes with live points, in long double.
+long double priced_objective(const Model& m, const Primal& p, const std::vector<double>& price) {
+  long double v = static_cast<long double>(p.cost());
+  for (int i = 0; i < m.n; ++i)
+    if (m.plo[i] < m.phi[i]) v += price[i] * static_cast<long double>(m.usage[m.off[i] + p.labels()[i]]);
+  return v;
+}
+
+TEST(SolverForest, PricedSweepLowersThePricedObjectiveAndBuysMemoryWhenPricesAreHigh) {
+  std::mt19937_64 rng(41);
+  int moved = 0, bought = 0;
+  for (int trial = 0; trial < 150; ++trial) {
+    std::optional<Case> cs = feasible_case(rng);
+    if (!cs) continue;
+    const auto& [m, all, ex] = *cs;
+    Coarsening c = coarsen(m, all.cost[ex.worst]);
+    ForestMoves moves(m, c);
+    size_t cheapest = 0;
+    while (!all.feasible[cheapest] || all.cost[cheapest] != ex.best) ++cheapest;
+    // Low prices from the dearest labelling, high ones from the cheapest.
+    for (auto [level, start] : {std::pair{0.5, ex.worst}, std::pair{1000.0, cheapest}}) {
+      std::vector<double> price(m.n);
+      for (double& q : price) q = level * std::uniform_real_distribution<double>(0.5, 1.0)(rng);
+      const std::vector<double> ones(m.n, 1.0);
+      Primal primal(m);
+      primal.set(all.labels[start]);
+      const long double before = priced_objective(m, primal, price);
+      const __int128 cost_before = primal.cost();
+      const long double usage_before = priced_objective(m, primal, ones) - cost_before;
+      const int accepted = moves.sweep(primal, rng, &price, /*respect_memory=*/false);
+      const long double after = priced_objective(m, primal, price);
+      ASSERT_LE(after, before + 1e-6L) << "trial " << trial;
+      if (accepted == 0) continue;
+      ASSERT_LT(after, before) << "an accepted forest must lower the priced objective";
+      ++moved;
+      // Memory bought at a higher true cost: only a priced acceptance does that.
+      const long double usage_after = priced_objective(m, primal, ones) - primal.cost();
+      if (usage_after < usage_before && primal.cost() > cost_before) ++bought;
+    }
+  }
+  EXPECT_GT(moved, 50);
+  EXPECT_GT(bought, 10);
+}
+
+TEST(SolverKick, PricedKicksAreFeasibleAndImproveSomeStarts) {
+  std::mt19937_64 rng(43);
+  int improved = 0, feasible_results = 0;
+  for (int trial = 0; trial < 150; ++trial) {
+    std::optional<Case> cs = feasible_case(rng);
+    if (!cs) continue;
+    const auto& [m, all, ex] = *cs;
+    if (m.cap.empty()) continue;
+    Coarsening c = coarsen(m, all.cost[ex.worst]);
+    ForestMoves moves(m, c);
+    for (double level : {0.1, 1.0, 10.0}) {
+      std::vector<double> price(m.n, level);
+      Primal primal(m);
+      primal.set(all.labels[ex.worst]);
+      const __int128 start = primal.cost();
+      if (!priced_kick(m, moves, primal, price, rng)) continue;
+      ASSERT_TRUE(primal.feasible()) << "trial " << trial << " level " << level;
+      ASSERT_GE(primal.cost(), ex.best);
+      ++feasible_results;
+      improved += primal.cost() < start;
+    }
+  }
+  EXPECT_GT(feasible_results, 50);
+  EXPECT_GT(improved, feasible_results / 4);
+}
+
 }  // namespace
 }  // namespace tlm::solver

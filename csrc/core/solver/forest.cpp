@@ -299,6 +299,8 @@ bool ForestMoves::optimise(Primal& primal, const std::vector<int>& forest, const
 
   // Apply to the members with exact accounting; keep only a strict improvement.
   __int128 total = 0;
+  double priced = 0;  // price * usage change
+  const bool has_price = price && !price->empty();
   std::vector<std::pair<int, int>> undo;
   for (size_t k = 0; k < forest.size(); ++k) {
     if (label[k] < 0) continue;  // no finite choice found: the group stays as it is
@@ -308,13 +310,20 @@ bool ForestMoves::optimise(Primal& primal, const std::vector<int>& forest, const
       const int s = fine_s(sl, label[k]);
       if (s == x[i]) continue;
       total += primal.delta(i, s);
+      if (has_price && m_.plo[i] < m_.phi[i])
+        priced += (*price)[i] * static_cast<double>(m_.usage[m_.off[i] + s] - m_.usage[m_.off[i] + x[i]]);
       undo.emplace_back(i, x[i]);
       primal.move(i, s);
     }
   }
   for (int g : forest) in_forest_[g] = -1, parent_[g] = -2;
   if (undo.empty()) return false;
-  if (total < 0 && (!respect_memory || primal.memory_ok())) return true;
+  // Priced moves are judged by the priced objective (true change first, so
+  // a huge forbidden entry is never outweighed by a price).
+  const bool better = has_price && total < Primal::kConflict / 2
+                          ? static_cast<double>(total) + priced < 0
+                          : total < 0;
+  if (better && (!respect_memory || primal.memory_ok())) return true;
   for (auto it = undo.rbegin(); it != undo.rend(); ++it) primal.move(it->first, it->second);
   return false;
 }

@@ -37,8 +37,9 @@ class ForestMoves {
   // Covers every node with a choice by random forests (about two or three
   // for sparse graphs) and re-optimises each. `price` (per model node, may
   // be empty) adds price * usage to the objective the DP minimises, to steer
-  // memory; acceptance always uses the true cost. Returns the number of
-  // accepted forests.
+  // memory; a forest's move is then accepted when that priced objective
+  // falls (without a price: when the exact cost falls). Returns the number
+  // of accepted forests.
   // With `respect_memory` false the memory limit is ignored (for estimating
   // the unconstrained optimum).
   int sweep(Primal& primal, std::mt19937_64& rng, const std::vector<double>* price = nullptr, bool respect_memory = true);

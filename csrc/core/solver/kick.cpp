@@ -6,6 +6,18 @@
 #include "cost_math.h"
 
 namespace tlm::solver {
+namespace {
+
+// After a kick: memory repair by groups (then by nodes), single-node moves
+// and a few exact forest sweeps.
+bool settle(ForestMoves& moves, Primal& primal, std::mt19937_64& rng) {
+  if (!primal.memory_ok() && !moves.repair(primal) && !primal.repair()) return false;
+  primal.improve();
+  for (int sw = 0; sw < 4 && moves.sweep(primal, rng) > 0; ++sw) primal.improve();
+  return primal.feasible();
+}
+
+}  // namespace
 
 bool kick(const Model& m, const Coarsening& cs, ForestMoves& moves, const CoarseLns& regions, Primal& primal,
           std::mt19937_64& rng, bool directed, bool near_tight) {
@@ -31,10 +43,13 @@ bool kick(const Model& m, const Coarsening& cs, ForestMoves& moves, const Coarse
     if (r != cur && cs.coarse.cost[cs.coarse.off[g] + r] < kHugeCost) moves.move_group(primal, g, r, nullptr), kicked = true;
   }
   if (!kicked) return false;
-  if (!primal.memory_ok() && !moves.repair(primal) && !primal.repair()) return false;
-  primal.improve();
-  for (int sw = 0; sw < 4 && moves.sweep(primal, rng) > 0; ++sw) primal.improve();
-  return primal.feasible();
+  return settle(moves, primal, rng);
+}
+
+bool priced_kick(const Model& m, ForestMoves& moves, Primal& primal, const std::vector<double>& price,
+                 std::mt19937_64& rng) {
+  if (m.cap.empty() || moves.sweep(primal, rng, &price, false) == 0) return false;
+  return settle(moves, primal, rng);
 }
 
 }  // namespace tlm::solver

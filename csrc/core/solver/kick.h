@@ -26,4 +26,14 @@ namespace tlm::solver {
 bool kick(const Model& m, const Coarsening& cs, ForestMoves& moves, const CoarseLns& regions, Primal& primal,
           std::mt19937_64& rng, bool directed, bool near_tight);
 
+// A Lagrangian kick: one forest sweep over all groups minimising
+// cost + price * usage with the memory limit ignored (each forest accepted
+// when that priced objective falls), then the group repair and the usual
+// re-optimisation. `price` (per model node) is a memory price such as the
+// bound search's multipliers summed over a node's live points; it moves
+// many groups at once, wherever memory is dear or cheap, which trades
+// memory between groups far apart in the graph. Same result contract as kick().
+bool priced_kick(const Model& m, ForestMoves& moves, Primal& primal, const std::vector<double>& price,
+                 std::mt19937_64& rng);
+
 }  // namespace tlm::solver

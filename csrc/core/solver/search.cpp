@@ -62,6 +62,7 @@ struct Shared {
   std::atomic<bool> done{false};
   std::vector<double> reduced_cost;  // at the best bound (dual side only)
   long double rc_bound = 0;
+  std::vector<double> memory_price;  // per node: its multipliers summed, at the best bound
 
   bool offer(const std::vector<int>& x, __int128 c) {
     std::lock_guard<std::mutex> lock(mu);
@@ -124,6 +125,7 @@ void bound_search(const Model& m, Shared& sh, Clock::time_point deadline, int ma
         std::lock_guard<std::mutex> lock(sh.mu);
         sh.reduced_cost = std::move(rc);
         sh.rc_bound = raw - 1e-9L * (mag + std::fabs(cap_term)) - 1e-6L;
+        sh.memory_price = node_lam;
       }
       sh.raise_bound(b);
       if (b > last + 1e-7L * std::fabs(last) + 0.5L) {
@@ -285,7 +287,16 @@ void kick_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_
   std::unique_ptr<CoarseLns> regions;
   __int128 cs_ub = -1;
   Primal primal(m);
-  int kicks = 0, wins = 0;
+  std::vector<double> lam_price;
+  {
+    std::lock_guard<std::mutex> lock(sh.mu);
+    lam_price = sh.memory_price;
+  }
+  bool any_price = false;
+  for (double p : lam_price) any_price |= p > 0;
+  std::vector<double> price(lam_price.size());
+  std::uniform_real_distribution<double> scale(0.5, 1.5);
+  int kicks = 0, wins = 0, priced_wins = 0;
   for (; !sh.done && Clock::now() < deadline; ++kicks) {
     sh.best_below(best_cost, &best, &best_cost);
     if (cs_ub < 0 || best_cost < cs_ub - cs_ub / 20) {
@@ -297,14 +308,27 @@ void kick_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_
       regions = std::make_unique<CoarseLns>(m, *cs);
     }
     primal.set(best);
-    if (kick(m, *cs, *moves, *regions, primal, rng, kicks % 2 == 1, kicks % 2 == 0) && primal.cost() < best_cost) {
+    // Every third kick is priced (when the bound search found memory
+    // prices), at a random scale of them; the others alternate between
+    // random ones near a tight point and directed ones anywhere.
+    const bool priced = any_price && kicks % 3 == 2;
+    bool ok;
+    if (priced) {
+      const double f = scale(rng);
+      for (size_t i = 0; i < price.size(); ++i) price[i] = f * lam_price[i];
+      ok = priced_kick(m, *moves, primal, price, rng);
+    } else {
+      ok = kick(m, *cs, *moves, *regions, primal, rng, kicks % 2 == 1, kicks % 2 == 0);
+    }
+    if (ok && primal.cost() < best_cost) {
       best = primal.labels();
       best_cost = primal.cost();
       sh.offer(best, best_cost);
       ++wins;
+      priced_wins += priced;
     }
   }
-  trace("kicks: %d, %d improving, final %s", kicks, wins, to_string(best_cost).c_str());
+  trace("kicks: %d, %d improving (%d priced), final %s", kicks, wins, priced_wins, to_string(best_cost).c_str());
 }
 
 // Primal side: message passing on cost + price * usage, where a node's price
