@@ -297,6 +297,7 @@ void kick_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_
   std::vector<double> price(lam_price.size());
   std::uniform_real_distribution<double> scale(0.5, 1.5);
   int kicks = 0, wins = 0, priced_wins = 0;
+  trace("kicks start (%s memory prices)", any_price ? "with" : "without");
   for (; !sh.done && Clock::now() < deadline; ++kicks) {
     sh.best_below(best_cost, &best, &best_cost);
     if (cs_ub < 0 || best_cost < cs_ub - cs_ub / 20) {
@@ -308,10 +309,10 @@ void kick_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_
       regions = std::make_unique<CoarseLns>(m, *cs);
     }
     primal.set(best);
-    // Every third kick is priced (when the bound search found memory
+    // Two kicks in three are priced (when the bound search found memory
     // prices), at a random scale of them; the others alternate between
     // random ones near a tight point and directed ones anywhere.
-    const bool priced = any_price && kicks % 3 == 2;
+    const bool priced = any_price && kicks % 3 != 0;
     bool ok;
     if (priced) {
       const double f = scale(rng);
