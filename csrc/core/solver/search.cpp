@@ -63,6 +63,7 @@ struct Shared {
   std::vector<double> reduced_cost;  // at the best bound (dual side only)
   long double rc_bound = 0;
   std::vector<double> memory_price;  // per node: its multipliers summed, at the best bound
+  std::atomic<int> price_version{0};  // bumped whenever memory_price changes
 
   bool offer(const std::vector<int>& x, __int128 c) {
     std::lock_guard<std::mutex> lock(mu);
@@ -126,6 +127,7 @@ void bound_search(const Model& m, Shared& sh, Clock::time_point deadline, int ma
         sh.reduced_cost = std::move(rc);
         sh.rc_bound = raw - 1e-9L * (mag + std::fabs(cap_term)) - 1e-6L;
         sh.memory_price = node_lam;
+        ++sh.price_version;
       }
       sh.raise_bound(b);
       if (b > last + 1e-7L * std::fabs(last) + 0.5L) {
@@ -187,6 +189,46 @@ class RangeMax {
   std::vector<std::vector<double>> table_;
 };
 
+// Lagrangian kicks (kick.h) at a random scale of the bound search's
+// latest memory prices; both workers run them.
+class PricedKicks {
+ public:
+  explicit PricedKicks(Shared& sh) : sh_(sh) {}
+  // True when there are prices to kick with (fetched when they changed).
+  bool ready() {
+    const int v = sh_.price_version.load();
+    if (v != version_) {
+      std::lock_guard<std::mutex> lock(sh_.mu);
+      version_ = sh_.price_version.load();
+      base_ = sh_.memory_price;
+      any_ = std::any_of(base_.begin(), base_.end(), [](double p) { return p > 0; });
+      price_.resize(base_.size());
+    }
+    return any_;
+  }
+  // Half the kicks also scale each group's prices by its own random factor,
+  // so different groups turn lean (the same prices keep leading back to
+  // the same labellings).
+  bool run(const Model& m, const Coarsening& cs, ForestMoves& moves, Primal& primal, std::mt19937_64& rng) {
+    const double f = std::uniform_real_distribution<double>(0.5, 1.5)(rng);
+    if (rng() % 2) {
+      std::uniform_real_distribution<double> noise(0.6, 1.4);
+      group_f_.resize(cs.coarse.n);
+      for (double& g : group_f_) g = f * noise(rng);
+      for (size_t i = 0; i < base_.size(); ++i) price_[i] = group_f_[cs.group_of[i]] * base_[i];
+    } else {
+      for (size_t i = 0; i < base_.size(); ++i) price_[i] = f * base_[i];
+    }
+    return priced_kick(m, moves, primal, price_, rng);
+  }
+
+ private:
+  Shared& sh_;
+  int version_ = 0;
+  bool any_ = false;
+  std::vector<double> base_, price_, group_f_;
+};
+
 // Groups for a labelling of cost `ub`; the identity if grouping fails (it
 // cannot for a real labelling's cost, but a search must not die of it).
 std::unique_ptr<Coarsening> groups_for(const Model& m, __int128 ub) {
@@ -217,7 +259,8 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
   auto nbh = std::make_unique<CoarseLns>(m, *cs);
   auto moves = std::make_unique<ForestMoves>(m, *cs);
   CoarseLnsOptions lo;
-  int wins = 0, step = 0;
+  PricedKicks lagrangian(sh);
+  int wins = 0, step = 0, priced_wins = 0;
   for (; !sh.done && Clock::now() < deadline; ++step) {
     double left = std::chrono::duration<double>(deadline - Clock::now()).count();
     if (left < 0.05) break;
@@ -234,6 +277,17 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
     }
     // Now and then exact forest moves over all groups (cheap next to a region).
     if (step % 8 == 0 && moves->sweep(primal, rng) > 0) sh.offer(primal.labels(), primal.cost());
+    // And a Lagrangian kick (a fraction of a region's time) once prices exist.
+    if (step % 4 == 2 && lagrangian.ready()) {
+      const std::vector<int> before = primal.labels();
+      const __int128 before_cost = primal.cost();
+      if (lagrangian.run(m, *cs, *moves, primal, rng) && primal.cost() < before_cost) {
+        sh.offer(primal.labels(), primal.cost());
+        ++priced_wins;
+      } else {
+        primal.set(before);
+      }
+    }
     // Regions: connected ones around a group live at a tight point, with
     // the groups live at that point added (they compete for the same
     // memory, wherever they sit in the graph), and connected ones anywhere.
@@ -270,8 +324,9 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
       (*progress)();
     }
   }
-  trace("coarse lns (seed %llu): %d steps, %d improving, final %s, region columns %zu",
-        static_cast<unsigned long long>(seed), step, wins, to_string(primal.cost()).c_str(), lo.region_columns);
+  trace("coarse lns (seed %llu): %d steps, %d improving, %d Lagrangian kicks improving, final %s, region columns %zu",
+        static_cast<unsigned long long>(seed), step, wins, priced_wins, to_string(primal.cost()).c_str(),
+        lo.region_columns);
 }
 
 // Iterated local search on groups, for the core the bound search leaves
@@ -287,17 +342,9 @@ void kick_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_
   std::unique_ptr<CoarseLns> regions;
   __int128 cs_ub = -1;
   Primal primal(m);
-  std::vector<double> lam_price;
-  {
-    std::lock_guard<std::mutex> lock(sh.mu);
-    lam_price = sh.memory_price;
-  }
-  bool any_price = false;
-  for (double p : lam_price) any_price |= p > 0;
-  std::vector<double> price(lam_price.size());
-  std::uniform_real_distribution<double> scale(0.5, 1.5);
+  PricedKicks lagrangian(sh);
   int kicks = 0, wins = 0, priced_wins = 0;
-  trace("kicks start (%s memory prices)", any_price ? "with" : "without");
+  trace("kicks start (%s memory prices)", lagrangian.ready() ? "with" : "without");
   for (; !sh.done && Clock::now() < deadline; ++kicks) {
     sh.best_below(best_cost, &best, &best_cost);
     if (cs_ub < 0 || best_cost < cs_ub - cs_ub / 20) {
@@ -312,12 +359,10 @@ void kick_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_
     // Two kicks in three are priced (when the bound search found memory
     // prices), at a random scale of them; the others alternate between
     // random ones near a tight point and directed ones anywhere.
-    const bool priced = any_price && kicks % 3 != 0;
+    const bool priced = kicks % 3 != 0 && lagrangian.ready();
     bool ok;
     if (priced) {
-      const double f = scale(rng);
-      for (size_t i = 0; i < price.size(); ++i) price[i] = f * lam_price[i];
-      ok = priced_kick(m, *moves, primal, price, rng);
+      ok = lagrangian.run(m, *cs, *moves, primal, rng);
     } else {
       ok = kick(m, *cs, *moves, *regions, primal, rng, kicks % 2 == 1, kicks % 2 == 0);
     }
