@@ -401,11 +401,10 @@ TEST(SolverKick, ResultsAreFeasibleAndDirectedKicksImproveSomeStarts) {
   EXPECT_GT(improved, feasible_results / 4);
 }
 
-// cost + sum_i price_i * usage_i over nodes with live points, in long double.
+// cost + sum_i price_i * usage_i, in long double.
 long double priced_objective(const Model& m, const Primal& p, const std::vector<double>& price) {
   long double v = static_cast<long double>(p.cost());
-  for (int i = 0; i < m.n; ++i)
-    if (m.plo[i] < m.phi[i]) v += price[i] * static_cast<long double>(m.usage[m.off[i] + p.labels()[i]]);
+  for (int i = 0; i < m.n; ++i) v += price[i] * static_cast<long double>(m.usage[m.off[i] + p.labels()[i]]);
   return v;
 }
 

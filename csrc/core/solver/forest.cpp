@@ -310,7 +310,7 @@ bool ForestMoves::optimise(Primal& primal, const std::vector<int>& forest, const
       const int s = fine_s(sl, label[k]);
       if (s == x[i]) continue;
       total += primal.delta(i, s);
-      if (has_price && m_.plo[i] < m_.phi[i])
+      if (has_price)  // exactly the price term the DP minimised above
         priced += (*price)[i] * static_cast<double>(m_.usage[m_.off[i] + s] - m_.usage[m_.off[i] + x[i]]);
       undo.emplace_back(i, x[i]);
       primal.move(i, s);
