@@ -4,7 +4,8 @@
 // finds the brute-force optimum from the worst feasible start, a
 // neighbourhood step over every group never overfills and (being the exact
 // MILP then) finds it too, neighbourhoods and candidates hold what they
-// promise, and kicks end feasible.
+// promise, kicks end feasible, and merging finds the best recombination of
+// a pool of labellings.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "core/solver/coarsen.h"
 #include "core/solver/forest.h"
 #include "core/solver/kick.h"
+#include "core/solver/merge.h"
 #include "core/solver/model.h"
 #include "core/solver/primal.h"
 #include "core/solver/solver.h"
@@ -468,6 +470,73 @@ TEST(SolverKick, PricedKicksAreFeasibleAndImproveSomeStarts) {
   }
   EXPECT_GT(feasible_results, 50);
   EXPECT_GT(improved, feasible_results / 4);
+}
+
+TEST(SolverMerge, ElitePoolKeepsTheCheapestDistinctLabellings) {
+  ElitePool pool(3);
+  EXPECT_TRUE(pool.add({0, 1}, 50));
+  EXPECT_FALSE(pool.add({0, 1}, 50));  // already there
+  EXPECT_TRUE(pool.add({1, 1}, 50));   // same cost, other labels
+  EXPECT_TRUE(pool.add({2, 2}, 70));
+  EXPECT_FALSE(pool.add({3, 3}, 80));  // full, dearer than every member
+  EXPECT_TRUE(pool.add({4, 4}, 10));   // replaces the 70
+  ASSERT_EQ(pool.size(), 3u);
+  for (const auto& x : pool.members()) EXPECT_NE(x, (std::vector<int>{2, 2}));
+  EXPECT_EQ(pool.version(), 4);
+}
+
+// Merging reaches the optimum over labellings that take each node's
+// strategy from the start or from a pool member (by enumeration), ends
+// feasible and never above the start.
+TEST(SolverMerge, FindsTheBestRecombinationOfThePool) {
+  ASSERT_TRUE(testing::locate_highs());
+  std::mt19937_64 rng(71);
+  int merged = 0, improved = 0;
+  for (int trial = 0; trial < 150; ++trial) {
+    std::optional<Case> cs = feasible_case(rng);
+    if (!cs) continue;
+    const auto& [m, all, ex] = *cs;
+    std::vector<size_t> feasible;
+    for (size_t q = 0; q < all.labels.size(); ++q)
+      if (all.feasible[q]) feasible.push_back(q);
+    if (feasible.size() < 3) continue;
+    std::vector<std::vector<int>> pool;
+    for (int k = uni(rng, 1, 3); k > 0; --k) pool.push_back(all.labels[feasible[rng() % feasible.size()]]);
+    std::vector<int> x = all.labels[ex.worst];
+    __int128 cost = all.cost[ex.worst];
+    const __int128 start = cost;
+    // The optimum over the recombinations, by enumeration.
+    __int128 want = cost;
+    for (size_t q : feasible) {
+      bool inside = true;
+      for (int i = 0; i < m.n && inside; ++i) {
+        bool any = all.labels[q][i] == x[i];
+        for (const auto& y : pool) any = any || all.labels[q][i] == y[i];
+        inside = any;
+      }
+      if (inside) want = std::min(want, all.cost[q]);
+    }
+    int offers = 0;
+    MergeResult r = merge_solutions(
+        m, pool, x, cost, Clock::now() + std::chrono::seconds(20), 0, 1000000,
+        [&](const std::vector<int>&, __int128) { ++offers; }, [] { return false; });
+    Primal check(m);
+    check.set(x);
+    ASSERT_TRUE(check.feasible()) << "trial " << trial;
+    ASSERT_EQ(to_string(check.cost()), to_string(cost)) << "trial " << trial;
+    if (r.free_nodes == 0) {
+      ASSERT_EQ(to_string(cost), to_string(start));
+      continue;
+    }
+    ASSERT_TRUE(r.ran) << "trial " << trial;
+    ASSERT_EQ(to_string(cost), to_string(want)) << "trial " << trial;
+    EXPECT_EQ(r.improved, cost < start);
+    EXPECT_EQ(offers > 0, cost < start);
+    ++merged;
+    improved += cost < start;
+  }
+  EXPECT_GT(merged, 80);
+  EXPECT_GT(improved, 30);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "highs_api.h"
 #include "coarse_lns.h"
 #include "cost_math.h"
+#include "merge.h"
 #include "milp.h"
 #include "primal.h"
 #include "trace.h"
@@ -64,6 +65,20 @@ struct Shared {
   long double rc_bound = 0;
   std::vector<double> memory_price;  // per node: its multipliers summed, at the best bound
   std::atomic<int> price_version{0};  // bumped whenever memory_price changes
+  ElitePool pool{24};                 // kick results, for solution merging
+
+  void remember(const std::vector<int>& x, __int128 c) {
+    std::lock_guard<std::mutex> lock(mu);
+    pool.add(x, c);
+  }
+  // The pool's labellings when it changed `changes` times since `version`.
+  bool pool_if_changed(int* version, int changes, std::vector<std::vector<int>>* out) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (pool.version() < *version + changes) return false;
+    *version = pool.version();
+    *out = pool.members();
+    return true;
+  }
 
   bool offer(const std::vector<int>& x, __int128 c) {
     std::lock_guard<std::mutex> lock(mu);
@@ -260,7 +275,9 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
   auto moves = std::make_unique<ForestMoves>(m, *cs);
   CoarseLnsOptions lo;
   PricedKicks lagrangian(sh);
-  int wins = 0, step = 0, priced_wins = 0;
+  int wins = 0, step = 0, priced_wins = 0, merge_wins = 0, pool_version = 0;
+  std::vector<std::vector<int>> pool;
+  auto last_merge = Clock::now();
   for (; !sh.done && Clock::now() < deadline; ++step) {
     double left = std::chrono::duration<double>(deadline - Clock::now()).count();
     if (left < 0.05) break;
@@ -281,12 +298,28 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
     if (step % 4 == 2 && lagrangian.ready()) {
       const std::vector<int> before = primal.labels();
       const __int128 before_cost = primal.cost();
-      if (lagrangian.run(m, *cs, *moves, primal, rng) && primal.cost() < before_cost) {
+      const bool ok = lagrangian.run(m, *cs, *moves, primal, rng);
+      if (ok) sh.remember(primal.labels(), primal.cost());
+      if (ok && primal.cost() < before_cost) {
         sh.offer(primal.labels(), primal.cost());
         ++priced_wins;
       } else {
         primal.set(before);
       }
+    }
+    // Solution merging (merge.h) once the kicks brought in enough new labellings.
+    if (step % 4 == 0 && Clock::now() - last_merge > std::chrono::seconds(5) &&
+        sh.pool_if_changed(&pool_version, 4, &pool)) {
+      last_merge = Clock::now();
+      std::vector<int> x = primal.labels();
+      __int128 c = primal.cost();
+      const auto merge_end = std::min(deadline, Clock::now() + std::chrono::seconds(10));
+      MergeResult mr = merge_solutions(
+          m, pool, x, c, merge_end, seed + step, kWholeCoarseMilpColumns,
+          [&](const std::vector<int>& y, __int128 yc) { sh.offer(y, yc); }, [&]() { return sh.done.load(); });
+      if (mr.improved) primal.set(x), ++merge_wins;
+      trace("merge %s: cost %s", mr.improved ? "improved" : "did not improve", to_string(c).c_str());
+      continue;
     }
     // Regions: connected ones around a group live at a tight point, with
     // the groups live at that point added (they compete for the same
@@ -324,8 +357,8 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
       (*progress)();
     }
   }
-  trace("coarse lns (seed %llu): %d steps, %d improving, %d Lagrangian kicks improving, final %s, region columns %zu",
-        static_cast<unsigned long long>(seed), step, wins, priced_wins, to_string(primal.cost()).c_str(),
+  trace("coarse lns (seed %llu): %d steps, %d improving, %d Lagrangian kicks improving, %d merges improving, final %s, region columns %zu",
+        static_cast<unsigned long long>(seed), step, wins, priced_wins, merge_wins, to_string(primal.cost()).c_str(),
         lo.region_columns);
 }
 
@@ -366,6 +399,7 @@ void kick_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_
     } else {
       ok = kick(m, *cs, *moves, *regions, primal, rng, kicks % 2 == 1, kicks % 2 == 0);
     }
+    if (ok) sh.remember(primal.labels(), primal.cost());
     if (ok && primal.cost() < best_cost) {
       best = primal.labels();
       best_cost = primal.cost();
