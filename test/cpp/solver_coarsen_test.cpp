@@ -472,17 +472,18 @@ TEST(SolverKick, PricedKicksAreFeasibleAndImproveSomeStarts) {
   EXPECT_GT(improved, feasible_results / 4);
 }
 
-TEST(SolverMerge, ElitePoolKeepsTheCheapestDistinctLabellings) {
-  ElitePool pool(3);
+TEST(SolverMerge, RecentPoolKeepsTheMostRecentDistinctLabellings) {
+  RecentPool pool(3);
   EXPECT_TRUE(pool.add({0, 1}, 50));
   EXPECT_FALSE(pool.add({0, 1}, 50));  // already there
   EXPECT_TRUE(pool.add({1, 1}, 50));   // same cost, other labels
   EXPECT_TRUE(pool.add({2, 2}, 70));
-  EXPECT_FALSE(pool.add({3, 3}, 80));  // full, dearer than every member
-  EXPECT_TRUE(pool.add({4, 4}, 10));   // replaces the 70
+  EXPECT_TRUE(pool.add({3, 3}, 80));   // full: replaces the oldest, {0, 1}
+  EXPECT_TRUE(pool.add({4, 4}, 10));   // then {1, 1}
   ASSERT_EQ(pool.size(), 3u);
-  for (const auto& x : pool.members()) EXPECT_NE(x, (std::vector<int>{2, 2}));
-  EXPECT_EQ(pool.version(), 4);
+  std::set<std::vector<int>> have(pool.members().begin(), pool.members().end());
+  EXPECT_EQ(have, (std::set<std::vector<int>>{{2, 2}, {3, 3}, {4, 4}}));
+  EXPECT_EQ(pool.version(), 5);
 }
 
 // Merging reaches the optimum over labellings that take each node's

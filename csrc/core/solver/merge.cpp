@@ -10,20 +10,16 @@
 
 namespace tlm::solver {
 
-bool ElitePool::add(const std::vector<int>& x, __int128 cost) {
-  size_t worst = 0;
-  for (size_t j = 0; j < members_.size(); ++j) {
+bool RecentPool::add(const std::vector<int>& x, __int128 cost) {
+  for (size_t j = 0; j < members_.size(); ++j)
     if (costs_[j] == cost && members_[j] == x) return false;
-    if (costs_[j] > costs_[worst]) worst = j;
-  }
   if (members_.size() < capacity_) {
     members_.push_back(x);
     costs_.push_back(cost);
-  } else if (!members_.empty() && cost < costs_[worst]) {
-    members_[worst] = x;
-    costs_[worst] = cost;
   } else {
-    return false;
+    members_[next_] = x;  // the oldest
+    costs_[next_] = cost;
+    next_ = (next_ + 1) % capacity_;
   }
   ++version_;
   return true;

@@ -17,11 +17,12 @@
 
 namespace tlm::solver {
 
-// The `capacity` cheapest distinct feasible labellings seen.
-class ElitePool {
+// The `capacity` most recent distinct labellings (recent rather than
+// cheapest: a pool of the cheapest fills with near-copies of the best).
+class RecentPool {
  public:
-  explicit ElitePool(size_t capacity) : capacity_(capacity) {}
-  // False when `x` is already in the pool or costs more than every member of a full pool.
+  explicit RecentPool(size_t capacity) : capacity_(capacity) {}
+  // False when `x` is already in the pool; a full pool drops its oldest member.
   bool add(const std::vector<int>& x, __int128 cost);
   const std::vector<std::vector<int>>& members() const { return members_; }
   size_t size() const { return members_.size(); }
@@ -29,6 +30,7 @@ class ElitePool {
 
  private:
   size_t capacity_;
+  size_t next_ = 0;  // the oldest member of a full pool
   std::vector<std::vector<int>> members_;
   std::vector<__int128> costs_;
   int version_ = 0;

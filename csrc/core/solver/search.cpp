@@ -65,7 +65,7 @@ struct Shared {
   long double rc_bound = 0;
   std::vector<double> memory_price;  // per node: its multipliers summed, at the best bound
   std::atomic<int> price_version{0};  // bumped whenever memory_price changes
-  ElitePool pool{24};                 // kick results, for solution merging
+  RecentPool pool{48};               // kick results, for solution merging
 
   void remember(const std::vector<int>& x, __int128 c) {
     std::lock_guard<std::mutex> lock(mu);
@@ -308,7 +308,7 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
       }
     }
     // Solution merging (merge.h) once the kicks brought in enough new labellings.
-    if (step % 4 == 0 && Clock::now() - last_merge > std::chrono::seconds(5) &&
+    if (step % 4 == 0 && Clock::now() - last_merge > std::chrono::seconds(3) &&
         sh.pool_if_changed(&pool_version, 4, &pool)) {
       last_merge = Clock::now();
       std::vector<int> x = primal.labels();
