@@ -1,6 +1,5 @@
 #include "merge.h"
 
-#include <algorithm>
 #include <stdexcept>
 
 #include "coarse_milp.h"
@@ -42,16 +41,7 @@ MergeResult merge_solutions(const Model& m, const std::vector<std::vector<int>>&
   if (res.free_nodes == 0) return res;
   std::vector<int> kept;
   const Model r = restrict_strategies(m, keep, &kept);
-  // Labels of the restricted model for `best`, and back.
-  std::vector<int> start(m.n);
-  for (int i = 0; i < m.n; ++i)
-    for (size_t k = r.off[i]; k < r.off[i + 1]; ++k)
-      if (kept[k] == best[i]) start[i] = static_cast<int>(k - r.off[i]);
-  auto to_model = [&](const std::vector<int>& y) {
-    std::vector<int> x(m.n);
-    for (int i = 0; i < m.n; ++i) x[i] = kept[r.off[i] + y[i]];
-    return x;
-  };
+  std::vector<int> start = to_restricted(r, kept, best);
   Coarsening cs;
   try {
     cs = coarsen(r, best_cost);
@@ -66,7 +56,7 @@ MergeResult merge_solutions(const Model& m, const std::vector<std::vector<int>>&
   CoarseMilpResult cr = coarse_milp_search(
       r, cs, start, cost, deadline, 1, seed,
       [&](const std::vector<int>& y, __int128 c) {
-        best = to_model(y);
+        best = from_restricted(r, kept, y);
         best_cost = c;
         res.improved = true;
         offer(best, best_cost);

@@ -63,6 +63,10 @@ struct Reduction {
 // least one); `kept[k']` gives the original model strategy index (within its
 // node) of the restricted model's strategy k'.
 Model restrict_strategies(const Model& m, const std::vector<char>& keep, std::vector<int>* kept);
+// Labels across a restriction `r` (with its `kept`): a labelling of the
+// original model that uses only kept strategies, in r's indices; and back.
+std::vector<int> to_restricted(const Model& r, const std::vector<int>& kept, const std::vector<int>& x);
+std::vector<int> from_restricted(const Model& r, const std::vector<int>& kept, const std::vector<int>& y);
 
 // Throws InfeasibleError naming the conflicting constraints. Dominance checks
 // stop at `deadline` (the reduction is weaker then, still optimum-preserving).

@@ -43,4 +43,18 @@ Model restrict_strategies(const Model& m, const std::vector<char>& keep, std::ve
   return r;
 }
 
+std::vector<int> to_restricted(const Model& r, const std::vector<int>& kept, const std::vector<int>& x) {
+  std::vector<int> y(r.n, 0);
+  for (int i = 0; i < r.n; ++i)
+    for (size_t k = r.off[i]; k < r.off[i + 1]; ++k)
+      if (kept[k] == x[i]) y[i] = static_cast<int>(k - r.off[i]);
+  return y;
+}
+
+std::vector<int> from_restricted(const Model& r, const std::vector<int>& kept, const std::vector<int>& y) {
+  std::vector<int> x(r.n);
+  for (int i = 0; i < r.n; ++i) x[i] = kept[r.off[i] + y[i]];
+  return x;
+}
+
 }  // namespace tlm::solver

@@ -73,22 +73,15 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
         }
       }
       std::vector<int> start;
-      if (!found.labels.empty()) {
-        start = found.labels;
-        if (milp_model != &m)
-          for (int i = 0; i < m.n; ++i) {
-            for (size_t k = restricted.off[i]; k < restricted.off[i + 1]; ++k)
-              if (kept[k] == found.labels[i]) start[i] = static_cast<int>(k - restricted.off[i]);
-          }
-      }
+      if (!found.labels.empty())
+        start = milp_model != &m ? to_restricted(restricted, kept, found.labels) : found.labels;
       MilpOptions mo;
       mo.time_limit_s = seconds_left(deadline);
       mo.threads = options.threads;
       mo.seed = options.seed;
       if (!start.empty()) mo.start = &start;
       MilpResult mr = solve_milp(*milp_model, mo);
-      if (milp_model != &m && !mr.labels.empty())
-        for (int i = 0; i < m.n; ++i) mr.labels[i] = kept[restricted.off[i] + mr.labels[i]];
+      if (milp_model != &m && !mr.labels.empty()) mr.labels = from_restricted(restricted, kept, mr.labels);
       if (mr.ran) {
         if (mr.infeasible && found.labels.empty())
           throw InfeasibleError("infeasible: HiGHS proved the reduced problem (" + red.summary +
