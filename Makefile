@@ -1,34 +1,56 @@
 # Two entry points (see README): `make demo` and `make test`. Both install what
-# they need first, so they work on a fresh machine of this kind.
-PY ?= python3
+# they need first, into a project virtual environment ($(VENV), created on first
+# use from the machine's python3), so they work on a fresh machine of this kind
+# and never depend on what else the machine's Python has installed.
+VENV ?= .venv
+PY ?= $(VENV)/bin/python
 PIP = $(PY) -m pip
 JOBS ?= 2
 
-.PHONY: install demo test test-cpp test-py test-fuzz gtest-dev verify-strategies
+# Runtime and build requirements (pyproject.toml says the same for `pip install .`).
+# highspy: HiGHS is loaded through the C API the wheel exports; 1.16 exports none,
+# so the range is bounded (docs/architecture.md, "HiGHS").
+REQUIREMENTS = "torch==2.13.*" "numpy>=1.24,<3" "highspy>=1.7,<1.16" "pybind11>=2.12,<4" "ninja>=1.11,<2" \
+    "setuptools>=64,<90" "wheel<1"
+TEST_REQUIREMENTS = "pytest>=7,<10" "pytest-xdist>=3,<4" "pytest-timeout>=2,<3" "hypothesis>=6,<7" "rich>=13,<16" \
+    "tqdm>=4.60,<5"
 
-install:
-	$(PIP) install --quiet "torch==2.13.*" "numpy>=1.24" "highspy>=1.7" "pybind11>=2.12" ninja "setuptools>=64" wheel \
-	    pytest pytest-xdist pytest-timeout hypothesis rich
+.PHONY: install venv versions demo test test-cpp test-py test-fuzz gtest-dev verify-strategies
+
+$(PY):
+	python3 -m venv $(VENV)
+
+venv: $(PY)
+
+install: $(PY)
+	$(PIP) install --quiet $(REQUIREMENTS) $(TEST_REQUIREMENTS)
 	$(PIP) install --quiet --no-build-isolation -e .
+
+# What a run actually used: the torch, highspy and HiGHS library versions.
+versions:
+	@$(PY) -m torch_localmap versions
 
 demo: install
 	$(PY) -m torch_localmap demo
 
-test: install test-cpp verify-strategies test-py
+# Every suite runs even when an earlier one fails; the summary names the failures
+# and the exit status is non-zero if any failed (test/run_all.sh).
+test: install gtest-dev versions
+	PY=$(PY) JOBS=$(JOBS) FUZZ_SECONDS=$(FUZZ_SECONDS) bash test/run_all.sh
 
 # GoogleTest comes from Debian (libgtest-dev); installed on first use.
 gtest-dev:
 	@test -f /usr/include/gtest/gtest.h || { apt-get update -qq && apt-get install -y -qq libgtest-dev cmake; }
 
-test-cpp: gtest-dev test-fuzz
-	cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=Release > /dev/null
+test-cpp: gtest-dev
+	cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=Release -DTLM_PYTHON=$(abspath $(PY)) > /dev/null
 	cmake --build build/cmake -j $(JOBS)
 	ctest --test-dir build/cmake --output-on-failure -j $(JOBS)
 
-# Reader fuzzer under AddressSanitizer (test/cpp/cmake/solver_fuzz.cmake), 90 s of inputs.
+# Reader fuzzers under AddressSanitizer (test/cpp/cmake/solver_fuzz.cmake), FUZZ_SECONDS of inputs.
 FUZZ_SECONDS ?= 90
 test-fuzz: gtest-dev
-	cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=Release > /dev/null
+	cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=Release -DTLM_PYTHON=$(abspath $(PY)) > /dev/null
 	cmake --build build/cmake -j $(JOBS) --target solver_fuzz
 	build/cmake/solver_fuzz $(FUZZ_SECONDS)
 

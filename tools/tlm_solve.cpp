@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 
+#include "core/solver/highs_api.h"
 #include "core/solver/problem_io.h"
 #include "core/solver/solver.h"
 
@@ -23,6 +24,12 @@ int main(int argc, char** argv) {
   }
   using namespace tlm::solver;
   auto t0 = std::chrono::steady_clock::now();
+#ifdef TLM_HIGHSPY_DIR
+  set_highs_library(TLM_HIGHSPY_DIR);  // the highspy CMake found; TLM_HIGHS_LIBRARY overrides it
+#endif
+  const HighsStatus highs = highs_status();
+  if (highs.loaded) std::printf("HiGHS %s from %s\n", highs.version.c_str(), highs.path.c_str());
+  else std::printf("%s: %s\n", kHighsUnavailable, highs.why.c_str());
   std::ifstream in(argv[1], std::ios::binary);
   if (!in) {
     std::fprintf(stderr, "cannot open %s\n", argv[1]);

@@ -5,10 +5,12 @@ Each command module defines `COMMAND` (its name), `HELP`, `add_arguments(parser)
 """
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 
-from . import cli
+from . import _C, cli
+from .cli._common import one_line
 
 
 def _commands():
@@ -30,10 +32,22 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(commands[args.command].run(args) or 0)
-    except (ValueError, FileNotFoundError) as e:  # bad input: one clear line, no traceback
-        print(f"error: {e}", file=sys.stderr)
+    except (ValueError, OSError, _C.MilpUnavailableError) as e:  # bad input: one clear line, no traceback
+        print(f"error: {one_line(str(e))}", file=sys.stderr)
         return 2
 
 
+def entry_point() -> None:
+    """`python -m torch_localmap` and the `torch-localmap` script: main(), then exit at once.
+
+    Interpreter teardown with torch loaded takes about 0.5 s (unloading its libraries);
+    a command's --time-limit covers the whole call, so once the output is flushed and the
+    files are closed the process ends without it."""
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry_point()

@@ -41,6 +41,13 @@ from .region import BACKWARD, Region
 class RegionMutationError(RuntimeError):
     """A local_map region mutated one of its inputs in place (unsupported)."""
 
+    @classmethod
+    def of(cls, region_name: str, index: int, op: str = "") -> "RegionMutationError":
+        how = f" ({op})" if op else ""
+        return cls(f"local_map region '{region_name}' mutates its tensor input {index} in place{how}; regions must "
+                   f"not mutate their inputs (their local shards may be temporary copies). Clone the input inside "
+                   f"the region and return the new value instead.")
+
 
 class LocalMapHOP(HigherOrderOperator):
     def __init__(self) -> None:
@@ -106,10 +113,7 @@ def _run_checked(region: Region, body, local_args):
 def _check_versions(region: Region, tensors, versions) -> None:
     for i, (t, v) in enumerate(zip(tensors, versions)):
         if t._version != v:
-            raise RegionMutationError(
-                f"local_map region '{region.name}' mutates its tensor input {i} in place; regions must not "
-                f"mutate their inputs (their local shards may be temporary copies). Clone the input inside "
-                f"the region and return the new value instead.")
+            raise RegionMutationError.of(region.name, i)
 
 
 # ---- FakeTensorMode: global -> local -> global shapes ----------------------------------
@@ -164,10 +168,7 @@ def _check_graph_pure(region: Region, gm: torch.fx.GraphModule) -> None:
             info = arg_schema.alias_info
             if info is not None and info.is_write and isinstance(a, torch.fx.Node) and root_of(a) in placeholders:
                 idx = sorted(placeholders, key=lambda p: list(gm.graph.nodes).index(p)).index(root_of(a))
-                raise RegionMutationError(
-                    f"local_map region '{region.name}' mutates its tensor input {idx} in place "
-                    f"({n.target}); regions must not mutate their inputs. Clone the input inside the region "
-                    f"and return the new value instead.")
+                raise RegionMutationError.of(region.name, idx, str(n.target))
         # views alias their first tensor argument
         if schema.returns and schema.returns[0].alias_info is not None and tensor_args:
             root[n] = root_of(tensor_args[0])
@@ -178,7 +179,18 @@ def _check_graph_pure(region: Region, gm: torch.fx.GraphModule) -> None:
 @localmap_hop.py_functionalize_impl
 def _functionalize(ctx, body, region_json, *args):
     unwrapped = ctx.unwrap_tensors(args)
-    functional_body = ctx.functionalize(_torch_private.interpreted(body))
+    inner = _torch_private.interpreted(body)
+
+    def checked_body(*functional_args):
+        # Functionalization rewrites an in-place op on an input into a new value and
+        # drops the write: the region would silently stop mutating what eager mutates.
+        outs = inner(*functional_args)
+        for i, a in enumerate(functional_args):
+            if _torch_private.functional_input_mutated(a):
+                raise RegionMutationError.of(Region.from_json(region_json).name, i)
+        return outs
+
+    functional_body = ctx.functionalize(checked_body)
     with ctx.redispatch_to_next():
         outs = localmap_hop(functional_body, region_json, *unwrapped)
     return ctx.wrap_tensors(outs)
@@ -295,7 +307,9 @@ def _trace_fw_bw(region: Region, body, args, needs) -> _RegionGraphs:
         fake_mode = _torch_private.fake_mode_of(args)
         local = _local_like(args, plan["local_shapes"][0], fake_mode, needs)
         with fake_mode, torch.enable_grad():
-            outs = _run_checked(region, body, local)
+            # Non-leaf copies: an in-place write on a leaf that requires grad fails inside
+            # autograd before _run_checked could name the region; on a copy it is caught.
+            outs = _run_checked(region, body, [t.clone() if t.requires_grad else t for t in local])
         _output_plan(region, outs)  # validates out_placements against the outputs
         diff_out = [j for j, o in enumerate(outs) if o.requires_grad]
         primals = [t.detach() for t in local]

@@ -68,6 +68,31 @@ def partition_joint(joint: fx.GraphModule, num_fwd_outputs: int) -> tuple[fx.Gra
     return fw, bw
 
 
+def mesh_from_groups(mesh, groups):
+    """A DeviceMesh with `mesh`'s ranks, layout, device type and dim names whose dim i
+    communicates over `groups[i]` (this rank's group along that dim).
+
+    What torch.distributed.device_mesh.DeviceMesh.from_group does (2.13), without its
+    requirement that an N-D mesh have dim names: DeviceMesh(..., _init_backend=False),
+    then `_dim_group_names` and `_pg_registry`. Equal (==) to `mesh`, so DTensors on
+    either mesh mix."""
+    from torch.distributed.device_mesh import DeviceMesh
+
+    out = DeviceMesh(mesh.device_type, mesh.mesh, mesh_dim_names=mesh.mesh_dim_names, _init_backend=False)
+    out._dim_group_names = [g.group_name for g in groups]
+    for g in groups:
+        out._pg_registry[g.group_name] = g
+    return out
+
+
+def default_store():
+    """The key-value store of the default process group (torch.distributed.distributed_c10d.
+    _get_default_store, 2.13): ranks leave failure records there (runtime/failures.py)."""
+    from torch.distributed.distributed_c10d import _get_default_store
+
+    return _get_default_store()
+
+
 def strided_shard_type() -> type:
     """torch.distributed.tensor.placement_types._StridedShard (2.13).
 
@@ -182,6 +207,21 @@ def interpreted(fn):
     from torch._higher_order_ops.utils import _maybe_run_with_interpreter
 
     return _maybe_run_with_interpreter(fn)
+
+
+def functional_input_mutated(t) -> bool:
+    """Whether a functionalized input saw an in-place write (data or metadata).
+
+    torch._subclasses.functional_tensor.FunctionalTensor (Python functionalization) or a C++
+    functional tensor (torch.func.functionalize), torch._functionalize_has_data_mutation /
+    _functionalize_has_metadata_mutation (2.13)."""
+    from torch._subclasses.functional_tensor import FunctionalTensor
+
+    if isinstance(t, FunctionalTensor):
+        t = t.elem
+    if not (isinstance(t, torch.Tensor) and torch._is_functional_tensor(t)):
+        return False
+    return bool(torch._functionalize_has_data_mutation(t) or torch._functionalize_has_metadata_mutation(t))
 
 
 def below_autograd():

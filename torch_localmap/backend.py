@@ -31,7 +31,11 @@ def localmap_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **k
     on_plan = options.pop("on_plan", None)  # callback(Plan), e.g. to print or test the plan
     if mesh is None:
         raise ValueError('backend "localmap" needs options={"mesh": DeviceMesh}')
-    known = {"device", "time_limit", "memory_limit", "calibration", "fallback_replicate", "seed"}
+    from .runtime.groups import DEFAULT_TIMEOUT, as_timeout, runtime_mesh
+
+    options["timeout"] = as_timeout(options.get("timeout", DEFAULT_TIMEOUT))
+    mesh = runtime_mesh(mesh, options["timeout"])
+    known = {"device", "time_limit", "memory_limit", "calibration", "fallback_replicate", "seed", "timeout"}
     unknown = set(options) - known
     if unknown:
         raise ValueError(f"unknown localmap backend options {sorted(unknown)} "

@@ -4,8 +4,10 @@
 
 `fn` must be a picklable top-level function `fn(rank, world_size, *args)`; it runs after
 `init_process_group("gloo")` on 127.0.0.1 and its return values come back as a list indexed
-by rank. Any rank raising makes the call fail with an AssertionError carrying that rank's
-traceback; a hang makes it fail after `timeout` seconds. Stragglers are killed either way.
+by rank. Any rank raising (or dying) makes the call fail with an AssertionError that leads
+with the root cause: a rank that died, else one whose own code raised, before ranks that
+only saw a collective break or were told of another rank's failure (runtime/failures.py).
+A hang makes it fail after `timeout` seconds. Stragglers are killed either way.
 
 Inside `fn`, `make_mesh(shape, names)` builds a CPU DeviceMesh over all ranks.
 
@@ -43,6 +45,17 @@ def make_mesh(shape, mesh_dim_names=None):
     return init_device_mesh("cpu", shape, mesh_dim_names=names)
 
 
+def _failure_kind(exc: BaseException) -> str:
+    """"peer:<rank>": that rank's failure reached this one; "collective": a collective
+    broke without a recorded cause; "own": this rank's own error (a root cause)."""
+    from .runtime.failures import PeerFailureError
+    from .runtime.groups import is_collective_failure
+
+    if isinstance(exc, PeerFailureError):
+        return f"peer:{exc.failed_ranks[0]}"
+    return "collective" if is_collective_failure(exc) else "own"
+
+
 def _worker(fn, rank, world_size, port, pg_timeout, args, result_queue):
     import torch.distributed as dist
 
@@ -62,9 +75,9 @@ def _worker(fn, rank, world_size, port, pg_timeout, args, result_queue):
             timeout=datetime.timedelta(seconds=pg_timeout),
         )
         out = fn(rank, world_size, *args)
-        result_queue.put((rank, True, pickle.dumps(out)))
-    except BaseException:  # report everything, including assertion failures and SystemExit
-        result_queue.put((rank, False, traceback.format_exc()))
+        result_queue.put((rank, True, pickle.dumps(out), ""))
+    except BaseException as e:  # report everything, including assertion failures and SystemExit
+        result_queue.put((rank, False, traceback.format_exc(), _failure_kind(e)))
     finally:
         try:
             if dist.is_initialized():
@@ -83,6 +96,38 @@ def _stop(procs, grace: float = 2.0) -> None:
         if p.is_alive():
             p.kill()
             p.join(1.0)
+
+
+# After the first failure, how long the launcher waits for the other ranks' reports, so it
+# can name the rank that failed first rather than the first report that arrived.
+_SETTLE_S = 3.0
+
+# Root causes first: a rank that died, then one whose own code raised, then ranks told of
+# another rank's failure (they name it), then ranks that only saw a collective break.
+_KIND_ORDER = {"died": 0, "own": 1, "peer": 2, "collective": 3}
+
+
+def _failure_report(name, world_size, errors, procs, results) -> str:
+    def order(r):
+        return (_KIND_ORDER.get(errors[r][1].split(":")[0], 4), r)
+
+    ordered = sorted(errors, key=order)
+    root = ordered[0]
+    kind = errors[root][1]
+    if kind.startswith("peer:"):  # only peers reported: the failed rank caught its error and lived on
+        failed = int(kind.split(":")[1])
+        head = (f"run_distributed({name}): rank {failed} of {world_size} failed inside the planned program "
+                f"(reported by rank {root}; rank {failed} did not exit):")
+    else:
+        head = f"run_distributed({name}): rank {root} of {world_size} failed:"
+    lines = [head, errors[root][0].rstrip()]
+    for r in ordered[1:]:
+        last = errors[r][0].strip().splitlines()[-1] if errors[r][0].strip() else ""
+        lines.append(f"rank {r} also failed ({errors[r][1]}): {last}")
+    silent = [r for r in range(world_size) if r not in errors and r not in results and procs[r].is_alive()]
+    if silent:
+        lines.append(f"ranks {silent} were still running and were stopped")
+    return "\n".join(lines)
 
 
 def run_distributed(fn, world_size: int, *args, timeout: float = 120.0, pg_timeout: float = 60.0) -> list:
@@ -106,35 +151,44 @@ def run_distributed(fn, world_size: int, *args, timeout: float = 120.0, pg_timeo
         p.start()
 
     results: dict[int, object] = {}
+    errors: dict[int, tuple[str, str]] = {}  # rank -> (traceback, kind)
+    name = getattr(fn, "__name__", fn)
     deadline = time.monotonic() + timeout
+    settle_until = None  # after the first failure: a short wait for the other ranks' reports
     try:
-        while len(results) < world_size:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+        while len(results) + len(errors) < world_size:
+            now = time.monotonic()
+            if settle_until is not None and now >= settle_until:
+                break
+            if now >= deadline:
+                if errors:
+                    break
                 missing = sorted(set(range(world_size)) - set(results))
-                raise AssertionError(
-                    f"run_distributed({getattr(fn, '__name__', fn)}): timed out after {timeout:.0f} s; "
-                    f"ranks {missing} did not finish"
-                )
+                raise AssertionError(f"run_distributed({name}): timed out after {timeout:.0f} s; ranks {missing} did "
+                                     f"not finish")
             try:
-                rank, ok, payload = result_queue.get(timeout=min(remaining, 0.5))
+                rank, ok, payload, kind = result_queue.get(timeout=min(deadline - now, 0.5))
             except queue_mod.Empty:
-                dead = [r for r, p in enumerate(procs) if r not in results and not p.is_alive()]
+                dead = [r for r, p in enumerate(procs) if r not in results and r not in errors and not p.is_alive()]
                 if dead:
                     # Give a late queue flush a moment before declaring the rank lost.
                     try:
-                        rank, ok, payload = result_queue.get(timeout=1.0)
+                        rank, ok, payload, kind = result_queue.get(timeout=1.0)
                     except queue_mod.Empty:
-                        codes = {r: procs[r].exitcode for r in dead}
-                        raise AssertionError(
-                            f"run_distributed({getattr(fn, '__name__', fn)}): ranks exited without a "
-                            f"result (exit codes {codes})"
-                        ) from None
+                        for r in dead:
+                            errors[r] = (f"rank {r} died without reporting a result (exit code {procs[r].exitcode})",
+                                         "died")
+                        settle_until = settle_until or time.monotonic() + _SETTLE_S
+                        continue
                 else:
                     continue
-            if not ok:
-                raise AssertionError(f"rank {rank} of {world_size} failed:\n{payload}")
-            results[rank] = pickle.loads(payload)
+            if ok:
+                results[rank] = pickle.loads(payload)
+            else:
+                errors[rank] = (payload, kind)
+                settle_until = settle_until or time.monotonic() + _SETTLE_S
+        if errors:
+            raise AssertionError(_failure_report(name, world_size, errors, procs, results))
         for p in procs:
             p.join(max(0.1, deadline - time.monotonic()))
     finally:

@@ -33,6 +33,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from . import _C, _torch_private
+from ._mesh import MeshSpec, mesh_shape_and_names
 from ._hop import RegionMutationError, localmap_hop
 from .region import Region, region_of, spec_of
 
@@ -41,17 +42,6 @@ __all__ = ["local_map", "use_mesh", "current_mesh", "MeshSpec", "node_fixed_plac
 
 
 # ---- the mesh in use ---------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class MeshSpec:
-    """A mesh known only by shape and dim names (planning without process groups)."""
-
-    shape: tuple
-    dim_names: tuple | None = None
-
-    def __post_init__(self):
-        _C.check_mesh([int(s) for s in self.shape], list(self.dim_names or ()))
-
 
 _MESH_STACK: list = []
 
@@ -66,7 +56,7 @@ def use_mesh(mesh):
     is called (for torch.compile: when it is traced and, with the eager backend, run).
     """
     if isinstance(mesh, (tuple, list)):
-        mesh = MeshSpec(tuple(int(s) for s in mesh))
+        mesh = MeshSpec(tuple(mesh))
     _MESH_STACK.append(mesh)
     try:
         yield mesh
@@ -80,10 +70,7 @@ def current_mesh():
 
 
 def _mesh_shape_names(mesh) -> tuple[tuple, tuple | None]:
-    if isinstance(mesh, MeshSpec):
-        return tuple(int(s) for s in mesh.shape), (tuple(mesh.dim_names) if mesh.dim_names else None)
-    names = getattr(mesh, "mesh_dim_names", None)
-    return tuple(int(s) for s in mesh.shape), (tuple(names) if names else None)
+    return mesh_shape_and_names(mesh, "device_mesh")
 
 
 # ---- placements arguments ------------------------------------------------------------
@@ -202,9 +189,7 @@ def _call_plain(fn, name, flat, in_tree, kwargs):
 def _check_unmutated(name, tensors, versions):
     for i, (t, v) in enumerate(zip(tensors, versions)):
         if t._version != v:
-            raise RegionMutationError(
-                f"local_map region '{name}' mutated its tensor argument {i} in place; regions must not mutate "
-                f"their inputs. Clone the input inside the region and return the new value instead.")
+            raise RegionMutationError.of(name, i)
 
 
 # ---- DTensor arguments: torch's eager semantics -------------------------------------------

@@ -8,6 +8,8 @@ from torch.distributed.tensor import DTensor, distribute_tensor
 
 from .placements import spec_to_placements
 from .plan import Plan, plan_module
+from .runtime.failures import failure_scope
+from .runtime.groups import DEFAULT_TIMEOUT, as_timeout, runtime_mesh
 from .spmd import RankProgram, local_example_inputs, trace_rank_program
 
 
@@ -46,6 +48,12 @@ class ParallelModule(nn.Module):
                        for n in plan.exported.doc["nodes"] if n["op"] == "placeholder"]
 
     def forward(self, *inputs):
+        # Failures here (bad inputs included) are recorded for the other ranks, which are
+        # about to wait for this one in a collective (runtime/failures.py).
+        with failure_scope():
+            return self._forward(*inputs)
+
+    def _forward(self, *inputs):
         if len(inputs) != len(self._input_metas):
             raise ValueError(f"expected {len(self._input_metas)} inputs (as in example_inputs), got {len(inputs)}")
         for i, (x, (shape, dtype)) in enumerate(zip(inputs, self._input_metas)):
@@ -68,14 +76,21 @@ class ParallelModule(nn.Module):
 
 
 def parallelize(model: nn.Module, mesh, example_inputs, *, device="H100", time_limit=10.0, memory_limit=None,
-                fixed_params=None, calibration=None, fallback_replicate=True) -> ParallelModule:
+                fixed_params=None, calibration=None, fallback_replicate=True,
+                timeout=DEFAULT_TIMEOUT) -> ParallelModule:
     """Plans `model(*example_inputs)` (returning a scalar loss) on `mesh` and returns the
     parallel module. Parameters become DTensors in the planned placements; every rank must
-    call this with the same model state and example inputs."""
+    call this with the same model state and example inputs.
+
+    `timeout` (seconds or a timedelta): how long a rank waits in one of the runtime's
+    collectives before it gives up; when another rank failed inside the planned program,
+    the error then names that rank (runtime/failures.py)."""
     _check_mesh(mesh)
+    timeout = as_timeout(timeout)
+    mesh = runtime_mesh(mesh, timeout)
     plan = plan_module(model, mesh, example_inputs, device=device, time_limit=time_limit,
                        memory_limit=memory_limit, fixed_params=fixed_params, calibration=calibration,
-                       fallback_replicate=fallback_replicate)
+                       fallback_replicate=fallback_replicate, timeout=timeout)
     if plan.joint.buffer_names:
         raise NotImplementedError(f"modules with buffers ({plan.joint.buffer_names[:3]}) are not supported by "
                                   "parallelize yet")

@@ -28,6 +28,8 @@ def format_plan(plan, max_ops: int = 40) -> str:
                  f" + communication {_us(s['comm_s']).strip()}; peak memory {s['peak_bytes'] / 2**20:.2f} MiB/rank")
     lines.append(f"Solver: cost={sol['cost']} bound={sol['bound']:.6g} gap={100 * sol['gap']:.3f}% "
                  f"({sol['status']}, {sol['seconds']:.3f} s)")
+    if sol.get("note"):
+        lines.append(f"Solver note: {sol['note'].splitlines()[0]}")
     if s.get("fallback_ops"):
         lines.append(f"Replicate-only fallback for: {', '.join(s['fallback_ops'])}")
     return "\n".join(lines)

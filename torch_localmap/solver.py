@@ -1,20 +1,26 @@
 """`torch_localmap.solve`: the C++ strategy solver (csrc/core/solver) from Python.
 
 Thin glue: files are read (and gunzipped) here, parsed once in C++, solved in
-one call. The HiGHS library that exact mode uses comes from the `highspy` wheel.
+one call. The HiGHS library of the MILP phases (and of exact mode) comes from the
+`highspy` wheel, found by the C API it exports (csrc/core/solver/highs_api.h).
 """
 from __future__ import annotations
 
 import dataclasses
 import gzip
 import json
+import math
+import numbers
 import os
+import zlib
 from typing import Callable, Optional, Union
 
 from . import _C
 
 InfeasibleError = _C.InfeasibleError
+MilpUnavailableError = _C.MilpUnavailableError
 SolverProblem = _C.SolverProblem
+HIGHS_UNAVAILABLE = _C.HIGHS_UNAVAILABLE
 
 
 def iopddl_suite_dir() -> str:
@@ -34,13 +40,28 @@ def iopddl_suite_dir() -> str:
 
 def _register_highs() -> None:
     try:
-        import highspy  # noqa: PLC0415  (optional: only exact mode needs it)
+        import highspy  # noqa: PLC0415
     except ImportError:
-        return
+        return  # highs_status() then says why; every solve reports HIGHS_UNAVAILABLE
     _C.set_highs_library(os.path.dirname(highspy.__file__))
 
 
 _register_highs()
+
+
+def highs_status() -> dict:
+    """The HiGHS library the solver uses: {"loaded", "path", "version", "why", "highspy"}.
+
+    `why` says what failed when nothing was loaded (then the MILP phases are off and
+    `solve(..., exact=True)` raises MilpUnavailableError)."""
+    status = dict(_C.highs_status())
+    try:
+        from importlib.metadata import version  # noqa: PLC0415
+
+        status["highspy"] = version("highspy")
+    except Exception:  # not installed: status["why"] already explains
+        status["highspy"] = None
+    return status
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,15 +73,22 @@ class SolveResult:
     seconds: float
     status: str  # "optimal" | "time_limit" | "stalled"
     optimal: bool
+    milp_note: str = ""  # HIGHS_UNAVAILABLE + reason when the MILP phases were off, else ""
 
 
 ProblemLike = Union[str, os.PathLike, bytes, dict, SolverProblem]
 
 
-def _text_of(data: bytes) -> str:
+def _text_of(data: bytes, source: str = "problem") -> str:
     if data[:2] == b"\x1f\x8b":  # gzip magic: contest files are shipped compressed
-        data = gzip.decompress(data)
-    return data.decode("utf-8")
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as e:
+            raise ValueError(f"{source}: corrupt or truncated gzip data ({e})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{source}: not UTF-8 text (byte {e.start}: {e.reason}); expected a JSON document") from None
 
 
 def load_problem(problem: ProblemLike) -> SolverProblem:
@@ -70,7 +98,7 @@ def load_problem(problem: ProblemLike) -> SolverProblem:
     if isinstance(problem, dict):
         return SolverProblem.from_json(json.dumps(problem))
     if isinstance(problem, bytes):
-        return SolverProblem.from_json(_text_of(problem))
+        return SolverProblem.from_json(_text_of(problem, "problem bytes"))
     if isinstance(problem, str) and problem.lstrip()[:1] in ("{", "["):
         return SolverProblem.from_json(problem)
     if isinstance(problem, (str, os.PathLike)):
@@ -78,7 +106,13 @@ def load_problem(problem: ProblemLike) -> SolverProblem:
         if not os.path.isfile(path):
             raise FileNotFoundError(f"problem file not found: {path}")
         with open(path, "rb") as f:
-            return SolverProblem.from_json(_text_of(f.read()))
+            data = f.read()
+        try:
+            return SolverProblem.from_json(_text_of(data, f"problem file {path}"))
+        except ValueError as e:
+            if str(e).startswith("problem file"):
+                raise
+            raise ValueError(f"problem file {path}: {e}") from None
     raise TypeError(f"problem must be a path, JSON text, bytes or dict; got {type(problem).__name__}")
 
 
@@ -92,12 +126,21 @@ def solve(
 ) -> SolveResult:
     """Picks one strategy per node minimising node + edge costs under the memory limit.
 
-    Raises ValueError for malformed problems and InfeasibleError (a ValueError)
-    naming the conflicting constraints when no solution exists.
+    Raises ValueError for malformed problems or options, InfeasibleError (a ValueError)
+    naming the conflicting constraints when no solution exists, and MilpUnavailableError
+    (a RuntimeError) for exact=True when HiGHS cannot be loaded.
     """
+    time_limit = _real(time_limit, "time_limit")
+    if not (math.isfinite(time_limit) and time_limit > 0):
+        raise ValueError(f"time_limit: expected a finite number of seconds > 0, got {time_limit}")
+    threads = _whole(threads, "threads")
+    if threads < 1:
+        raise ValueError(f"threads: expected at least 1, got {threads}")
+    seed = _whole(seed, "seed")
+    if seed < 0:
+        raise ValueError(f"seed: expected a non-negative integer, got {seed}")
     p = load_problem(problem)
-    r = p.solve(time_limit=float(time_limit), seed=int(seed), threads=int(threads), exact=bool(exact),
-                progress=progress)
+    r = p.solve(time_limit=time_limit, seed=seed, threads=threads, exact=bool(exact), progress=progress)
     return SolveResult(
         solution=list(r["solution"]),
         cost=int(r["cost"]),
@@ -106,4 +149,17 @@ def solve(
         seconds=float(r["seconds"]),
         status=str(r["status"]),
         optimal=bool(r["optimal"]),
+        milp_note=str(r["milp_note"]),
     )
+
+
+def _real(value, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{what}: expected a number, got {type(value).__name__}")
+    return float(value)
+
+
+def _whole(value, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{what}: expected an integer, got {value!r} ({type(value).__name__})")
+    return int(value)

@@ -17,6 +17,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from . import _C, _torch_private
 from .ir_export import decode_arg
 from .plan import Plan
+from .runtime.failures import failure_scope
 from .runtime.redistribute import redistribute_local
 
 
@@ -150,7 +151,8 @@ class _SPMDStep(torch.autograd.Function):
     def backward(ctx, *grad_outputs):
         tensors = iter(ctx.saved_tensors)
         saved = [next(tensors) if s is None else s for s in ctx.nonlocal_saved]
-        grads = ctx.program.bw(*saved, *[g.contiguous() if g is not None else g for g in grad_outputs])
+        with failure_scope():
+            grads = ctx.program.bw(*saved, *[g.contiguous() if g is not None else g for g in grad_outputs])
         return (None, *grads)
 
 
@@ -163,6 +165,7 @@ class RankProgram:
         self.fw, self.bw = _torch_private.partition_joint(joint_spmd, num_fwd_outputs)
 
     def __call__(self, *inputs):
-        if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in inputs):
-            return _SPMDStep.apply(self, *inputs)
-        return tuple(self.fw(*inputs)[: self.num_fwd_outputs])
+        with failure_scope():
+            if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in inputs):
+                return _SPMDStep.apply(self, *inputs)
+            return tuple(self.fw(*inputs)[: self.num_fwd_outputs])

@@ -9,6 +9,7 @@ import torch
 import torch.fx as fx
 
 from . import _torch_private
+from ._hop import RegionMutationError
 
 
 @dataclass
@@ -21,6 +22,9 @@ class JointGraph:
 
 
 def check_example_inputs(module: torch.nn.Module, example_inputs) -> tuple:
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(module).__name__} ({module!r:.80}); wrap a "
+                        f"function in a Module whose forward calls it")
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
     if not isinstance(example_inputs, (tuple, list)):
@@ -47,6 +51,8 @@ def trace_joint(module: torch.nn.Module, example_inputs) -> JointGraph:
     with contextlib.ExitStack() as stack:
         try:
             joint = _torch_private.export_joint(stack, module, example_inputs)
+        except RegionMutationError:
+            raise  # already names the region and what to do
         except RuntimeError as e:  # shape errors from the model's own ops
             raise ValueError(
                 f"tracing {type(module).__name__} with example inputs of shapes "

@@ -60,8 +60,7 @@ Graph read_graph(const json::Value& doc) {
         const std::string w = where + ".outputs[" + std::to_string(k) + "]";
         TensorMeta m;
         m.shape = json::int_list(arr[k].at("shape", w), w + ".shape");
-        for (auto s : m.shape)
-          if (s < 0) throw InvalidArgument(w + ".shape: negative size " + std::to_string(s));
+        check_shape(m.shape, w + ".shape");
         m.dtype = parse_dtype(arr[k].at("dtype", w).as_string(w + ".dtype"));
         n.outputs.push_back(std::move(m));
       }

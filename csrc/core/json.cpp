@@ -246,38 +246,6 @@ class Parser {
     }
   }
 
-  static void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-      out.push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-  }
-
-  uint32_t parse_hex4() {
-    if (pos_ + 4 > s_.size()) fail("truncated \\u escape");
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) {
-      char h = s_[pos_++];
-      v <<= 4;
-      if (h >= '0' && h <= '9') v |= h - '0';
-      else if (h >= 'a' && h <= 'f') v |= h - 'a' + 10;
-      else if (h >= 'A' && h <= 'F') v |= h - 'A' + 10;
-      else fail("bad hex digit in \\u escape");
-    }
-    return v;
-  }
-
   std::string parse_string() {
     expect('"');
     std::string out;
@@ -299,14 +267,10 @@ class Parser {
         case 'r': out.push_back('\r'); break;
         case 't': out.push_back('\t'); break;
         case 'u': {
-          uint32_t cp = parse_hex4();
-          if (cp >= 0xD800 && cp < 0xDC00 && pos_ + 6 <= s_.size() && s_[pos_] == '\\' && s_[pos_ + 1] == 'u') {
-            pos_ += 2;
-            uint32_t lo = parse_hex4();
-            if (lo < 0xDC00 || lo > 0xDFFF) fail("bad surrogate pair");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          }
-          append_utf8(out, cp);
+          std::string error;
+          const char* next = decode_unicode_escape(s_.data() + pos_, s_.data() + s_.size(), out, error);
+          if (!next) fail(error);
+          pos_ = static_cast<size_t>(next - s_.data());
           break;
         }
         default: fail(std::string("bad escape '\\") + e + "'");
@@ -350,6 +314,67 @@ class Parser {
 };
 
 }  // namespace
+
+namespace {
+
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out.push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+// Four hex digits at p, or -1.
+int64_t hex4(const char* p, const char* end) {
+  if (end - p < 4) return -1;
+  int64_t v = 0;
+  for (int i = 0; i < 4; ++i) {
+    const char h = p[i];
+    v <<= 4;
+    if (h >= '0' && h <= '9') v |= h - '0';
+    else if (h >= 'a' && h <= 'f') v |= h - 'a' + 10;
+    else if (h >= 'A' && h <= 'F') v |= h - 'A' + 10;
+    else return -1;
+  }
+  return v;
+}
+
+}  // namespace
+
+const char* decode_unicode_escape(const char* p, const char* end, std::string& out, std::string& error) {
+  const int64_t cp = hex4(p, end);
+  if (cp < 0) {
+    error = "bad or truncated \\u escape (expected four hex digits)";
+    return nullptr;
+  }
+  p += 4;
+  if (cp >= 0xDC00 && cp <= 0xDFFF) {
+    error = "lone low surrogate in \\u escape (not valid Unicode)";
+    return nullptr;
+  }
+  if (cp < 0xD800 || cp > 0xDBFF) {
+    append_utf8(out, static_cast<uint32_t>(cp));
+    return p;
+  }
+  const int64_t lo = end - p >= 6 && p[0] == '\\' && p[1] == 'u' ? hex4(p + 2, end) : -1;
+  if (lo < 0xDC00 || lo > 0xDFFF) {
+    error = "high surrogate in \\u escape without its low half (not valid Unicode)";
+    return nullptr;
+  }
+  append_utf8(out, static_cast<uint32_t>(0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00)));
+  return p + 6;
+}
 
 Value parse(const std::string& text) { return Parser(text).parse_document(); }
 

@@ -4,12 +4,29 @@
 
 namespace tlm {
 
+namespace {
+constexpr int64_t kMaxMeshSize = 2147483647;  // torch's world size is a 32-bit int
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string out;
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? "x" : "") + std::to_string(shape[i]);
+  return out;
+}
+}  // namespace
+
 Mesh make_mesh(std::vector<int64_t> shape, std::vector<std::string> dim_names) {
   if (shape.empty()) throw InvalidArgument("mesh shape must have at least one dim");
   for (size_t i = 0; i < shape.size(); ++i)
     if (shape[i] <= 0)
       throw InvalidArgument("mesh shape has size " + std::to_string(shape[i]) + " at dim " + std::to_string(i) +
                             " (expected every size >= 1)");
+  int64_t ranks = 1;
+  for (int64_t s : shape) {
+    if (s > kMaxMeshSize / ranks)
+      throw InvalidArgument("mesh shape " + shape_string(shape) + " has more than 2^31 - 1 devices (torch ranks are "
+                            "32-bit integers)");
+    ranks *= s;
+  }
   if (!dim_names.empty()) {
     if (dim_names.size() != shape.size())
       throw InvalidArgument("mesh has " + std::to_string(shape.size()) + " dims but " +

@@ -349,6 +349,7 @@ json::Value plan_graph(const Graph& g, const PlanOptions& opt) {
 
   // 7. The plan.
   json::Value plan;
+  plan.set("format_version", kPlanFormatVersion);
   json::Value jmesh;
   jmesh.set("shape", json::Value(mesh.shape));
   jmesh.set("dim_names", json::Value(mesh.dim_names));
@@ -416,6 +417,7 @@ json::Value plan_graph(const Graph& g, const PlanOptions& opt) {
   js.set("gap", res.gap);
   js.set("seconds", res.seconds);
   js.set("status", res.status);
+  if (!res.milp_note.empty()) js.set("note", res.milp_note);
   summary.set("solver", js);
   summary.set("fallback_ops", json::Value(fallback_ops));
   json::Value counts;

@@ -42,6 +42,10 @@ struct PlanOptions {
 
 PlanOptions read_plan_options(const json::Value& v);
 
+// Version of the plan document below; readers refuse other versions (plan files
+// outlive the code that wrote them).
+constexpr int kPlanFormatVersion = 1;
+
 // The plan: a JSON value (see docs/architecture.md, "Plan") with, per node, the
 // chosen strategy and its costs, per graph output its spec, and a summary
 // (estimated step time split into compute and communication, peak memory,

@@ -124,8 +124,10 @@ std::vector<OpStrategy> combine(const RuleCtx& c, const DimRows& raw, const stra
         if (r[t].is_shard()) {
           const auto& sh = *shapes[t];
           if (r[t].dim < 0 || r[t].dim >= static_cast<int>(sh.size()))
-            throw std::logic_error("rule for " + c.n.op + " shards dim " + std::to_string(r[t].dim) +
-                                   " of a rank-" + std::to_string(sh.size()) + " tensor");
+            // Shapes that contradict each other (hand-written or corrupt IR): the rule
+            // derived a dim from one operand that another does not have.
+            c.fail("the sharding rule shards dim " + std::to_string(r[t].dim) + " of a rank-" +
+                   std::to_string(sh.size()) + " tensor: the node's tensor shapes do not fit its op");
           ok = sh[r[t].dim] >= mesh.shape[m];
         }
       if (ok) per_dim[m].push_back(r);
@@ -243,6 +245,20 @@ void check_strategy_fits(const Graph& g, const IrNode& n, const OpStrategy& s) {
   }
 }
 
+// Runs a rule on a node. Rules read arguments by schema position (`.at()`), so
+// an IR node whose arguments do not fit its op's schema (hand-written or corrupt
+// IR; the exporter never writes one) surfaces as std::out_of_range: reported as
+// bad input naming the node, not as an internal error.
+template <typename F>
+auto run_rule(const IrNode& n, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::out_of_range& e) {
+    throw InvalidArgument("node '" + n.name + "' (" + n.op + "): its arguments do not match the op's schema (" +
+                          e.what() + ")");
+  }
+}
+
 }  // namespace
 
 static NodeStrategies enumerate_impl(const Graph& g, int id, const StrategyOptions& options,
@@ -279,9 +295,11 @@ static NodeStrategies enumerate_impl(const Graph& g, int id, const StrategyOptio
   const Rule& rule = it->second;
   RuleCtx c{g, id, n};
   DimRows rows(c.num_inputs() + c.num_outputs());
-  rule.dims(c, rows);
   out.family = rule.family;
-  out.strategies = combine(c, rows, rule.make_valid ? rule.make_valid(c) : rule.valid, input_kinds);
+  out.strategies = run_rule(n, [&] {
+    rule.dims(c, rows);
+    return combine(c, rows, rule.make_valid ? rule.make_valid(c) : rule.valid, input_kinds);
+  });
   if (out.strategies.empty()) out.strategies.push_back(replicate_all(g, n));
   return out;
 }
@@ -326,7 +344,7 @@ OpWork op_work(const Graph& g, int id, const OpStrategy& s) {
   RuleCtx c{g, id, n};
   const auto& reg = registry();
   auto it = reg.find(n.op);
-  if (it != reg.end() && it->second.work) return it->second.work(c, s);
+  if (it != reg.end() && it->second.work) return run_rule(n, [&] { return it->second.work(c, s); });
   return strategies::elementwise_work(c, s);
 }
 
@@ -343,7 +361,7 @@ json::Value local_call_args(const Graph& g, int id, const OpStrategy& s, const s
   RuleCtx c{g, id, n};
   const auto& reg = registry();
   auto it = reg.find(n.op);
-  if (it != reg.end() && it->second.call_args) return it->second.call_args(c, s, coord);
+  if (it != reg.end() && it->second.call_args) return run_rule(n, [&] { return it->second.call_args(c, s, coord); });
   json::Value out = json::Value::Object{};
   out.set("args", n.args);
   out.set("kwargs", n.kwargs);

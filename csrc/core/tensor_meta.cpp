@@ -43,6 +43,21 @@ int64_t element_size(DType dt) {
   return 4;
 }
 
+void check_shape(const std::vector<int64_t>& shape, const std::string& what) {
+  int64_t numel = 1;
+  bool empty = false;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] < 0)
+      throw InvalidArgument(what + ": negative size " + std::to_string(shape[d]) + " at dim " + std::to_string(d));
+    if (shape[d] == 0) empty = true;
+    if (shape[d] > kMaxNumel) throw InvalidArgument(what + ": size " + std::to_string(shape[d]) + " at dim " +
+                                                    std::to_string(d) + " exceeds 2^53 elements");
+    if (!empty && shape[d] > 0 && numel > kMaxNumel / shape[d])
+      throw InvalidArgument(what + ": shape has more than 2^53 elements");
+    if (!empty) numel *= shape[d];
+  }
+}
+
 bool is_floating(DType d) {
   switch (d) {
     case DType::Float64: case DType::Float32: case DType::Float16: case DType::BFloat16:

@@ -19,6 +19,15 @@ const char* to_string(DType d);  // "float32"
 int64_t element_size(DType d);   // bytes
 bool is_floating(DType d);
 
+// Largest element count a tensor may have: shard arithmetic and the cost model
+// add and multiply sizes freely, so counts stay far below int64's limit (2^53
+// elements is also the largest count a double holds exactly).
+constexpr int64_t kMaxNumel = int64_t{1} << 53;
+
+// Throws InvalidArgument naming `what` for a negative size or a shape whose
+// element count exceeds kMaxNumel (hostile or corrupt input).
+void check_shape(const std::vector<int64_t>& shape, const std::string& what);
+
 struct TensorMeta {
   std::vector<int64_t> shape;
   DType dtype = DType::Float32;

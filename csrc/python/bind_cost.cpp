@@ -40,10 +40,7 @@ py::dict topology_dict(const Topology& t) {
 }
 
 TensorMeta tensor(std::vector<int64_t> shape, const std::string& dtype) {
-  for (size_t i = 0; i < shape.size(); ++i)
-    if (shape[i] < 0)
-      throw InvalidArgument("tensor shape has size " + std::to_string(shape[i]) + " at dim " + std::to_string(i) +
-                            " (expected sizes >= 0)");
+  check_shape(shape, "tensor shape");
   return TensorMeta{std::move(shape), parse_dtype(dtype)};
 }
 

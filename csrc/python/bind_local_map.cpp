@@ -4,6 +4,7 @@
 
 #include "bindings.h"
 #include "core/region.h"
+#include "core/tensor_meta.h"
 
 namespace py = pybind11;
 
@@ -21,7 +22,10 @@ std::vector<RegionValue> region_values(const std::vector<OptShape>& shapes, cons
   std::vector<RegionValue> out(shapes.size());
   for (size_t i = 0; i < shapes.size(); ++i) {
     out[i].is_tensor = shapes[i].has_value();
-    if (shapes[i]) out[i].shape = *shapes[i];
+    if (shapes[i]) {
+      check_shape(*shapes[i], "value " + std::to_string(i) + " shape");
+      out[i].shape = *shapes[i];
+    }
     out[i].type_name = type_names[i];
     if (!actual.empty()) out[i].actual = actual[i];
   }

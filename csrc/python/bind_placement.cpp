@@ -9,6 +9,7 @@
 #include "core/mesh.h"
 #include "core/placement.h"
 #include "core/redistribute.h"
+#include "core/tensor_meta.h"
 
 namespace py = pybind11;
 
@@ -54,6 +55,7 @@ void bind_placement(py::module_& m) {
       "local_layout",
       [](const std::vector<int64_t>& global_shape, std::vector<int64_t> mesh_shape, const std::string& spec,
          const std::vector<int64_t>& coord) {
+        check_shape(global_shape, "global_shape");
         LocalLayout l = local_layout(global_shape, make_mesh(std::move(mesh_shape)), parse_spec(spec), coord);
         return py::make_tuple(as_tuple(l.shape), as_tuple(l.offset));
       },
@@ -62,6 +64,7 @@ void bind_placement(py::module_& m) {
   m.def(
       "local_layouts",
       [](const std::vector<int64_t>& global_shape, std::vector<int64_t> mesh_shape, const std::string& spec) {
+        check_shape(global_shape, "global_shape");
         auto all = all_local_layouts(global_shape, make_mesh(std::move(mesh_shape)), parse_spec(spec));
         py::list out;
         for (const auto& l : all) out.append(py::make_tuple(as_tuple(l.shape), as_tuple(l.offset)));
@@ -72,6 +75,7 @@ void bind_placement(py::module_& m) {
   m.def(
       "max_local_shape",
       [](const std::vector<int64_t>& global_shape, std::vector<int64_t> mesh_shape, const std::string& spec) {
+        check_shape(global_shape, "global_shape");
         return as_tuple(max_local_shape(global_shape, make_mesh(std::move(mesh_shape)), parse_spec(spec)));
       },
       py::arg("global_shape"), py::arg("mesh_shape"), py::arg("spec"));
@@ -79,6 +83,7 @@ void bind_placement(py::module_& m) {
       "plan_redistribute",
       [](const std::vector<int64_t>& global_shape, std::vector<int64_t> mesh_shape, const std::string& src,
          const std::string& dst, std::optional<std::vector<int64_t>> coord) {
+        check_shape(global_shape, "global_shape");
         Mesh mesh = make_mesh(std::move(mesh_shape));
         RedistributePlan plan = plan_redistribute(global_shape, mesh, parse_spec(src), parse_spec(dst));
         py::list out;

@@ -8,6 +8,7 @@ namespace py = pybind11;
 namespace tlm::pybind {
 
 void bind_planner(py::module_& m) {
+  m.attr("PLAN_FORMAT_VERSION") = kPlanFormatVersion;
   m.def(
       "plan",
       [](const std::string& ir_json, const std::string& options_json) {

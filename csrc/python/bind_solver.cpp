@@ -36,6 +36,7 @@ py::dict evaluation_dict(const solver::Evaluation& ev) {
 
 void bind_solver(py::module_& m) {
   py::register_exception<solver::InfeasibleError>(m, "InfeasibleError", PyExc_ValueError);
+  py::register_exception<solver::MilpUnavailableError>(m, "MilpUnavailableError", PyExc_RuntimeError);
 
   py::class_<solver::Problem>(m, "SolverProblem", "A strategy-selection problem parsed in C++ (see problem.h).")
       .def_static(
@@ -83,6 +84,7 @@ void bind_solver(py::module_& m) {
             d["seconds"] = r.seconds;
             d["optimal"] = r.optimal;
             d["status"] = r.status;
+            d["milp_note"] = r.milp_note;
             return d;
           },
           py::arg("time_limit") = 60.0, py::arg("seed") = 0, py::arg("threads") = 2, py::arg("exact") = false,
@@ -127,7 +129,20 @@ void bind_solver(py::module_& m) {
       "Baseline for benchmarks: plain HiGHS on the straightforward MILP (no reductions, no start); stops "
       "early once a solution costs <= target.");
   m.def("set_highs_library", &solver::set_highs_library, py::arg("path"),
-        "Where the HiGHS shared library is (libhighs.so from the highspy wheel); used by exact mode.");
+        "Where HiGHS is: a shared library, or a directory (highspy's) searched for one exporting the C API.");
+  m.def(
+      "highs_status",
+      []() {
+        solver::HighsStatus s = solver::highs_status();
+        py::dict d;
+        d["loaded"] = s.loaded;
+        d["path"] = s.path;
+        d["version"] = s.version;
+        d["why"] = s.why;
+        return d;
+      },
+      "Which HiGHS library the solver loaded (path, version), or why none was.");
+  m.attr("HIGHS_UNAVAILABLE") = solver::kHighsUnavailable;
   m.def("read_solution", &solver::read_solution, py::arg("text"));
 }
 

@@ -3,7 +3,6 @@
 // HiGHS location (the same library the Python package uses).
 #pragma once
 
-#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <random>
@@ -22,16 +21,12 @@ inline Node node(int64_t start, int64_t end, std::vector<Strategy> strategies) {
   return n;
 }
 
-// Points HiGHS at highspy's library unless TLM_HIGHS_LIBRARY already says where it is.
+// Points HiGHS at the highspy package CMake found (TLM_HIGHSPY_DIR) unless
+// TLM_HIGHS_LIBRARY says where it is; the library is found by its C API.
 inline bool locate_highs() {
-  if (highs_api()) return true;
-  FILE* f = popen("python3 -c 'import highspy, os; print(os.path.dirname(highspy.__file__))' 2>/dev/null", "r");
-  if (!f) return false;
-  char buf[4096] = {0};
-  std::string dir = fgets(buf, sizeof buf, f) ? buf : "";
-  pclose(f);
-  while (!dir.empty() && (dir.back() == '\n' || dir.back() == '\r')) dir.pop_back();
-  if (!dir.empty()) set_highs_library(dir);
+#ifdef TLM_HIGHSPY_DIR
+  if (!highs_api() && *TLM_HIGHSPY_DIR) set_highs_library(TLM_HIGHSPY_DIR);
+#endif
   return highs_api() != nullptr;
 }
 

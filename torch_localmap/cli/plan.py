@@ -44,7 +44,6 @@ def run(args):
     print(format_plan(plan))
     print(f"planned in {time.perf_counter() - t0:.2f} s (trace + export + C++ plan)")
     if args.out:
-        with open(args.out, "w") as f:
-            f.write(plan.to_json())
+        plan.save(args.out)
         print(f"plan written to {args.out}")
     return 0

@@ -3,17 +3,29 @@
 Reads our problem JSON or the IOPDDL contest format (plain or gzip, detected),
 prints progress on stderr during long solves, and as its last stdout line
 `cost=<integer> bound=<number> gap=<percent> time=<seconds>`.
+
+`--time-limit` is the wall time of the whole command: interpreter start-up, reading
+the file and writing the solution count against it (the solver gets what is left,
+minus a reserve for writing and exiting).
 """
+import os
 import sys
 import time
+
+from ._common import one_line, printable
 
 COMMAND = "solve"
 HELP = "solve a strategy-selection problem (our JSON or IOPDDL format, .json or .json.gz)"
 
+# What printing, writing the solution and exiting take after the solve (the process
+# skips interpreter teardown, __main__.entry_point); the solver's share ends this early.
+_EXIT_RESERVE_S = 0.15
+
 
 def add_arguments(parser):
     parser.add_argument("file", help="problem file (.json or .json.gz)")
-    parser.add_argument("--time-limit", type=float, default=60.0, help="seconds (default 60)")
+    parser.add_argument("--time-limit", type=float, default=60.0,
+                        help="wall seconds for the whole command, reading included (default 60)")
     parser.add_argument("--out", help="write the solution JSON here")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
@@ -29,14 +41,49 @@ def summary_line(cost: int, bound: float, gap: float, seconds: float) -> str:
     return f"cost={cost} bound={format_bound(bound)} gap={100.0 * gap:.4f}% time={seconds:.2f}"
 
 
+def process_age_s() -> float:
+    """Seconds since this process started (Linux: /proc); 0 where that is unknown."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _check_out_path(path: str) -> None:
+    """Fails before the solve, not after it, when the solution cannot be written."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"--out {path}: directory {folder} does not exist")
+    if os.path.isdir(path):
+        raise ValueError(f"--out {path}: is a directory; expected a file name")
+    if not os.access(folder, os.W_OK):
+        raise ValueError(f"--out {path}: directory {folder} is not writable")
+
+
 def run(args) -> int:
+    started = time.monotonic() - process_age_s()
+    if not (args.time_limit > 0 and args.time_limit < float("inf")):
+        raise ValueError(f"--time-limit: expected a finite number of seconds > 0, got {args.time_limit}")
+    if args.threads < 1:
+        raise ValueError(f"--threads: expected at least 1, got {args.threads}")
+    if args.out:
+        _check_out_path(args.out)
     from ..solver import load_problem, solve  # noqa: PLC0415  (keeps `--help` fast)
 
-    t0 = time.monotonic()
+    t_read = time.monotonic()
     problem = load_problem(args.file)
+    name = printable(problem.name or args.file)
     if not args.quiet:
-        print(f"{problem.name or args.file}: {problem.num_nodes} nodes, {problem.num_edges} edges, "
-              f"read in {time.monotonic() - t0:.1f}s", file=sys.stderr)
+        print(f"{name}: {problem.num_nodes} nodes, {problem.num_edges} edges, "
+              f"read in {time.monotonic() - t_read:.1f}s", file=sys.stderr)
+    left = args.time_limit - (time.monotonic() - started) - _EXIT_RESERVE_S
+    if left <= 0.05:
+        raise ValueError(f"--time-limit {args.time_limit:g}: start-up and reading took "
+                         f"{time.monotonic() - started:.1f} s, no time is left to solve")
     last = [0.0]
 
     def progress(seconds, cost, bound):
@@ -45,12 +92,13 @@ def run(args) -> int:
         last[0] = seconds
         print(f"  [{seconds:7.1f}s] cost={cost} bound={format_bound(bound)}", file=sys.stderr, flush=True)
 
-    r = solve(problem, time_limit=args.time_limit, seed=args.seed, threads=args.threads, exact=args.exact,
-              progress=progress)
+    r = solve(problem, time_limit=left, seed=args.seed, threads=args.threads, exact=args.exact, progress=progress)
     if args.out:
         extra = f'"bound":{format_bound(r.bound)},"gap":{r.gap!r},"seconds":{r.seconds!r},"status":"{r.status}"'
         with open(args.out, "w") as f:
             f.write(problem.solution_json(r.solution, extra))
             f.write("\n")
-    print(summary_line(r.cost, r.bound, r.gap, r.seconds))
+    if r.milp_note:
+        print(one_line(r.milp_note))
+    print(summary_line(r.cost, r.bound, r.gap, time.monotonic() - started))
     return 0

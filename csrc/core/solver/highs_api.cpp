@@ -2,8 +2,11 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
+#include <vector>
 
 namespace tlm::solver {
 namespace {
@@ -13,37 +16,43 @@ std::string g_path;
 bool g_tried = false;
 HighsApi g_api;
 const HighsApi* g_loaded = nullptr;
-std::string g_error = "HiGHS library location not set (torch_localmap sets it from highspy; or set TLM_HIGHS_LIBRARY)";
+std::string g_loaded_path, g_version;
+std::string g_error =
+    "no HiGHS library location (torch_localmap sets it from the highspy package; or set TLM_HIGHS_LIBRARY)";
 
 template <typename F>
 bool sym(void* lib, const char* name, F& out, std::string& err) {
   out = reinterpret_cast<F>(dlsym(lib, name));
-  if (!out) err = std::string("symbol ") + name + " missing in the HiGHS library";
+  if (!out) err = std::string("symbol ") + name + " missing";
   return out != nullptr;
 }
 
-std::string candidate(const std::string& path) {
-  if (path.size() > 3 && (path.find(".so") != std::string::npos)) return path;
-  return path + "/libhighs.so.1";
+bool is_shared_object(const std::filesystem::path& p) {
+  const std::string name = p.filename().string();
+  return name.size() > 3 && (name.find(".so") != std::string::npos || name.find(".dylib") != std::string::npos);
 }
 
-void load_locked() {
-  g_tried = true;
-  std::string path = g_path;
-  if (path.empty()) {
-    const char* env = std::getenv("TLM_HIGHS_LIBRARY");
-    if (env && *env) path = env;
+// Files to try for `path`: the file itself, or a directory's shared objects,
+// libhighs* first (a plain C library), then the rest, each group sorted by
+// name so the choice is deterministic.
+std::vector<std::string> candidates(const std::string& path, std::string& err) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return {path};
+  std::vector<std::string> libs, others;
+  for (const auto& entry : fs::directory_iterator(path, ec)) {
+    if (!entry.is_regular_file(ec) || !is_shared_object(entry.path())) continue;
+    (entry.path().filename().string().rfind("libhighs", 0) == 0 ? libs : others).push_back(entry.path().string());
   }
-  if (path.empty()) return;
-  std::string file = candidate(path);
-  void* lib = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    const char* e = dlerror();
-    g_error = "cannot load HiGHS from " + file + ": " + (e ? e : "unknown error");
-    return;
-  }
-  std::string err;
-  HighsApi a{};
+  if (ec) err = "cannot list " + path + ": " + ec.message();
+  std::sort(libs.begin(), libs.end());
+  std::sort(others.begin(), others.end());
+  libs.insert(libs.end(), others.begin(), others.end());
+  return libs;
+}
+
+// Resolves the whole API from an open library; false (and `err`) if one is missing.
+bool resolve(void* lib, HighsApi& a, std::string& err) {
   HighsInt (*sizeof_int)() = nullptr;
   bool ok = sym(lib, "Highs_create", a.create, err) && sym(lib, "Highs_destroy", a.destroy, err) &&
             sym(lib, "Highs_passMip", a.passMip, err) &&
@@ -62,15 +71,52 @@ void load_locked() {
             sym(lib, "Highs_getCallbackDataOutItem", a.getCallbackDataOutItem, err) &&
             sym(lib, "Highs_getSizeofHighsInt", sizeof_int, err);
   if (ok && sizeof_int() != static_cast<HighsInt>(sizeof(HighsInt))) {
-    ok = false;
-    err = "HiGHS was built with " + std::to_string(sizeof_int()) + "-byte HighsInt; expected 4";
+    err = "built with " + std::to_string(sizeof_int()) + "-byte HighsInt; expected 4";
+    return false;
   }
-  if (!ok) {
-    g_error = "unusable HiGHS library " + file + ": " + err;
-    return;  // the handle stays open: harmless, and dlclose of a half-used library is not
+  return ok;
+}
+
+void load_locked() {
+  g_tried = true;
+  std::string path = g_path;
+  const char* env = std::getenv("TLM_HIGHS_LIBRARY");
+  if (env && *env) path = env;  // an explicit choice wins over the package's default
+  if (path.empty()) return;
+  std::string list_err;
+  std::vector<std::string> files = candidates(path, list_err);
+  std::string tried;
+  for (const std::string& file : files) {
+    void* lib = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      const char* e = dlerror();
+      tried += (tried.empty() ? "" : "; ") + file + ": cannot load (" + (e ? e : "unknown error") + ")";
+      continue;
+    }
+    if (!dlsym(lib, "Highs_create")) {  // not a HiGHS C library (e.g. a C++-only build)
+      tried += (tried.empty() ? "" : "; ") + file + ": exports no HiGHS C API";
+      dlclose(lib);
+      continue;
+    }
+    std::string err;
+    HighsApi a{};
+    if (!resolve(lib, a, err)) {
+      tried += (tried.empty() ? "" : "; ") + file + ": unusable (" + err + ")";
+      continue;  // the handle stays open: dlclose of a half-used library is not worth the risk
+    }
+    const char* (*version)() = nullptr;
+    std::string ignored;
+    g_version = sym(lib, "Highs_version", version, ignored) && version() ? version() : "unknown";
+    g_api = a;
+    g_loaded = &g_api;
+    g_loaded_path = file;
+    return;
   }
-  g_api = a;
-  g_loaded = &g_api;
+  if (files.empty())
+    g_error = "no shared library in " + path + (list_err.empty() ? "" : " (" + list_err + ")");
+  else
+    g_error = "no library exporting the HiGHS C API (Highs_create) in " + path + " [" + tried + "]";
+  g_error += "; install highspy>=1.7,<1.16 or point TLM_HIGHS_LIBRARY at a libhighs shared library";
 }
 
 }  // namespace
@@ -87,6 +133,15 @@ const HighsApi* highs_api(std::string* why) {
   if (!g_loaded && !g_tried) load_locked();
   if (!g_loaded && why) *why = g_error;
   return g_loaded;
+}
+
+HighsStatus highs_status() {
+  HighsStatus s;
+  s.loaded = highs_api(&s.why) != nullptr;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  s.path = g_loaded_path;
+  s.version = g_version;
+  return s;
 }
 
 }  // namespace tlm::solver

@@ -1,8 +1,17 @@
-// The HiGHS C API, loaded at run time with dlopen from the `highspy` wheel's
-// libhighs.so (the wheel ships the library but no headers, so the few
-// prototypes we need are declared here; they match HiGHS 1.7-1.15, checked
-// against `nm -D libhighs.so.1` of highspy 1.15.1). No link-time dependency:
-// csrc/core stays dependency-free and simply reports HiGHS as unavailable.
+// The HiGHS C API, loaded at run time with dlopen.
+//
+// Where the library comes from: the `highspy` wheel (pinned >=1.7,<1.16 in
+// pyproject.toml). Its file layout changes between releases (1.7-1.14 export
+// the C API from the extension module `_core*.so`, 1.15 ships `libhighs.so.1`,
+// 1.16 exports no C API at all), so we never rely on one file name: given a
+// directory, every shared object in it is tried and the first one that
+// exports the C API (`Highs_create` and the functions below) is used. A file
+// path, or the TLM_HIGHS_LIBRARY environment variable (which wins over the
+// path set by Python), selects one library explicitly. The prototypes are
+// declared here because the wheel ships no headers; they are those of HiGHS
+// 1.7-1.15 (checked with `nm -D` on each wheel). No link-time dependency:
+// csrc/core stays dependency-free and reports HiGHS as unavailable, with the
+// reason, when no library qualifies.
 #pragma once
 
 #include <cstdint>
@@ -43,13 +52,28 @@ constexpr HighsInt kHighsMinimize = 1;
 constexpr HighsInt kHighsInteger = 1;
 constexpr HighsInt kHighsModelOptimal = 7;
 constexpr HighsInt kHighsModelInfeasible = 8;
+constexpr int kHighsCallbackSimplexInterrupt = 1;
+constexpr int kHighsCallbackIpmInterrupt = 2;
 constexpr int kHighsCallbackMipImprovingSolution = 4;
 constexpr int kHighsCallbackMipInterrupt = 6;
 
-// A file (libhighs.so...) or a directory holding libhighs.so.1. Also read
-// from the TLM_HIGHS_LIBRARY environment variable when never set.
+// A shared library file, or a directory whose shared objects are searched for
+// the C API. Ignored once a library is loaded, and when TLM_HIGHS_LIBRARY is set.
 void set_highs_library(const std::string& path);
 // The loaded API, or nullptr (then `why` says what failed).
 const HighsApi* highs_api(std::string* why = nullptr);
+
+// What was loaded, for version reports: the file and HiGHS' own version
+// string (Highs_version), or the reason nothing was.
+struct HighsStatus {
+  bool loaded = false;
+  std::string path;
+  std::string version;
+  std::string why;
+};
+HighsStatus highs_status();
+
+// The one sentence every user-facing report prints when the MILP phases are off.
+constexpr const char* kHighsUnavailable = "HiGHS unavailable: MILP phases off";
 
 }  // namespace tlm::solver

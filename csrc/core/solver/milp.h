@@ -48,6 +48,16 @@ struct MilpResult {
   std::vector<std::pair<double, double>> improvements;  // (seconds, objective) of improving solutions
 };
 
+// When HiGHS phases that run to the end of a solve must stop: the last
+// `kMilpTailShare` of the budget (from `start` to `deadline`) is left to the
+// heuristics, which check the clock often, because one HiGHS call can overrun
+// its own limit by seconds inside a root cut round (milp.cpp). That keeps the
+// whole solve inside its time limit.
+constexpr double kMilpTailShare = 0.15;
+inline Clock::time_point milp_phase_end(Clock::time_point start, Clock::time_point deadline) {
+  return deadline - std::chrono::duration_cast<Clock::duration>((deadline - start) * kMilpTailShare);
+}
+
 // Columns and nonzeros the MILP of `m` would have.
 std::pair<size_t, size_t> milp_size(const Model& m);
 MilpResult solve_milp(const Model& m, const MilpOptions& options);

@@ -26,6 +26,9 @@ static std::string node_name(size_t i) { return "node " + std::to_string(i); }
 
 void validate(const Problem& p) {
   const size_t n = p.nodes.size();
+  if (p.usage_limit && *p.usage_limit < 0)
+    throw std::invalid_argument("usage_limit is " + std::to_string(*p.usage_limit) +
+                                "; expected a non-negative number (or none for no limit)");
   for (size_t i = 0; i < n; ++i) {
     const Node& node = p.nodes[i];
     if (node.strategies.empty())

@@ -27,6 +27,19 @@ class Reader {
   };
   std::vector<PathElem> path_;
 
+  // Objects and arrays nest by recursion (skip() of unknown members included):
+  // a bound keeps hostile documents from exhausting the stack. The contest
+  // format nests 4 deep; the IR reader (json.cpp) has the same limit.
+  static constexpr int kMaxDepth = 512;
+  struct Nesting {
+    Reader& r;
+    explicit Nesting(Reader& reader) : r(reader) {
+      if (++r.depth_ > kMaxDepth) r.syntax("nesting deeper than 512 levels");
+    }
+    ~Nesting() { --r.depth_; }
+  };
+  int depth_ = 0;
+
   void push_key(const std::string& k) { path_.push_back({k, -1}); }
   void push_index() { path_.push_back({"", 0}); }
   void pop() { path_.pop_back(); }
@@ -106,20 +119,10 @@ class Reader {
         case 'r': out.push_back('\r'); break;
         case 't': out.push_back('\t'); break;
         case 'u': {
-          if (end_ - p_ < 4) syntax("short \\u escape");
-          unsigned cp = 0;
-          for (int k = 0; k < 4; ++k) {
-            char h = *p_++;
-            cp <<= 4;
-            if (h >= '0' && h <= '9') cp |= h - '0';
-            else if (h >= 'a' && h <= 'f') cp |= h - 'a' + 10;
-            else if (h >= 'A' && h <= 'F') cp |= h - 'A' + 10;
-            else syntax("bad hex digit in \\u escape");
-          }
-          // Names only: encode the code unit as UTF-8 (surrogates kept as-is).
-          if (cp < 0x80) out.push_back(static_cast<char>(cp));
-          else if (cp < 0x800) { out.push_back(static_cast<char>(0xC0 | (cp >> 6))); out.push_back(static_cast<char>(0x80 | (cp & 0x3F))); }
-          else { out.push_back(static_cast<char>(0xE0 | (cp >> 12))); out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F))); out.push_back(static_cast<char>(0x80 | (cp & 0x3F))); }
+          std::string error;
+          const char* next = json::decode_unicode_escape(p_, end_, out, error);
+          if (!next) syntax(error);
+          p_ = next;
           break;
         }
         default: syntax("bad escape character");
@@ -170,6 +173,7 @@ class Reader {
   void array(F&& fn) {
     if (peek() != '[') schema(std::string("expected array, got ") + kind_here());
     ++p_;
+    Nesting nest(*this);
     push_index();
     long long i = 0;
     if (peek() == ']') { ++p_; pop(); return; }
@@ -190,6 +194,7 @@ class Reader {
   void object(F&& fn) {
     if (peek() != '{') schema(std::string("expected object, got ") + kind_here());
     ++p_;
+    Nesting nest(*this);
     if (peek() == '}') { ++p_; return; }
     while (true) {
       if (peek() != '"') syntax("expected member name" + found());

@@ -568,7 +568,7 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
           cs->coarse.edges.size(), cols);
     if (!sh.done && cols <= kWholeCoarseMilpColumns) {
       CoarseMilpResult cr = coarse_milp_search(
-          m, *cs, start, start_cost, deadline, 1, seed, [&](const std::vector<int>& x, __int128 c) { sh.offer(x, c); },
+          m, *cs, start, start_cost, milp_phase_end(t_start, deadline), 1, seed, [&](const std::vector<int>& x, __int128 c) { sh.offer(x, c); },
           [&]() { return sh.done.load(); });
       if (cr.optimal) sh.raise_bound(static_cast<long double>(start_cost));
       else if (cr.ran) sh.raise_bound(std::ceil(cr.bound));

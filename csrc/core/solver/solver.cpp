@@ -7,6 +7,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "highs_api.h"
 #include "milp.h"
 #include "model.h"
 #include "search.h"
@@ -28,6 +29,16 @@ double seconds_left(Clock::time_point deadline) {
 
 SolveResult solve(const Problem& problem, const SolveOptions& options) {
   const auto t0 = Clock::now();
+  if (!std::isfinite(options.time_limit_s) || options.time_limit_s <= 0)
+    throw std::invalid_argument("time_limit: expected a finite number of seconds > 0, got " +
+                                std::to_string(options.time_limit_s));
+  if (options.threads < 1)
+    throw std::invalid_argument("threads: expected at least 1, got " + std::to_string(options.threads));
+  std::string highs_why;
+  const bool have_highs = highs_api(&highs_why) != nullptr;
+  if (options.exact && !have_highs)
+    throw MilpUnavailableError(std::string("exact mode needs HiGHS to prove optimality, but ") + kHighsUnavailable +
+                               " (" + highs_why + ")");
   const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(
                                  std::chrono::duration<double>(std::max(0.0, options.time_limit_s)));
   trace("solve: %zu nodes, %zu edges, limit %.1fs", problem.nodes.size(), problem.edges.size(), options.time_limit_s);
@@ -76,7 +87,7 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
       if (!found.labels.empty())
         start = milp_model != &m ? to_restricted(restricted, kept, found.labels) : found.labels;
       MilpOptions mo;
-      mo.time_limit_s = seconds_left(deadline);
+      mo.time_limit_s = seconds_left(milp_phase_end(t0, deadline));
       mo.threads = options.threads;
       mo.seed = options.seed;
       if (!start.empty()) mo.start = &start;
@@ -118,6 +129,7 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
     proven = true;
   }
   SolveResult r;
+  if (!have_highs) r.milp_note = std::string(kHighsUnavailable) + " (" + highs_why + ")";
   r.solution = red.expand(found.labels);
   Evaluation ev = evaluate(problem, r.solution);
   if (!ev.feasible) throw std::logic_error("solver produced an infeasible solution: " + ev.violations.front());

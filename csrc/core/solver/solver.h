@@ -27,11 +27,19 @@ struct SolveResult {
   double seconds = 0.0;
   bool optimal = false;
   std::string status;  // "optimal" | "time_limit" | ...
+  // Empty when HiGHS is loaded; else kHighsUnavailable plus the reason (the
+  // search then ran without its MILP phases, and every report must say so).
+  std::string milp_note;
 };
 
 // Throws InfeasibleError (a std::invalid_argument) naming conflicting constraints.
 struct InfeasibleError : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
+};
+
+// exact=true without a loadable HiGHS library: nothing could prove optimality.
+struct MilpUnavailableError : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 SolveResult solve(const Problem& problem, const SolveOptions& options = {});

@@ -67,12 +67,25 @@ void contraction_rows(const RuleCtx& c, DimRows& rows, const Contraction& k) {
     }
 }
 
+// The operands' ranks must match the labels (the rows index them by label).
+Contraction checked(const RuleCtx& c, const Contraction& k) {
+  const int want_inputs = k.bias >= 0 ? 3 : 2;
+  if (c.num_inputs() != want_inputs || c.num_outputs() != 1)
+    c.fail("expected " + std::to_string(want_inputs) + " tensor inputs and 1 output, got " +
+           std::to_string(c.num_inputs()) + " and " + std::to_string(c.num_outputs()));
+  if (c.in(k.a).ndim() != static_cast<int64_t>(k.la.size()) || c.in(k.b).ndim() != static_cast<int64_t>(k.lb.size()) ||
+      c.out(0).ndim() != static_cast<int64_t>(k.lo.size()))
+    c.fail("operand ranks " + std::to_string(c.in(k.a).ndim()) + ", " + std::to_string(c.in(k.b).ndim()) + " -> " +
+           std::to_string(c.out(0).ndim()) + " do not fit " + k.la + "," + k.lb + "->" + k.lo);
+  return k;
+}
+
 Rule contraction_rule(std::function<Contraction(const RuleCtx&)> layout, bool has_bias) {
   Rule r;
   r.family = "matmul";
-  r.dims = [layout](const RuleCtx& c, DimRows& rows) { contraction_rows(c, rows, layout(c)); };
+  r.dims = [layout](const RuleCtx& c, DimRows& rows) { contraction_rows(c, rows, checked(c, layout(c))); };
   r.work = [layout, has_bias](const RuleCtx& c, const OpStrategy& s) {
-    const Contraction k = layout(c);
+    const Contraction k = checked(c, layout(c));
     auto sa = local_shape_in(c, s, k.a);
     auto sb = local_shape_in(c, s, k.b);
     double prod = 1;

@@ -11,3 +11,15 @@ target_compile_options(solver_fuzz PRIVATE -O1 -g -fno-omit-frame-pointer -fsani
                        -fno-sanitize-recover=all)
 target_link_options(solver_fuzz PRIVATE -fsanitize=address,undefined)
 target_link_libraries(solver_fuzz PRIVATE ${CMAKE_DL_LIBS})
+
+# JSON / planner IR / options / calibration reader fuzzer (json_fuzz.cpp): the
+# whole torch-free core except the solver, under the same sanitizers.
+file(GLOB FUZZ_CORE_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/csrc/core/*.cpp
+     ${CMAKE_SOURCE_DIR}/csrc/core/strategies/*.cpp ${CMAKE_SOURCE_DIR}/csrc/core/solver/*.cpp)
+add_executable(json_fuzz EXCLUDE_FROM_ALL ${CMAKE_SOURCE_DIR}/test/cpp/json_fuzz.cpp ${FUZZ_CORE_SOURCES})
+target_include_directories(json_fuzz PRIVATE ${CMAKE_SOURCE_DIR}/csrc ${CMAKE_SOURCE_DIR}/test/cpp)
+target_compile_options(json_fuzz PRIVATE -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined
+                       -fno-sanitize-recover=all)
+target_link_options(json_fuzz PRIVATE -fsanitize=address,undefined)
+find_package(Threads REQUIRED)
+target_link_libraries(json_fuzz PRIVATE Threads::Threads ${CMAKE_DL_LIBS})

@@ -1,0 +1,88 @@
+"""The runtime's own process groups, with a timeout of their own.
+
+A collective waits for every rank of its group. If one rank fails inside the
+planned program and stays alive (it caught its error), the others would wait for
+torch's default process-group timeout (30 minutes for gloo). The runtime therefore
+runs its collectives on groups it creates itself, over the same ranks as the
+user's mesh, with `timeout` (parallelize's and the backend's option, default
+DEFAULT_TIMEOUT): a rank left waiting gets an error within that time, and
+runtime/failures.py turns it into one naming the rank that failed.
+
+Creating groups is collective: every rank calls `runtime_mesh` for the same mesh
+and timeout in the same order (parallelize and the backend do, on every rank).
+"""
+from __future__ import annotations
+
+import datetime
+import numbers
+
+import torch.distributed as dist
+
+from .. import _torch_private
+
+__all__ = ["DEFAULT_TIMEOUT", "as_timeout", "runtime_mesh", "world_group"]
+
+# Long enough for a first step that compiles or plans on every rank, short enough that a
+# failure ends a run in minutes, not half an hour.
+DEFAULT_TIMEOUT = datetime.timedelta(seconds=300)
+
+_cache: dict = {}
+
+
+def as_timeout(value, what: str = "timeout") -> datetime.timedelta:
+    """A positive timedelta from seconds or a timedelta."""
+    if isinstance(value, datetime.timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise TypeError(f"{what}: expected seconds or a datetime.timedelta, got {type(value).__name__}")
+    if not (0 < seconds < float("inf")):
+        raise ValueError(f"{what}: expected a positive, finite duration, got {seconds} s")
+    return datetime.timedelta(seconds=seconds)
+
+
+def _subgroup_ranks(mesh, dim: int) -> list:
+    """Rank lists of the groups along mesh dim `dim` (every group, not only this rank's)."""
+    t = mesh.mesh
+    return t.movedim(dim, -1).reshape(-1, t.shape[dim]).tolist()
+
+
+def runtime_mesh(mesh, timeout: datetime.timedelta):
+    """A DeviceMesh equal to `mesh` (same ranks, layout, names) whose dim groups time out
+    after `timeout`. Without a process group (single process) it is `mesh` itself."""
+    if not dist.is_initialized() or mesh.size() == 1:
+        return mesh
+    key = (tuple(mesh.mesh.flatten().tolist()), tuple(mesh.shape), mesh.mesh_dim_names, mesh.device_type, timeout)
+    if key not in _cache:
+        groups = []
+        for d in range(mesh.ndim):
+            mine, _ = dist.new_subgroups_by_enumeration(_subgroup_ranks(mesh, d), timeout=timeout,
+                                                        group_desc=f"torch_localmap_dim{d}")
+            groups.append(mine)
+        _cache[key] = _torch_private.mesh_from_groups(mesh, groups)
+    return _cache[key]
+
+
+def world_group(timeout: datetime.timedelta):
+    """A group of every rank with `timeout` (plan broadcast, failure checks); None without one."""
+    if not dist.is_initialized():
+        return None
+    key = ("world", dist.get_world_size(), timeout)
+    if key not in _cache:
+        _cache[key] = dist.new_group(list(range(dist.get_world_size())), timeout=timeout,
+                                     group_desc="torch_localmap_world")
+    return _cache[key]
+
+
+def is_collective_failure(exc: BaseException) -> bool:
+    """Whether `exc` is a collective that timed out or lost a peer (not this rank's own fault)."""
+    if isinstance(exc, getattr(dist, "DistError", ())):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and any(s in text for s in _COLLECTIVE_FAILURES)
+
+
+# How gloo (torch 2.13) words a collective that cannot complete.
+_COLLECTIVE_FAILURES = ("Timed out waiting", "Connection closed by peer", "Connection reset by peer",
+                        "Socket Timeout", "Broken pipe", "NCCL communicator was aborted", "Watchdog caught")
