@@ -161,11 +161,10 @@ def main(argv=None) -> int:
         enum_wall, enum_s, result = _timed(lambda: _C.enumerate_strategies(ir_json, True), args.repeat)
         # Strategies + compute costs + every distinct redistribution cost of every edge (the
         # planner's problem build, no solve; dense matrices not materialized).
-        _, costs_s, build = _timed(lambda: _C.plan(ir_json, json.dumps({"build_only": True})), args.repeat)
-        build = json.loads(build)
+        _, costs_s, build = _timed(lambda: _C.build_cost_tables_stats(ir_json), args.repeat)
         result = json.loads(result)
         n_strats = sum(len(e["strategies"]) for e in result if e is not None)
-        fell = sorted({ex.doc["nodes"][i]["op"] for i, e in enumerate(result) if e and e.get("fell_back")})
+        fell = sorted({ex.nodes[i].op for i, e in enumerate(result) if e and e.get("fell_back")})
 
         per_op, timed, no_rule, errors = dtensor_enumerate(small.gm, mesh, args.dtensor_budget)
         all_times = [x for v in per_op.values() for x in v]
@@ -178,7 +177,7 @@ def main(argv=None) -> int:
             est += count * (statistics.fmean(times) if times else mean_all)
             covered += count
         m = "x".join(map(str, mesh))
-        print(f"{m:>8} {len(ex.doc['nodes']):9d} {n_strats:11d} {parse_s:7.3f} {counts_s:7.3f} {enum_s:9.3f} "
+        print(f"{m:>8} {len(ex.nodes):9d} {n_strats:11d} {parse_s:7.3f} {counts_s:7.3f} {enum_s:9.3f} "
               f"{enum_wall:7.3f} {costs_s:7.3f} {est:9.1f} {est / enum_s:6.0f}x")
         notes.append(f"{m}: problem build (+costs): {build['edges']} edges, {build['edge_matrix_entries']} edge-matrix "
                      f"entries, {build['distinct_redistribution_costs']} distinct redistribution costs computed")

@@ -19,23 +19,82 @@ import torch.fx as fx
 from . import _torch_private
 
 
+@dataclass(frozen=True)
+class TensorMeta:
+    shape: tuple
+    dtype: str  # "float32", as in the IR
+
+
+@dataclass(frozen=True)
+class IrNode:
+    """One node of the planner IR, typed (what the runtime and reports read)."""
+
+    name: str
+    op: str  # "placeholder", "output", or an overload name such as "aten.mm.default"
+    role: str  # placeholders: "param" | "buffer" | "input" | "tangent"; "" otherwise
+    target: str  # placeholders: the parameter/buffer FQN or the input index; "" otherwise
+    args: list  # IR argument encoding (module docstring)
+    kwargs: dict
+    outputs: tuple  # TensorMeta per tensor output
+    output_positions: tuple = ()  # multi-output ops: tuple position of each tensor output
+    fixed: dict | None = None  # local_map regions: pinned placements (local_map.node_fixed_placements)
+    # The output node: per graph output its role ("output" | "grad" | "input_grad" | "none")
+    # and target (the output index or the parameter FQN).
+    output_roles: tuple = ()
+    output_targets: tuple = ()
+    extra: dict = field(default_factory=dict)  # other exporter fields, passed to C++ as is
+
+    def document(self) -> dict:
+        """This node in the IR document (csrc/core/graph.h)."""
+        d = {"name": self.name, "op": self.op}
+        if self.role:
+            d["role"] = self.role
+        d["args"] = self.args
+        d["kwargs"] = self.kwargs
+        d["outputs"] = [{"shape": list(m.shape), "dtype": m.dtype} for m in self.outputs]
+        extra = dict(self.extra)
+        if self.target:
+            extra["target"] = self.target
+        if self.output_positions:
+            extra["output_positions"] = list(self.output_positions)
+        if self.op == "output":
+            extra["roles"], extra["targets"] = list(self.output_roles), list(self.output_targets)
+        if self.fixed is not None:
+            d["fixed"] = self.fixed
+        if extra:
+            d["extra"] = extra
+        return d
+
+
 @dataclass
 class ExportedGraph:
-    """The IR document plus the mapping back to FX nodes."""
+    """The planner IR of an FX graph (typed nodes) plus the mapping back to FX nodes."""
 
-    doc: dict
+    nodes: list  # IrNode per IR node, in graph order; the output node last
+    mesh_shape: tuple
+    mesh_dim_names: tuple | None
     fx_nodes: list  # IR node index -> fx.Node
     index_of: dict  # fx.Node -> IR node index
     # fx.Node -> {tuple position -> IR output index} for multi-output nodes
     output_slots: dict = field(default_factory=dict)
     subgraphs: set = field(default_factory=set)  # get_attr nodes of HOP subgraphs (not exported)
 
+    def document(self) -> dict:
+        mesh = {"shape": list(self.mesh_shape)}
+        if self.mesh_dim_names:
+            mesh["dim_names"] = list(self.mesh_dim_names)
+        return {"mesh": mesh, "nodes": [n.document() for n in self.nodes]}
+
     def to_json(self) -> str:
-        return json.dumps(self.doc, separators=(",", ":"))
+        return json.dumps(self.document(), separators=(",", ":"))
+
+    def placeholders(self) -> list:
+        """(IR index, IrNode) of every placeholder, in graph order."""
+        return [(i, n) for i, n in enumerate(self.nodes) if n.op == "placeholder"]
 
 
-def _tensor_meta(val) -> dict:
-    return {"shape": [int(s) for s in val.shape], "dtype": str(val.dtype).replace("torch.", "")}
+def _tensor_meta(val) -> TensorMeta:
+    return TensorMeta(shape=tuple(int(s) for s in val.shape), dtype=str(val.dtype).replace("torch.", ""))
 
 
 def _op_name(target) -> str:
@@ -103,79 +162,69 @@ def export_graph(gm: fx.GraphModule, mesh_shape, mesh_dim_names=None, node_extra
     """Exports `gm` (nodes must carry meta["val"], e.g. from make_fx / aot tracing).
 
     `node_extra(fx_node) -> dict | None` lets callers attach fields (such as
-    "fixed" placements of local_map regions) without this module knowing them.
+    "fixed" placements of local_map regions, or an "extra" dict) without this module
+    knowing them.
     """
-    ex = ExportedGraph(doc={}, fx_nodes=[], index_of={})
+    ex = ExportedGraph(nodes=[], mesh_shape=tuple(int(s) for s in mesh_shape),
+                       mesh_dim_names=tuple(mesh_dim_names) if mesh_dim_names else None, fx_nodes=[], index_of={})
     enc = _Encoder(ex)
-    nodes = []
     for node in gm.graph.nodes:
         if node.op == "call_function" and node.target is operator.getitem:
             continue  # folded into references
         if node.op == "get_attr" and isinstance(_attr(gm, node.target), fx.GraphModule):
             ex.subgraphs.add(node)
             continue  # a HOP's subgraph: referenced by name from the HOP node's args
-        val = node.meta.get("val")
-        entry = {"name": node.name}
+        fields = {"name": node.name}
         if node.op == "placeholder":
-            role, name = _torch_private.describe_input(node.meta.get("desc"))
-            entry.update(op="placeholder", role=role, args=[], kwargs={})
-            if name:
-                entry["extra"] = {"target": name}
+            role, target = _torch_private.describe_input(node.meta.get("desc"))
+            fields.update(op="placeholder", role=role, target=target or "", args=[], kwargs={})
         elif node.op == "output":
             outs = node.args[0]
             flat = list(outs) if isinstance(outs, (list, tuple)) else [outs]
             descs = node.meta.get("desc") or [None] * len(flat)
             roles, targets = [], []
             for v, d in zip(flat, descs):
-                role, name = _torch_private.describe_output(d) if d is not None else ("output", "")
+                role, target = _torch_private.describe_output(d) if d is not None else ("output", "")
                 if v is None:
-                    role, name = "none", ""
+                    role, target = "none", ""
                 roles.append(role)
-                targets.append(name)
-            entry.update(op="output", args=[[enc.arg(v) for v in flat]], kwargs={},
-                         extra={"roles": roles, "targets": targets})
-            nodes.append(entry)
-            ex.fx_nodes.append(node)
-            ex.index_of[node] = len(nodes) - 1
-            continue
+                targets.append(target)
+            fields.update(op="output", role="", target="", args=[[enc.arg(v) for v in flat]], kwargs={},
+                          output_roles=tuple(roles), output_targets=tuple(targets))
         elif node.op == "call_function":
-            entry.update(op=_op_name(node.target), args=enc.arg(list(node.args)),
-                         kwargs={k: enc.arg(v) for k, v in node.kwargs.items()})
+            fields.update(op=_op_name(node.target), role="", target="", args=enc.arg(list(node.args)),
+                          kwargs={k: enc.arg(v) for k, v in node.kwargs.items()})
         else:
             raise ValueError(f"unsupported FX node '{node.name}' ({node.op}); the planner takes flat aten graphs")
-
-        if isinstance(val, torch.Tensor):
-            entry["outputs"] = [_tensor_meta(val)]
-        elif isinstance(val, (list, tuple)):
-            metas, slots = [], {}
-            for pos, v in enumerate(val):
-                if isinstance(v, torch.Tensor):
-                    slots[pos] = len(metas)
-                    metas.append(_tensor_meta(v))
-            entry["outputs"] = metas
-            ex.output_slots[node] = slots
-            entry.setdefault("extra", {})["output_positions"] = sorted(slots)
-        elif val is None:
-            entry["outputs"] = []
-        else:
-            entry["outputs"] = []  # a non-tensor value (scalar); the planner treats it as constant
-        if node_extra is not None:
-            more = node_extra(node)
+        fields["outputs"] = () if node.op == "output" else _outputs(ex, node, fields)
+        if node_extra is not None and node.op != "output":
+            more = dict(node_extra(node) or {})
+            if "fixed" in more:
+                fields["fixed"] = more.pop("fixed")
+            fields["extra"] = more.pop("extra", {}) or {}
             if more:
-                more = dict(more)
-                extra = more.pop("extra", None)
-                entry.update(more)
-                if extra:  # merge: the exporter's own extra fields (output_positions) stay
-                    entry.setdefault("extra", {}).update(extra)
-        nodes.append(entry)
+                raise ValueError(f"node_extra returned unknown IR fields {sorted(more)} for node '{node.name}'")
+        ex.nodes.append(IrNode(**fields))
         ex.fx_nodes.append(node)
-        ex.index_of[node] = len(nodes) - 1
-
-    mesh = {"shape": [int(s) for s in mesh_shape]}
-    if mesh_dim_names:
-        mesh["dim_names"] = list(mesh_dim_names)
-    ex.doc = {"mesh": mesh, "nodes": nodes}
+        ex.index_of[node] = len(ex.nodes) - 1
     return ex
+
+
+def _outputs(ex: ExportedGraph, node: fx.Node, fields: dict) -> tuple:
+    """Tensor metas of a node's value; records tuple positions of multi-output nodes."""
+    val = node.meta.get("val")
+    if isinstance(val, torch.Tensor):
+        return (_tensor_meta(val),)
+    if isinstance(val, (list, tuple)):
+        metas, slots = [], {}
+        for pos, v in enumerate(val):
+            if isinstance(v, torch.Tensor):
+                slots[pos] = len(metas)
+                metas.append(_tensor_meta(v))
+        ex.output_slots[node] = slots
+        fields["output_positions"] = tuple(sorted(slots))
+        return tuple(metas)
+    return ()  # None or a non-tensor value (a scalar): the planner treats it as constant
 
 
 def decode_arg(a, tensor_of):

@@ -44,8 +44,7 @@ class ParallelModule(nn.Module):
         self.plan = plan
         self._program = program
         self._input_metas = input_metas
-        self._roles = [(n.get("role", "input"), n.get("extra", {}).get("target", ""))
-                       for n in plan.exported.doc["nodes"] if n["op"] == "placeholder"]
+        self._roles = [(n.role, n.target) for _, n in plan.graph.placeholders()]
 
     def forward(self, *inputs):
         # Failures here (bad inputs included) are recorded for the other ranks, which are

@@ -1,79 +1,16 @@
-"""Planning: joint graph -> IR -> C++ planner (one call) -> Plan."""
+"""Planning: joint graph -> IR -> C++ planner (one call) -> Plan (typed: _plan_types.py)."""
 from __future__ import annotations
 
 import json
 import warnings
-from dataclasses import dataclass
-
 import torch
 
 from . import _C, _torch_private
 from ._mesh import mesh_shape_and_names
 from .runtime.failures import failure_scope
-from .ir_export import ExportedGraph, export_graph
+from ._plan_types import NodePlan, Plan, PlanSummary, SolverSummary  # noqa: F401  (public via this module)
+from .ir_export import export_graph
 from .trace import JointGraph, trace_joint
-
-
-@dataclass
-class Plan:
-    """A solved plan: per node its strategy, per parameter its placements, and costs.
-
-    A plan loaded from a file (`Plan.load`) has the document only (exported and joint
-    are None): enough to read and report, not to run.
-    """
-
-    doc: dict
-    exported: ExportedGraph | None
-    joint: JointGraph | None
-
-    FORMAT_VERSION = _C.PLAN_FORMAT_VERSION
-
-    def save(self, path) -> None:
-        with open(path, "w") as f:
-            f.write(self.to_json())
-
-    @classmethod
-    def load(cls, path) -> "Plan":
-        """Reads a plan file written by `save` (or `plan --out`); checks its format version."""
-        with open(path) as f:
-            try:
-                doc = json.load(f)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"plan file {path}: not JSON ({e})") from None
-        if not isinstance(doc, dict) or "format_version" not in doc:
-            raise ValueError(f"plan file {path}: no format_version; expected a plan document written by "
-                             f"torch_localmap (format_version {cls.FORMAT_VERSION})")
-        if doc["format_version"] != cls.FORMAT_VERSION:
-            raise ValueError(f"plan file {path}: format_version {doc['format_version']!r}; this torch_localmap "
-                             f"reads format_version {cls.FORMAT_VERSION}")
-        for key in ("mesh", "nodes", "summary"):
-            if key not in doc:
-                raise ValueError(f"plan file {path}: missing field '{key}'")
-        return cls(doc=doc, exported=None, joint=None)
-
-    @property
-    def summary(self) -> dict:
-        return self.doc["summary"]
-
-    @property
-    def nodes(self) -> list:
-        return self.doc["nodes"]
-
-    def to_json(self) -> str:
-        return json.dumps(self.doc, separators=(",", ":"))
-
-    def param_placements(self) -> dict:
-        """{parameter name: spec string} in parameter order."""
-        out = {}
-        for i, node in enumerate(self.exported.doc["nodes"]):
-            if node["op"] == "placeholder" and node.get("role") == "param":
-                out[node["extra"]["target"]] = self.nodes[i]["strategy"]["outputs"][0]
-        return out
-
-    def placeholder_specs(self) -> list:
-        """Spec of every placeholder, in graph order."""
-        return [self.nodes[i]["strategy"]["outputs"][0]
-                for i, n in enumerate(self.exported.doc["nodes"]) if n["op"] == "placeholder"]
 
 
 def plan_options(mode="train", device="H100", time_limit=10.0, memory_limit=None, fixed_params=None,
@@ -130,16 +67,16 @@ def plan_joint(joint: JointGraph, mesh, *, node_extra=None, timeout=None, **opti
     shape, names = mesh_shape_and_names(mesh)
     exported = export_graph(joint.gm, shape, names, node_extra=node_extra)
     timeout = DEFAULT_TIMEOUT if timeout is None else as_timeout(timeout)
-    doc = json.loads(_agreed_plan_json(exported.to_json(), plan_options(**options), mesh, timeout))
-    note = doc["summary"]["solver"].get("note")
-    if note:  # the plan is still valid, but was found without the MILP phases
-        warnings.warn(f"torch_localmap: {note}", stacklevel=3)
-    fell_back = doc["summary"].get("fallback_ops")
-    if fell_back:
-        warnings.warn(f"torch_localmap: no sharding rule for {', '.join(fell_back)}; these ops run replicated. "
-                      "Wrap them in torch_localmap.local_map to choose placements, or pass "
+    plan = Plan.from_document(json.loads(_agreed_plan_json(exported.to_json(), plan_options(**options), mesh,
+                                                          timeout)))
+    plan.graph, plan.joint = exported, joint
+    if plan.summary.solver.note:  # the plan is still valid, but was found without the MILP phases
+        warnings.warn(f"torch_localmap: {plan.summary.solver.note}", stacklevel=3)
+    if plan.summary.fallback_ops:
+        warnings.warn(f"torch_localmap: no sharding rule for {', '.join(plan.summary.fallback_ops)}; these ops run "
+                      "replicated. Wrap them in torch_localmap.local_map to choose placements, or pass "
                       "fallback_replicate=False to make this an error.", stacklevel=3)
-    return Plan(doc=doc, exported=exported, joint=joint)
+    return plan
 
 
 def plan_module(module: torch.nn.Module, mesh, example_inputs, **options) -> Plan:

@@ -14,33 +14,32 @@ def format_plan(plan, max_ops: int = 40) -> str:
     lines.append("")
     lines.append(f"Ops ({len(plan.nodes)} nodes; showing those with cost, largest first):")
     lines.append(f"  {'node':<24} {'op':<34} {'inputs -> outputs':<34} {'compute':>13} {'comm':>13}")
-    rows = [n for n in plan.nodes if n["op"] != "placeholder" and (n["compute_s"] > 0 or n["comm_s"] > 0)]
-    rows.sort(key=lambda n: -(n["compute_s"] + n["comm_s"]))
+    rows = [n for n in plan.nodes if n.op != "placeholder" and (n.compute_s > 0 or n.comm_s > 0)]
+    rows.sort(key=lambda n: -(n.compute_s + n.comm_s))
     for n in rows[:max_ops]:
-        st = n["strategy"]
-        io = f"{','.join(x or '-' for x in st['inputs'])} -> {','.join(st['outputs'])}"
-        lines.append(f"  {n['name']:<24} {n['op']:<34} {io:<34} {_us(n['compute_s'])} {_us(n['comm_s'])}")
+        io = f"{','.join(x or '-' for x in n.inputs)} -> {','.join(n.outputs)}"
+        lines.append(f"  {n.name:<24} {n.op:<34} {io:<34} {_us(n.compute_s)} {_us(n.comm_s)}")
     if len(rows) > max_ops:
         lines.append(f"  ... {len(rows) - max_ops} more")
-    sol = s["solver"]
+    sol = s.solver
     lines.append("")
-    lines.append(f"Estimated step time {_us(s['estimated_step_s']).strip()} = compute {_us(s['compute_s']).strip()}"
-                 f" + communication {_us(s['comm_s']).strip()}; peak memory {s['peak_bytes'] / 2**20:.2f} MiB/rank")
-    lines.append(f"Solver: cost={sol['cost']} bound={sol['bound']:.6g} gap={100 * sol['gap']:.3f}% "
-                 f"({sol['status']}, {sol['seconds']:.3f} s)")
-    if sol.get("note"):
-        lines.append(f"Solver note: {sol['note'].splitlines()[0]}")
-    if s.get("fallback_ops"):
-        lines.append(f"Replicate-only fallback for: {', '.join(s['fallback_ops'])}")
+    lines.append(f"Estimated step time {_us(s.estimated_step_s).strip()} = compute {_us(s.compute_s).strip()}"
+                 f" + communication {_us(s.comm_s).strip()}; peak memory {s.peak_bytes / 2**20:.2f} MiB/rank")
+    lines.append(f"Solver: cost={sol.cost} bound={sol.bound:.6g} gap={100 * sol.gap:.3f}% "
+                 f"({sol.status}, {sol.seconds:.3f} s)")
+    if sol.note:
+        lines.append(f"Solver note: {sol.note.splitlines()[0]}")
+    if s.fallback_ops:
+        lines.append(f"Replicate-only fallback for: {', '.join(s.fallback_ops)}")
     return "\n".join(lines)
 
 
 def format_comparison(plan, others: dict) -> str:
-    base = plan.summary["estimated_step_s"]
+    base = plan.summary.estimated_step_s
     lines = ["", "Same cost model, other plans:",
              f"  {'plan':<52} {'step time':>14} {'vs ours':>9}",
              f"  {'torch_localmap (solved)':<52} {_us(base)} {1.0:>8.2f}x"]
     for label, p in others.items():
-        t = p.summary["estimated_step_s"]
+        t = p.summary.estimated_step_s
         lines.append(f"  {label:<52} {_us(t)} {t / base if base > 0 else float('inf'):>8.2f}x")
     return "\n".join(lines)

@@ -40,53 +40,37 @@ def local_shape(global_shape, mesh_shape, spec, coord) -> list:
 
 def make_rank_program(plan: Plan, device_mesh, coord):
     """A Python function computing the planned joint graph on this rank's local tensors."""
-    ir_nodes = plan.exported.doc["nodes"]
-    pnodes = plan.nodes
-    fx_nodes = plan.exported.fx_nodes
-    call_args = json.loads(_C.rank_call_args(plan.exported.to_json(), plan.to_json(), list(coord)))
-    placeholders = [i for i, n in enumerate(ir_nodes) if n["op"] == "placeholder"]
+    graph = plan.graph
+    ir_nodes, pnodes, fx_nodes = graph.nodes, plan.nodes, graph.fx_nodes
+    call_args = json.loads(_C.rank_call_args(graph.to_json(), plan.to_json(), list(coord)))
+    placeholders = [i for i, _ in graph.placeholders()]
 
-    def out_spec(ref):
-        return pnodes[ref[0]]["strategy"]["outputs"][ref[1]]
-
-    def global_shape(ref):
-        return ir_nodes[ref[0]]["outputs"][ref[1]]["shape"]
+    def moved(env, ref, want):
+        """The value at `ref` ([node, output]) redistributed from its planned spec to `want`."""
+        src = pnodes[ref[0]].outputs[ref[1]]
+        shape = ir_nodes[ref[0]].outputs[ref[1]].shape
+        return redistribute_local(env[ref[0]][ref[1]], shape, device_mesh, src, want)
 
     def program(*inputs):
         env = {}
         for k, i in enumerate(placeholders):
             env[i] = [inputs[k]]
         for i, node in enumerate(ir_nodes):
-            op = node["op"]
-            if op == "placeholder":
+            if node.op == "placeholder":
                 continue
-            want = pnodes[i]["strategy"]["inputs"]
-            if op == "output":
-                outs = []
-                for j, a in enumerate(node["args"][0]):
-                    if not (isinstance(a, dict) and "t" in a):
-                        outs.append(None)
-                        continue
-                    ref = tuple(a["t"])
-                    outs.append(redistribute_local(env[ref[0]][ref[1]], global_shape(ref), device_mesh,
-                                                   out_spec(ref), want[j]))
-                return outs
+            want = pnodes[i].inputs
+            if node.op == "output":
+                return [moved(env, tuple(a["t"]), want[j]) if isinstance(a, dict) and "t" in a else None
+                        for j, a in enumerate(node.args[0])]
             refs = []
-            _tensor_refs(node["args"], refs)
-            _tensor_refs(node["kwargs"], refs)
-            local_inputs = iter([
-                redistribute_local(env[r[0]][r[1]], global_shape(r), device_mesh, out_spec(r), want[k])
-                for k, r in enumerate(refs)
-            ])
+            _tensor_refs(node.args, refs)
+            _tensor_refs(node.kwargs, refs)
+            local_inputs = iter([moved(env, r, want[k]) for k, r in enumerate(refs)])
             call = call_args[i]
             args = decode_arg(call["args"], lambda _ref: next(local_inputs))
             kwargs = {k: decode_arg(v, lambda _ref: next(local_inputs)) for k, v in call["kwargs"].items()}
             result = _run_node(fx_nodes[i], args, kwargs)
-            if isinstance(result, torch.Tensor):
-                env[i] = [result]
-            else:
-                positions = node.get("extra", {}).get("output_positions", [])
-                env[i] = [result[p] for p in positions]
+            env[i] = [result] if isinstance(result, torch.Tensor) else [result[p] for p in node.output_positions]
         raise AssertionError("graph has no output node")
 
     return program
@@ -103,16 +87,12 @@ def _run_node(fx_node: fx.Node, args, kwargs):
 
 def local_example_inputs(plan: Plan, fake_mode, coord) -> list:
     """Fake tensors with each placeholder's local shape on this rank."""
-    mesh_shape = plan.doc["mesh"]["shape"]
     out = []
     with fake_mode:
-        for i, node in enumerate(plan.exported.doc["nodes"]):
-            if node["op"] != "placeholder":
-                continue
-            meta = node["outputs"][0]
-            spec = plan.nodes[i]["strategy"]["outputs"][0]
-            shape = local_shape(meta["shape"], mesh_shape, spec, coord)
-            out.append(torch.empty(shape, dtype=getattr(torch, meta["dtype"])))
+        for (_, node), spec in zip(plan.graph.placeholders(), plan.placeholder_specs()):
+            meta = node.outputs[0]
+            shape = local_shape(meta.shape, plan.mesh_shape, spec, coord)
+            out.append(torch.empty(shape, dtype=getattr(torch, meta.dtype)))
     return out
 
 
@@ -120,7 +100,7 @@ def trace_rank_program(plan: Plan, device_mesh, coord, fake_inputs) -> fx.GraphM
     """The rank's SPMD joint graph, placeholders named primals_* / tangents_* like aot_autograd's."""
     program = make_rank_program(plan, device_mesh, coord)
     gm = make_fx(program, tracing_mode="real", _allow_non_fake_inputs=False)(*fake_inputs)
-    roles = [n.get("role", "input") for n in plan.exported.doc["nodes"] if n["op"] == "placeholder"]
+    roles = [n.role for _, n in plan.graph.placeholders()]
     n_primal = n_tangent = 0
     for node, role in zip([n for n in gm.graph.nodes if n.op == "placeholder"], roles):
         if role == "tangent":

@@ -132,7 +132,7 @@ def cases_from_graph(gm: fx.GraphModule, placeholder_values: list, source: str) 
         return v
 
     cases = []
-    for i, node in enumerate(ex.doc["nodes"]):
+    for i, node in enumerate(ex.document()["nodes"]):
         if node["op"] in ("placeholder", "output") or not node.get("outputs"):
             continue
         occ: list = []

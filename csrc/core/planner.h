@@ -1,4 +1,11 @@
-// The planner: IR graph -> strategies -> costs -> solver problem -> plan.
+// The planner: a short driver over typed stages.
+//
+//   Graph (graph.h, read from the IR document)
+//     -> strategies      enumerate_graph_strategies   strategy.h     std::vector<NodeStrategies>
+//     -> cost tables     build_cost_tables            cost_tables.h  CostTables (solver::Problem inside)
+//     -> solve           solver::solve                solver/solver.h  solver::SolveResult
+//     -> plan            make_plan                    plan.h         Plan
+//   JSON only at the edges: plan_json.h (options in, plan document out).
 //
 // Boundary policy. In "train" mode (parallelize) parameters may take any R/S
 // spec, each parameter gradient must come out in its parameter's spec, user
@@ -15,11 +22,10 @@
 #include <string>
 #include <vector>
 
-#include "cost_model.h"
-#include "graph.h"
-#include "json.h"
-#include "solver/problem.h"
-#include "strategy.h"
+#include "core/cost_tables.h"
+#include "core/graph.h"
+#include "core/plan.h"
+#include "core/strategy.h"
 
 namespace tlm {
 
@@ -35,32 +41,25 @@ struct PlanOptions {
   // Parameters whose spec is fixed by the caller (hand plans such as DDP or
   // FSDP, or user constraints), by parameter name.
   std::map<std::string, PlacementSpec> fixed_params;
-  // Stop after strategies and every cost are computed; return counts and timings
-  // instead of a plan (benchmarks). Dense edge matrices are not materialized.
-  bool build_only = false;
 };
 
-PlanOptions read_plan_options(const json::Value& v);
+// Strategies, cost tables and the solve: the plan.
+Plan plan_graph(const Graph& g, const PlanOptions& options);
 
-// Version of the plan document below; readers refuse other versions (plan files
-// outlive the code that wrote them).
-constexpr int kPlanFormatVersion = 1;
+// Stages 1-2 only, for benchmarks: counts and no dense edge matrices (3-D/4-D
+// meshes would need gigabytes).
+struct BuildStats {
+  int64_t nodes = 0, strategies = 0, edges = 0, edge_matrix_entries = 0, distinct_redistribution_costs = 0;
+};
+BuildStats build_only(const Graph& g, const PlanOptions& options);
 
-// The plan: a JSON value (see docs/architecture.md, "Plan") with, per node, the
-// chosen strategy and its costs, per graph output its spec, and a summary
-// (estimated step time split into compute and communication, peak memory,
-// solver cost/bound/gap, ops that fell back to replicate, strategy counts).
-json::Value plan_graph(const Graph& g, const PlanOptions& options);
-
-// Per-node call arguments for the rank at `coord` under a plan (one call per rank).
-json::Value rank_call_args(const Graph& g, const json::Value& plan, const std::vector<int64_t>& coord);
+// Per-node call arguments for the rank at `coord` under a plan (one call per
+// rank), in the IR's argument encoding: {"args": [...], "kwargs": {...}} per
+// node, null for placeholders and the output node.
+json::Value rank_call_args(const Graph& g, const Plan& plan, const std::vector<int64_t>& coord);
 
 // Total work of every op in a graph under its first (on a 1-device mesh: the
 // only) strategy: how the work inside a local_map region body is measured.
 OpWork graph_work(const Graph& g);
-
-// Picoseconds, the solver's integer cost unit (exact sums; 1 ps resolution
-// is far below any op's time, and int64 holds 106 days of it).
-solver::Cost to_cost(double seconds);
 
 }  // namespace tlm

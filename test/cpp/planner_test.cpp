@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "core/plan_json.h"
 #include "core/planner.h"
 #include "core/solver/solver.h"
 
@@ -34,7 +35,7 @@ std::string final_spec(const json::Value& plan, size_t j) {
 
 TEST(Planner, GradientLeavesInItsParametersSpecAndLossLeavesReplicated) {
   Graph g = read_graph(training_graph(8192, "[4]"));
-  json::Value plan = plan_graph(g, PlanOptions{});
+  json::Value plan = plan_to_json(plan_graph(g, PlanOptions{}));
   EXPECT_EQ(final_spec(plan, 0), "R");
   EXPECT_EQ(final_spec(plan, 1), out_spec(plan, 0));  // grad of w in w's spec
   EXPECT_EQ(out_spec(plan, 1), "R");                  // inputs arrive replicated
@@ -47,7 +48,7 @@ TEST(Planner, GradientLeavesInItsParametersSpecAndLossLeavesReplicated) {
 TEST(Planner, LargeMatmulIsShardedOnFourRanks) {
   // 2 * 8192^3 FLOP per mm: far above any collective of the 256 MiB operands on NVLink.
   Graph g = read_graph(training_graph(8192, "[4]"));
-  json::Value plan = plan_graph(g, PlanOptions{});
+  json::Value plan = plan_to_json(plan_graph(g, PlanOptions{}));
   EXPECT_NE(out_spec(plan, 2), "R") << plan.dump();
   EXPECT_LT(plan.at("summary").at("compute_s").as_double(),
             node(plan, 2).at("compute_s").as_double() * 4 * 2);  // work was divided
@@ -57,7 +58,7 @@ TEST(Planner, FixedParametersArePinned) {
   Graph g = read_graph(training_graph(512, "[2, 2]"));
   PlanOptions opt;
   opt.fixed_params["w"] = parse_spec("S(1)S(0)");
-  json::Value plan = plan_graph(g, opt);
+  json::Value plan = plan_to_json(plan_graph(g, opt));
   EXPECT_EQ(out_spec(plan, 0), "S(1)S(0)");
   EXPECT_EQ(final_spec(plan, 1), "S(1)S(0)");
   opt.fixed_params["w"] = parse_spec("S(2)R");
@@ -71,7 +72,7 @@ TEST(Planner, CompileModeKeepsEveryBoundaryReplicated) {
   Graph g = read_graph(training_graph(8192, "[4]"));
   PlanOptions opt;
   opt.mode = "compile";
-  json::Value plan = plan_graph(g, opt);
+  json::Value plan = plan_to_json(plan_graph(g, opt));
   EXPECT_EQ(out_spec(plan, 0), "R");
   EXPECT_EQ(final_spec(plan, 0), "R");
   EXPECT_EQ(final_spec(plan, 1), "R");
@@ -86,15 +87,16 @@ TEST(Planner, ImpossibleMemoryLimitIsReported) {
 
 TEST(Planner, PlanIsDeterministic) {
   Graph g = read_graph(training_graph(1024, "[2, 2]"));
-  EXPECT_EQ(plan_graph(g, PlanOptions{}).at("nodes").dump(), plan_graph(g, PlanOptions{}).at("nodes").dump());
+  EXPECT_EQ(plan_to_json(plan_graph(g, PlanOptions{})).at("nodes").dump(),
+            plan_to_json(plan_graph(g, PlanOptions{})).at("nodes").dump());
 }
 
 TEST(Planner, RankCallArgsCoverEveryNode) {
   Graph g = read_graph(training_graph(6, "[4]"));
-  json::Value plan = plan_graph(g, PlanOptions{});
-  json::Value args = rank_call_args(g, plan, {3});
+  json::Value plan = plan_to_json(plan_graph(g, PlanOptions{}));
+  json::Value args = rank_call_args(g, plan_from_json(plan), {3});
   ASSERT_EQ(args.size(), g.nodes.size());
   EXPECT_TRUE(args.as_array()[0].is_null());  // placeholder
   EXPECT_TRUE(args.as_array()[2].find("args") != nullptr);
-  EXPECT_THROW(rank_call_args(g, plan, {0, 0}), InvalidArgument);
+  EXPECT_THROW(rank_call_args(g, plan_from_json(plan), {0, 0}), InvalidArgument);
 }

@@ -85,7 +85,7 @@ def test_op_without_strategy_names_op_and_node_and_suggests_local_map():
         plan_module(_Cumulative(), (2,), (x,), fallback_replicate=False)
     with pytest.warns(UserWarning, match=r"no sharding rule for aten\.special_erfcx"):
         plan = plan_module(_Cumulative(), (2,), (x,))
-    assert "aten.special_erfcx.default" in plan.summary["fallback_ops"]
+    assert "aten.special_erfcx.default" in plan.summary.fallback_ops
 
 
 def test_cpp_errors_become_python_exceptions():

@@ -208,7 +208,7 @@ def test_without_highs_solve_output_and_plan_summary_say_so(tmp_path):
             "m, ex = make_example(batch=8)\n"
             "with warnings.catch_warnings(record=True) as w:\n"
             "    warnings.simplefilter('always'); p = t.plan_module(m, (2,), ex, time_limit=2)\n"
-            "print(p.summary['solver']['note']); print(any('MILP phases off' in str(x.message) for x in w))")
+            "print(p.summary.solver.note); print(any('MILP phases off' in str(x.message) for x in w))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
                          env={**os.environ, **NO_HIGHS}, timeout=120)
     assert out.returncode == 0, out.stderr

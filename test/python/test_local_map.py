@@ -180,10 +180,10 @@ def test_joint_graph_exports_to_planner_ir_with_fixed_placements():
 
     jg = _joint()
     ex = export_graph(jg.gm, MESH.shape, MESH.dim_names, node_extra=node_fixed_placements)
-    assert tlm._C.check_graph(ex.to_json()) == len(ex.doc["nodes"])
-    pinned = [n for n in ex.doc["nodes"] if "fixed" in n]
-    assert [n["op"] for n in pinned] == ["higher_order.tlm_local_map"] * 2
-    assert pinned[0]["args"][0] == {"subgraph": "localmap_body_0"}
+    assert tlm._C.check_graph(ex.to_json()) == len(ex.nodes)
+    pinned = [n for n in ex.nodes if n.fixed is not None]
+    assert [n.op for n in pinned] == ["higher_order.tlm_local_map"] * 2
+    assert pinned[0].args[0] == {"subgraph": "localmap_body_0"}
 
 
 def test_region_survives_deepcopy_recompile_and_json():

@@ -79,17 +79,17 @@ def test_planner_charges_each_region_its_interior_compute():
     from torch_localmap.plan import plan_module
 
     plan = plan_module(Loss(CPAttentionModel()), (2, 2, 2), example_inputs(), time_limit=2.0)
-    regions = [(ir, pn) for ir, pn in zip(plan.exported.doc["nodes"], plan.nodes) if "fixed" in ir]
+    regions = [(ir, pn) for ir, pn in zip(plan.graph.nodes, plan.nodes) if ir.fixed is not None]
     assert regions, "the model has local_map regions"
     for ir, pn in regions:
-        work = ir["extra"]["work"]
-        assert work["bytes"] > 0, ir["name"]
-        assert pn["compute_s"] > 0, ir["name"]
+        work = ir.extra["work"]
+        assert work["bytes"] > 0, ir.name
+        assert pn.compute_s > 0, ir.name
     # Attention (forward and backward) does matmuls inside: real FLOPs, and more than a
     # pointwise region's.
     def function(ir):  # region names are "module.qualname:line"
-        return ir["fixed"]["region"].rsplit(".", 1)[1].split(":")[0]
+        return ir.fixed["region"].rsplit(".", 1)[1].split(":")[0]
 
-    attn = [ir["extra"]["work"]["flops"] for ir, _ in regions if function(ir) == "cp_attention"]
-    point = [ir["extra"]["work"]["flops"] for ir, _ in regions if function(ir) == "pointwise"]
+    attn = [ir.extra["work"]["flops"] for ir, _ in regions if function(ir) == "cp_attention"]
+    point = [ir.extra["work"]["flops"] for ir, _ in regions if function(ir) == "pointwise"]
     assert attn and point and min(attn) > max(point) > 0

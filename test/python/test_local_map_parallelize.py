@@ -33,10 +33,10 @@ def _parallel_step(rank, world_size):
         g = p.grad
         grads[name] = g.full_tensor() if hasattr(g, "full_tensor") else g
     pinned = []
-    for i, node in enumerate(pm.plan.exported.doc["nodes"]):
-        if "fixed" in node:
-            pinned.append((node["fixed"]["region"], node["fixed"]["role"], node["fixed"]["inputs"],
-                           node["fixed"]["outputs"], pm.plan.nodes[i]["strategy"]))
+    for node, planned in zip(pm.plan.graph.nodes, pm.plan.nodes):
+        if node.fixed is not None:
+            pinned.append((node.fixed["region"], node.fixed["role"], node.fixed["inputs"], node.fixed["outputs"],
+                           {"inputs": list(planned.inputs), "outputs": list(planned.outputs)}))
     return {"loss": loss.detach(), "out": out.detach(), "grads": grads, "pinned": pinned}
 
 

@@ -15,7 +15,7 @@ def test_tiny_model_traces_with_expected_grads(name):
     params = [n for n, _ in module.named_parameters()]
     # every parameter gets a gradient output in the joint graph
     assert sorted(traced.joint.param_names) == sorted(params)
-    roles = traced.exported.doc["nodes"][-1]["extra"]["roles"]
+    roles = traced.exported.nodes[-1].output_roles
     assert roles.count("grad") == len(params)
 
 

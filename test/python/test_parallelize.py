@@ -51,8 +51,7 @@ def _rank_parallelize(rank, world_size, mesh_shape, cases):
         pmodel = parallelize(model, mesh, (x, y), fixed_params=fixed, time_limit=3.0)
         collectives = sorted({str(n.target).split(".")[1] for g in (pmodel._program.fw, pmodel._program.bw)
                               for n in g.graph.nodes if "_c10d_functional" in str(n.target)})
-        op_specs = {spec for n in pmodel.plan.nodes if n["op"] not in ("placeholder", "output")
-                    for spec in n["strategy"]["outputs"]}
+        op_specs = {spec for n in pmodel.plan.nodes if n.op not in ("placeholder", "output") for spec in n.outputs}
         out.append((_train(pmodel, x, y, STEPS), pmodel.plan.param_placements(), collectives, op_specs))
     return out
 
@@ -106,7 +105,7 @@ def _rank_compile(rank, world_size):
                                       "calibration": {"device": {"peak_flops_fp64": 1e12}}})
     out = compiled(x)
     out.pow(2).sum().backward()
-    specs = {n["strategy"]["outputs"][0] for p in plans for n in p.nodes if n["strategy"]["outputs"]}
+    specs = {n.outputs[0] for p in plans for n in p.nodes if n.outputs}
     return out.detach(), {k: p.grad for k, p in model.named_parameters()}, len(plans), specs
 
 

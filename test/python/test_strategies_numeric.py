@@ -48,7 +48,7 @@ def _graph(module, inputs, mesh):
     torch.manual_seed(0)
     joint = trace_joint(module, inputs)
     ex = export_graph(joint.gm, mesh)
-    return ex.doc, ex.to_json()
+    return ex.document(), ex.to_json()
 
 
 CASES = {

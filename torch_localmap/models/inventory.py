@@ -29,9 +29,9 @@ def trace_tiny(name: str, mesh_shape=(2, 2), batch: int = 2, seed: int = 0) -> T
 
 def op_counts(exported) -> dict:
     counts: dict = {}
-    for n in exported.doc["nodes"]:
-        if n["op"] not in ("placeholder", "output"):
-            counts[n["op"]] = counts.get(n["op"], 0) + 1
+    for n in exported.nodes:
+        if n.op not in ("placeholder", "output"):
+            counts[n.op] = counts.get(n.op, 0) + 1
     return dict(sorted(counts.items()))
 
 
@@ -43,9 +43,9 @@ def fallback_ops(exported) -> dict | None:
         return None
     result = json.loads(_C.enumerate_strategies(exported.to_json(), True))
     fell = {}
-    for node, entry in zip(exported.doc["nodes"], result):
+    for node, entry in zip(exported.nodes, result):
         if entry is not None and entry.get("fell_back"):
-            fell[node["op"]] = entry.get("family", "")
+            fell[node.op] = entry.get("family", "")
     return dict(sorted(fell.items()))
 
 

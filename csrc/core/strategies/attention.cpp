@@ -69,13 +69,8 @@ void attention_rows(const RuleCtx& c, DimRows& rows, const AttnLayout& a, bool b
     }
     rows.add(row);
   }
-  if (backward && a.grad_out >= 0) {
-    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
-      for (int t = 0; t < width; ++t) row[t] = t >= c.num_inputs() ? P(op) : R();
-      row[a.grad_out] = P(op);
-      rows.add(row);
-    }
-  }
+  // Linear in the incoming gradient.
+  if (backward && a.grad_out >= 0) add_partial_rows(c, rows, {{{a.grad_out}}});
 }
 
 // The fused kernels divide work by the local sizes (the CPU flash kernel

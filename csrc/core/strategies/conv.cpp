@@ -56,14 +56,8 @@ void conv_rows(const RuleCtx& c, DimRows& rows) {
     row[out] = P();
     rows.add(row);
   }
-  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg})
-    for (int which : {0, 1}) {
-      reset();
-      row[which] = P(op);
-      if (bias >= 0) row[bias] = P(op);
-      row[out] = P(op);
-      rows.add(row);
-    }
+  // Bilinear in (input, weight); the bias must be Partial with the product.
+  add_partial_rows(c, rows, {{{0, bias}, {1, bias}}});
 }
 
 void conv_backward_rows(const RuleCtx& c, DimRows& rows) {
@@ -104,12 +98,7 @@ void conv_backward_rows(const RuleCtx& c, DimRows& rows) {
     set_out(Out::GradBias, R());
     rows.add(row);
   }
-  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
-    std::fill(row.begin(), row.end(), R());
-    row[0] = P(op);
-    for (int k = 0; k < c.num_outputs(); ++k) row[n_in + k] = P(op);
-    rows.add(row);
-  }
+  add_partial_rows(c, rows, {{{0}}});  // linear in grad_output
 }
 
 // 2 * (output elements) * (input channels per group) * (kernel elements).
@@ -143,13 +132,7 @@ void pool_rows(const RuleCtx& c, DimRows& rows, int spatial, bool linear_in_firs
   const int64_t nd = c.in(0).ndim();
   for (int d = 0; d < nd - spatial; ++d) rows.add_uniform(S(d));
   if (!linear_in_first) return;
-  std::vector<Placement> row(static_cast<size_t>(rows.width()), R());
-  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
-    std::fill(row.begin(), row.end(), R());
-    row[0] = P(op);
-    for (int k = 0; k < c.num_outputs(); ++k) row[c.num_inputs() + k] = P(op);
-    rows.add(row);
-  }
+  add_partial_rows(c, rows, {{{0}}});
 }
 
 Rule pool_rule(int spatial, bool linear) {

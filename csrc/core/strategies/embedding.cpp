@@ -18,7 +18,7 @@ void embedding_rows(const RuleCtx& c, DimRows& rows) {
   const int idx_nd = static_cast<int>(c.in(1).ndim());
   rows.add({S(1), R(), S(idx_nd)});
   for (int d = 0; d < idx_nd; ++d) rows.add({R(), S(d), S(d)});
-  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) rows.add({P(op), R(), P(op)});
+  add_partial_rows(c, rows, {{{0}}});  // a lookup is linear in the table
 }
 
 void embedding_backward_rows(const RuleCtx& c, DimRows& rows) {
@@ -27,7 +27,7 @@ void embedding_backward_rows(const RuleCtx& c, DimRows& rows) {
   rows.add({S(idx_nd), R(), S(1)});
   if (!c.bool_arg(4, "scale_grad_by_freq", false))
     for (int d = 0; d < idx_nd; ++d) rows.add({S(d), S(d), P()});
-  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) rows.add({P(op), R(), P(op)});
+  add_partial_rows(c, rows, {{{0}}});  // linear in grad_output
 }
 
 }  // namespace

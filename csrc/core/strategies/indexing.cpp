@@ -38,17 +38,6 @@ void along_dim_rows(const RuleCtx& c, DimRows& rows, int dim, const std::vector<
   }
 }
 
-void linear_rows(const RuleCtx& c, DimRows& rows, const std::vector<int>& partial_inputs) {
-  std::vector<Placement> row(static_cast<size_t>(rows.width()));
-  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
-    std::fill(row.begin(), row.end(), R());
-    for (int k : partial_inputs)
-      if (k >= 0) row[k] = P(op);
-    for (int k = 0; k < c.num_outputs(); ++k) row[c.num_inputs() + k] = P(op);
-    rows.add(row);
-  }
-}
-
 Rule make(std::function<void(const RuleCtx&, DimRows&)> fn) {
   Rule r;
   r.family = "indexing";
@@ -76,18 +65,18 @@ void register_indexing(Registry& r) {
            }));
   add_rule(r, {"aten.cumsum.default"}, make([](const RuleCtx& c, DimRows& rows) {
              along_dim_rows(c, rows, wrap_dim(c.int_arg(1, "dim", 0), c.in(0).ndim()), {0});
-             if (is_floating(c.in(0).dtype) && is_floating(c.out(0).dtype)) linear_rows(c, rows, {0});
+             if (is_floating(c.in(0).dtype) && is_floating(c.out(0).dtype)) add_partial_rows(c, rows, {{{0}}});
            }));
   // gather(self, dim, index): out has index's shape; linear in self.
   add_rule(r, {"aten.gather.default"}, make([](const RuleCtx& c, DimRows& rows) {
              along_dim_rows(c, rows, wrap_dim(c.int_arg(1, "dim", 0), c.in(0).ndim()), {0, 1});
-             linear_rows(c, rows, {0});
+             add_partial_rows(c, rows, {{{0}}});
            }));
   // scatter.src(self, dim, index, src) / scatter_add: linear in (self, src) jointly
   // for scatter_add; scatter.src overwrites, which is linear in (self, src) too.
   add_rule(r, {"aten.scatter.src", "aten.scatter_add.default"}, make([](const RuleCtx& c, DimRows& rows) {
              along_dim_rows(c, rows, wrap_dim(c.int_arg(1, "dim", 0), c.in(0).ndim()), {0, 1, 2});
-             if (c.num_inputs() == 3) linear_rows(c, rows, {0, 2});
+             if (c.num_inputs() == 3) add_partial_rows(c, rows, {{{0, 2}}});
            }));
   // scatter.value(self, dim, index, value): a scalar written into a Partial would be counted per rank.
   add_rule(r, {"aten.scatter.value"}, make([](const RuleCtx& c, DimRows& rows) {
@@ -99,7 +88,7 @@ void register_indexing(Registry& r) {
              const int dim = wrap_dim(c.int_arg(1, "dim", 0), c.in(0).ndim());
              along_dim_rows(c, rows, dim, {0});
              if (c.in(1).ndim() == 1) rows.add({R(), S(0), S(dim)});
-             linear_rows(c, rows, {0});
+             add_partial_rows(c, rows, {{{0}}});
            }));
   // slice_backward(grad, input_sizes, dim, start, end, step): zeros + grad in a
   // slice of `dim`; other dims shard alike, shapes rewritten per rank.
@@ -107,7 +96,7 @@ void register_indexing(Registry& r) {
     Rule sb = make([](const RuleCtx& c, DimRows& rows) {
       const int dim = wrap_dim(c.int_arg(2, "dim", 0), c.out(0).ndim());
       along_dim_rows(c, rows, dim, {0});
-      linear_rows(c, rows, {0});
+      add_partial_rows(c, rows, {{{0}}});
     });
     sb.call_args = [](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
       return replace_arg(c, 1, "input_sizes", json::Value(local_shape(c.out(0).shape, c.mesh(), s.outputs[0], coord)));
@@ -126,7 +115,7 @@ void register_indexing(Registry& r) {
         const int g = d < dim ? d : d - 1;
         if (gs[g] == os[d]) rows.add({S(g), S(d)});
       }
-      linear_rows(c, rows, {0});
+      add_partial_rows(c, rows, {{{0}}});
     });
     sb.call_args = [](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
       return replace_arg(c, 1, "input_sizes", json::Value(local_shape(c.out(0).shape, c.mesh(), s.outputs[0], coord)));

@@ -45,12 +45,8 @@ void forward_rows(const RuleCtx& c, DimRows& rows) {
       rows.add(row);
     }
   }
-  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
-    std::fill(row.begin(), row.end(), R());
-    row[0] = P(op);
-    row[n_in] = P(op);
-    rows.add(row);
-  }
+  // Linear in the log-probabilities: the loss (not total_weight) is Partial.
+  add_partial_rows(c, rows, {{{0}}, PartialOutputs::First});
   (void)w;
 }
 
@@ -69,12 +65,7 @@ void backward_rows(const RuleCtx& c, DimRows& rows) {
     row[n_in] = S(di);
     rows.add(row);
   }
-  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
-    std::fill(row.begin(), row.end(), R());
-    row[0] = P(op);
-    row[n_in] = P(op);
-    rows.add(row);
-  }
+  add_partial_rows(c, rows, {{{0}}});  // linear in grad_output
 }
 
 }  // namespace

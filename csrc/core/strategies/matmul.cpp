@@ -57,14 +57,8 @@ void contraction_rows(const RuleCtx& c, DimRows& rows, const Contraction& k) {
     row[out] = P();
     rows.add(row);
   }
-  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg})
-    for (int which : {k.a, k.b}) {
-      reset();
-      row[which] = P(op);
-      if (k.bias >= 0) row[k.bias] = P(op);
-      row[out] = P(op);
-      rows.add(row);
-    }
+  // Linear in each operand with the other replicated; the bias is Partial with the product.
+  add_partial_rows(c, rows, {{{k.a, k.bias}, {k.b, k.bias}}});
 }
 
 // The operands' ranks must match the labels (the rows index them by label).

@@ -64,12 +64,7 @@ void trailing_norm_rows(const RuleCtx& c, DimRows& rows, const std::vector<Role>
   }
   if (!backward) return;
   // Linear in grad_output (tensor input 0): every gradient output is Partial.
-  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
-    for (size_t t = 0; t < roles.size(); ++t) row[t] = R();
-    row[0] = P(op);
-    for (int k = 0; k < c.num_outputs(); ++k) row[c.num_inputs() + k] = P(op);
-    rows.add(row);
-  }
+  add_partial_rows(c, rows, {{{0}}});
 }
 
 Rule layer_norm_rule(bool backward) {
@@ -146,13 +141,7 @@ void batch_norm_rows(const RuleCtx& c, DimRows& rows, int x_input, bool training
     }
     rows.add(row);
   }
-  if (backward) {
-    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
-      for (int t = 0; t < rows.width(); ++t) row[t] = t >= n_in ? P(op) : R();
-      row[0] = P(op);
-      rows.add(row);
-    }
-  }
+  if (backward) add_partial_rows(c, rows, {{{0}}});  // linear in grad_output
 }
 
 Rule batch_norm_rule(size_t training_pos, bool backward) {

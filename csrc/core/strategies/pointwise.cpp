@@ -106,39 +106,28 @@ void shard_rows(const RuleCtx& c, DimRows& rows) {
 
 void partial_rows(const RuleCtx& c, DimRows& rows, const PointwiseSpec& spec) {
   const int n_in = c.num_inputs();
-  std::vector<Placement> row(static_cast<size_t>(rows.width()));
-  auto out_all = [&](const Placement& p) {
-    for (int k = 0; k < c.num_outputs(); ++k) row[n_in + k] = p;
-  };
   switch (spec.linear) {
     case Linear::None:
       return;
-    case Linear::Additive:
+    case Linear::Additive: {
       // x + c with a Python scalar c: avg(x_i + c) = avg(x_i) + c holds, but a
       // Partial(sum) would add c once per rank.
-      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
-        if (op == ReduceOp::Sum && n_in < 2) continue;
-        for (int k = 0; k < n_in; ++k) row[k] = P(op);
-        out_all(P(op));
-        rows.add(row);
-      }
+      std::vector<int> all(static_cast<size_t>(n_in));
+      for (int k = 0; k < n_in; ++k) all[k] = k;
+      PartialRows pr{{all}};
+      if (n_in < 2) pr.ops = {ReduceOp::Avg};
+      add_partial_rows(c, rows, pr);
       return;
-    case Linear::Operand:
-      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg})
-        for (int which : spec.operands) {
-          if (which >= n_in) continue;
-          for (int k = 0; k < n_in; ++k) row[k] = k == which ? P(op) : R();
-          out_all(P(op));
-          rows.add(row);
-        }
+    }
+    case Linear::Operand: {
+      PartialRows pr;
+      for (int which : spec.operands)
+        if (which < n_in) pr.input_sets.push_back({which});
+      add_partial_rows(c, rows, pr);
       return;
+    }
     case Linear::Copy:
-      if (n_in != 1) return;
-      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min}) {
-        row[0] = P(op);
-        out_all(P(op));
-        rows.add(row);
-      }
+      if (n_in == 1) add_partial_rows(c, rows, {{{0}}, PartialOutputs::All, kAllReduceOps});
       return;
   }
 }
@@ -205,11 +194,10 @@ Rule cast_rule() {
       rows.add({P(ReduceOp::Min), P(ReduceOp::Min)});
       return;
     }
+    // An exact cast is a copy (every kind passes); a rounding one keeps only order.
     const bool exact = from == to || (mantissa_bits(to) >= mantissa_bits(from) && exponent_bits(to) >= exponent_bits(from));
-    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min}) {
-      if (!exact && (op == ReduceOp::Sum || op == ReduceOp::Avg)) continue;
-      rows.add({P(op), P(op)});
-    }
+    add_partial_rows(c, rows, {{{0}}, PartialOutputs::All,
+                               exact ? kAllReduceOps : std::vector<ReduceOp>{ReduceOp::Max, ReduceOp::Min}});
   };
   return r;
 }
@@ -273,7 +261,7 @@ void register_pointwise(Registry& r) {
     w.dims = [](const RuleCtx& c, DimRows& rows) {
       shard_rows(c, rows);
       if (c.num_inputs() != 3) return;
-      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) rows.add({R(), P(op), P(op), P(op)});
+      add_partial_rows(c, rows, {{{1, 2}}});
     };
     return w;
   }());

@@ -2,6 +2,8 @@
 
 #include "shard_math.h"
 
+#include <algorithm>
+
 namespace tlm::strategies {
 
 void DimRows::add(std::initializer_list<Placement> row) {
@@ -19,6 +21,21 @@ void DimRows::add(const std::vector<Placement>& row) {
 }
 
 void DimRows::add_uniform(const Placement& p) { flat_.insert(flat_.end(), static_cast<size_t>(width_), p); }
+
+void add_partial_rows(const RuleCtx& c, DimRows& rows, const PartialRows& spec) {
+  const int n_in = c.num_inputs(), n_out = c.num_outputs();
+  std::vector<Placement> row(static_cast<size_t>(rows.width()));
+  for (ReduceOp op : spec.ops)
+    for (const auto& set : spec.input_sets) {
+      std::fill(row.begin(), row.end(), R());
+      for (int k : set)
+        if (k >= 0 && k < n_in) row[k] = P(op);
+      const int partial_outputs =
+          spec.outputs == PartialOutputs::All ? n_out : (spec.outputs == PartialOutputs::First ? std::min(1, n_out) : 0);
+      for (int k = 0; k < partial_outputs; ++k) row[n_in + k] = P(op);
+      rows.add(row);
+    }
+}
 
 const json::Value* RuleCtx::arg(size_t pos, const char* name) const {
   const auto& a = n.args.as_array();

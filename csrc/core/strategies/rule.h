@@ -42,6 +42,23 @@ class DimRows {
   std::vector<Placement> flat_;
 };
 
+// Partial rows of an op that is linear in some of its inputs: for each set
+// in `input_sets`, those inputs Partial(op) (together) and the other inputs
+// Replicate give `outputs` Partial(op), the other outputs Replicate. Rows come
+// op-major (for op: for set), the order rules have always listed them in.
+// Sum and avg by default: a linear map commutes with both. Max and min pass
+// only through order-preserving copies (views, exact casts): those rules list
+// them. Negative entries of a set (an absent optional input) are skipped.
+enum class PartialOutputs { All, First, None };
+struct PartialRows {
+  std::vector<std::vector<int>> input_sets;
+  PartialOutputs outputs = PartialOutputs::All;
+  std::vector<ReduceOp> ops = {ReduceOp::Sum, ReduceOp::Avg};
+};
+struct RuleCtx;
+void add_partial_rows(const RuleCtx& c, DimRows& rows, const PartialRows& spec);
+inline const std::vector<ReduceOp> kAllReduceOps = {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min};
+
 // Read access to a node and its arguments for rules.
 struct RuleCtx {
   const Graph& g;

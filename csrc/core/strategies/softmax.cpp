@@ -16,8 +16,7 @@ void softmax_rows(const RuleCtx& c, DimRows& rows, bool backward) {
     if (d == dim) continue;
     rows.add_uniform(S(d));
   }
-  if (backward && c.num_inputs() == 2)
-    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) rows.add({P(op), R(), P(op)});
+  if (backward && c.num_inputs() == 2) add_partial_rows(c, rows, {{{0}}});  // linear in grad_output
 }
 
 Rule softmax_rule(bool backward) {

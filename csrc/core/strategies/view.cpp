@@ -17,8 +17,9 @@ namespace tlm::strategies {
 
 namespace {
 
+// Views move elements without combining them: every Partial kind passes.
 void partial_passthrough(DimRows& rows) {
-  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min}) rows.add_uniform(P(op));
+  for (ReduceOp op : kAllReduceOps) rows.add_uniform(P(op));
 }
 
 // Rows for a single-input op where input dim i becomes output dim map[i]

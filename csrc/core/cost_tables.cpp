@@ -1,0 +1,267 @@
+#include "core/cost_tables.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tlm {
+
+solver::Cost to_cost(double seconds) {
+  if (!std::isfinite(seconds)) return solver::kInfiniteCost;
+  double ps = std::round(seconds * 1e12);
+  if (ps >= 9.0e18) return solver::kInfiniteCost;
+  return static_cast<solver::Cost>(std::max(0.0, ps));
+}
+
+namespace {
+
+solver::Cost add_cost(solver::Cost a, solver::Cost b) {
+  if (a == solver::kInfiniteCost || b == solver::kInfiniteCost) return solver::kInfiniteCost;
+  return a + b;
+}
+
+int intern(std::unordered_map<std::string, int>& ids, const std::string& key) {
+  auto it = ids.find(key);
+  if (it != ids.end()) return it->second;
+  const int next = static_cast<int>(ids.size());
+  ids.emplace(key, next);
+  return next;
+}
+
+// Spec ids of every strategy's inputs and outputs, interned once per node.
+struct SpecIds {
+  std::vector<std::vector<int>> in, out;  // [strategy][k]
+};
+
+std::vector<int> column(const std::vector<std::vector<int>>& rows, size_t k) {
+  std::vector<int> c(rows.size());
+  for (size_t a = 0; a < rows.size(); ++a) c[a] = rows[a][k];
+  return c;
+}
+
+// The cost matrix of one (producer output -> consumer input) edge: costs are
+// computed per unique (src, dst) spec pair and then spread by index.
+std::vector<solver::Cost> edge_matrix(RedistCostCache& cache, int meta, const std::vector<int>& src_ids,
+                                      const std::vector<int>& dst_ids, bool materialize) {
+  std::vector<int> usrc, udst, src_pos(src_ids.size()), dst_pos(dst_ids.size());
+  auto index_of = [](std::vector<int>& uniq, int id) {
+    for (size_t i = 0; i < uniq.size(); ++i)
+      if (uniq[i] == id) return static_cast<int>(i);
+    uniq.push_back(id);
+    return static_cast<int>(uniq.size() - 1);
+  };
+  for (size_t a = 0; a < src_ids.size(); ++a) src_pos[a] = index_of(usrc, src_ids[a]);
+  for (size_t b = 0; b < dst_ids.size(); ++b) dst_pos[b] = index_of(udst, dst_ids[b]);
+  std::vector<solver::Cost> pair(usrc.size() * udst.size());
+  for (size_t a = 0; a < usrc.size(); ++a)
+    for (size_t b = 0; b < udst.size(); ++b) pair[a * udst.size() + b] = cache.get(meta, usrc[a], udst[b]);
+  if (!materialize) return {};
+  std::vector<solver::Cost> m(src_ids.size() * dst_ids.size());
+  for (size_t a = 0; a < src_ids.size(); ++a) {
+    const solver::Cost* row = &pair[src_pos[a] * udst.size()];
+    solver::Cost* out = &m[a * dst_ids.size()];
+    for (size_t b = 0; b < dst_ids.size(); ++b) out[b] = row[dst_pos[b]];
+  }
+  return m;
+}
+
+int find_output_spec(const std::vector<OpStrategy>& strategies, const PlacementSpec& spec) {
+  for (size_t i = 0; i < strategies.size(); ++i)
+    if (!strategies[i].outputs.empty() && strategies[i].outputs[0] == spec) return static_cast<int>(i);
+  return -1;
+}
+
+// Nodes: compute time and bytes held per strategy; liveness from the last use.
+void add_nodes(const Graph& g, const std::vector<NodeStrategies>& strat, const CostModel& cm, solver::Problem& prob) {
+  const int n = static_cast<int>(g.nodes.size());
+  std::vector<int> last_use(n);
+  for (int i = 0; i < n; ++i) last_use[i] = i;
+  for (int i = 0; i < n; ++i)
+    for (const auto& r : g.nodes[i].tensor_inputs) last_use[r.node] = std::max(last_use[r.node], i);
+  prob.nodes.resize(n - 1);  // the output node gets no strategies of its own: sinks stand for it
+  for (int i = 0; i + 1 < n; ++i) {
+    const IrNode& node = g.nodes[i];
+    auto& pn = prob.nodes[i];
+    pn.start = i;
+    pn.end = last_use[i] + 1;
+    for (const auto& s : strat[i].strategies) {
+      solver::Strategy ps;
+      if (node.op != "placeholder") {
+        const DType dt = node.outputs.empty() ? DType::Float32 : node.outputs[0].dtype;
+        ps.cost = to_cost(cm.compute_seconds(op_work(g, i, s), dt));
+      }
+      for (size_t k = 0; k < node.outputs.size(); ++k) ps.usage += cm.local_bytes(node.outputs[k], g.mesh, s.outputs[k]);
+      pn.strategies.push_back(ps);
+    }
+  }
+}
+
+// Placeholders: parameters are free in train mode (unless fixed); everything
+// else arrives replicated. Returns parameter name -> IR node of free parameters.
+std::map<std::string, int> pin_placeholders(const Graph& g, const std::vector<NodeStrategies>& strat,
+                                            const BoundaryPolicy& policy, solver::Problem& prob) {
+  std::map<std::string, int> param_node;
+  const PlacementSpec rep(g.mesh.ndim(), Placement::replicate());
+  for (int i = 0; i + 1 < static_cast<int>(g.nodes.size()); ++i) {
+    const IrNode& node = g.nodes[i];
+    if (node.op != "placeholder") continue;
+    auto& pn = prob.nodes[i];
+    const std::string target = node.extra.find("target") ? node.extra.at("target").as_string() : node.name;
+    const bool free_param = policy.train && node.role == "param";
+    if (free_param) param_node[target] = i;
+    auto fixed = policy.fixed_params.find(target);
+    if (free_param && fixed != policy.fixed_params.end()) {
+      PlacementSpec spec = fixed->second;
+      validate_spec(spec, node.outputs.at(0).ndim(), g.mesh.ndim(), "parameter '" + target + "'");
+      pn.pinned = find_output_spec(strat[i].strategies, spec);
+      if (pn.pinned < 0)
+        throw InvalidArgument("parameter '" + target + "': placement " + to_string(spec) +
+                              " is not a valid placement for its shape on mesh " + g.mesh.to_string());
+    } else if (!free_param) {
+      pn.pinned = find_output_spec(strat[i].strategies, rep);
+      if (pn.pinned < 0) throw std::runtime_error("placeholder '" + node.name + "' has no replicated strategy");
+    }
+  }
+  if (policy.train)
+    for (const auto& kv : policy.fixed_params)
+      if (!param_node.count(kv.first))
+        throw InvalidArgument("fixed_params names '" + kv.first + "', which is not a parameter of the model");
+  return param_node;
+}
+
+// Edges accumulate here: several inputs from one producer share one summed edge.
+class EdgeBuilder {
+ public:
+  EdgeBuilder(CostTables& t, bool materialize) : t_(t), materialize_(materialize) {}
+  bool materialize() const { return materialize_; }
+  void add(int u, int v, std::vector<solver::Cost> m) {
+    const auto key = std::make_pair(u, v);
+    auto it = index_.find(key);
+    if (it == index_.end()) {
+      index_[key] = static_cast<size_t>(t_.edge_count++);
+      t_.edge_matrix_entries +=
+          static_cast<int64_t>(t_.problem.nodes[u].strategies.size() * t_.problem.nodes[v].strategies.size());
+      if (!materialize_) return;
+      t_.problem.edges.push_back(solver::Edge{u, v, std::move(m)});
+    } else if (materialize_) {
+      auto& costs = t_.problem.edges[it->second].costs;
+      for (size_t a = 0; a < m.size(); ++a) costs[a] = add_cost(costs[a], m[a]);
+    }
+  }
+
+ private:
+  CostTables& t_;
+  bool materialize_;
+  std::map<std::pair<int, int>, size_t> index_;
+};
+
+// Graph outputs: forward outputs leave replicated; in train mode a gradient
+// leaves in its parameter's spec (a coupling between the two choices).
+void add_sinks(const Graph& g, const std::vector<NodeStrategies>& strat, const BoundaryPolicy& policy,
+               const std::map<std::string, int>& param_node, const std::vector<SpecIds>& ids, EdgeBuilder& edges,
+               CostTables& t) {
+  const IrNode& out = g.nodes.back();
+  std::vector<std::string> roles, targets;
+  if (const auto* ex = out.extra.find("roles"))
+    for (const auto& x : ex->as_array()) roles.push_back(x.as_string());
+  if (const auto* ex = out.extra.find("targets"))
+    for (const auto& x : ex->as_array()) targets.push_back(x.as_string());
+  const auto& out_args = out.args.as_array().at(0).as_array("output.args[0]");
+  const PlacementSpec rep(g.mesh.ndim(), Placement::replicate());
+  t.sink_of_output.assign(out_args.size(), -1);
+  for (size_t j = 0; j < out_args.size(); ++j) {
+    if (!is_tensor_ref(out_args[j])) continue;
+    std::vector<TensorRef> refs;
+    collect_tensor_refs(out_args[j], refs);
+    OutputSink s;
+    s.ref = refs.at(0);
+    s.role = j < roles.size() ? roles[j] : "output";
+    s.target = j < targets.size() ? targets[j] : "";
+    auto param = param_node.find(s.target);
+    if (s.role == "grad" && policy.train && param != param_node.end()) {
+      s.coupled_param = param->second;
+      for (const auto& st : strat[s.coupled_param].strategies) s.specs.push_back(st.outputs.at(0));
+    } else {
+      s.specs.push_back(rep);
+    }
+    s.problem_node = static_cast<int>(t.problem.nodes.size());
+    solver::Node pn;
+    pn.start = static_cast<int64_t>(g.nodes.size()) - 1;
+    pn.end = static_cast<int64_t>(g.nodes.size());
+    pn.strategies.resize(s.specs.size());
+    t.problem.nodes.push_back(pn);
+    std::vector<int> dst_ids;
+    for (const auto& sp : s.specs) dst_ids.push_back(t.redist.spec_id(sp));
+    edges.add(s.ref.node, s.problem_node,
+              edge_matrix(t.redist, t.redist.meta_id(g.meta(s.ref)), column(ids[s.ref.node].out, s.ref.output), dst_ids,
+                          edges.materialize()));
+    if (s.coupled_param >= 0) {
+      solver::Coupling c;
+      c.u = s.coupled_param;
+      c.v = s.problem_node;
+      for (size_t b = 0; b < s.specs.size(); ++b) c.map.push_back(static_cast<int>(b));
+      t.problem.couplings.push_back(std::move(c));
+    }
+    t.sink_of_output[j] = static_cast<int>(t.sinks.size());
+    t.sinks.push_back(std::move(s));
+  }
+}
+
+}  // namespace
+
+int RedistCostCache::spec_id(const PlacementSpec& s) {
+  const int id = intern(spec_ids_, to_string(s));
+  if (id == static_cast<int>(specs_.size())) specs_.push_back(s);
+  return id;
+}
+
+int RedistCostCache::meta_id(const TensorMeta& t) {
+  std::string key = to_string(t.dtype);
+  for (auto d : t.shape) key += "," + std::to_string(d);
+  const int id = intern(meta_ids_, key);
+  if (id == static_cast<int>(metas_.size())) metas_.push_back(t);
+  return id;
+}
+
+solver::Cost RedistCostCache::get(int meta, int src, int dst) {
+  if (src == dst) return 0;
+  const uint64_t key =
+      (static_cast<uint64_t>(meta) << 42) | (static_cast<uint64_t>(src) << 21) | static_cast<uint64_t>(dst);
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return it->second;
+  const solver::Cost c = to_cost(cm_.redistribute_seconds(metas_[meta], mesh_, specs_[src], specs_[dst]));
+  cache_.emplace(key, c);
+  return c;
+}
+
+void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat, const CostModel& cm,
+                       const BoundaryPolicy& policy, std::optional<int64_t> memory_limit, bool materialize_edges,
+                       CostTables& t) {
+  const int n = static_cast<int>(g.nodes.size());
+  t.problem.name = "plan";
+  add_nodes(g, strat, cm, t.problem);
+  const std::map<std::string, int> param_node = pin_placeholders(g, strat, policy, t.problem);
+
+  // Edges: redistribution from each producer's output spec to each consumer's input spec.
+  std::vector<SpecIds> ids(n);
+  for (int i = 0; i + 1 < n; ++i)
+    for (const auto& st : strat[i].strategies) {
+      ids[i].in.emplace_back();
+      for (const auto& sp : st.inputs) ids[i].in.back().push_back(t.redist.spec_id(sp));
+      ids[i].out.emplace_back();
+      for (const auto& sp : st.outputs) ids[i].out.back().push_back(t.redist.spec_id(sp));
+    }
+  EdgeBuilder edges(t, materialize_edges);
+  for (int v = 0; v + 1 < n; ++v) {
+    const IrNode& node = g.nodes[v];
+    for (size_t k = 0; k < node.tensor_inputs.size(); ++k) {
+      const TensorRef& r = node.tensor_inputs[k];
+      edges.add(r.node, v,
+                edge_matrix(t.redist, t.redist.meta_id(g.meta(r)), column(ids[r.node].out, r.output),
+                            column(ids[v].in, k), materialize_edges));
+    }
+  }
+  add_sinks(g, strat, policy, param_node, ids, edges, t);
+  if (memory_limit) t.problem.usage_limit = *memory_limit;
+}
+
+}  // namespace tlm

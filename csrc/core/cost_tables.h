@@ -1,0 +1,94 @@
+// Stage 2 of the planner: cost tables. Input: the IR graph and every node's
+// strategies (stage 1, strategy.h). Output: what each choice costs, as the
+// solver's Problem -- per node and strategy its compute time and the bytes it
+// holds, per (producer, consumer) pair the redistribution time between every
+// pair of their strategies -- plus the graph outputs' sinks and the boundary
+// rules (pins, parameter-gradient couplings) of the planning mode.
+//
+// Costs are integer picoseconds (to_cost). Redistribution times repeat across
+// layers and are computed once per (tensor meta, src spec, dst spec) in
+// RedistCostCache, which later stages also use to price the chosen edges.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/cost_model.h"
+#include "core/graph.h"
+#include "core/solver/problem.h"
+#include "core/strategy.h"
+
+namespace tlm {
+
+// Picoseconds, the solver's integer cost unit (exact sums; 1 ps resolution is
+// far below any op's time, and int64 holds 106 days of it).
+solver::Cost to_cost(double seconds);
+inline double to_seconds(solver::Cost c) { return static_cast<double>(c) * 1e-12; }
+
+// Boundary rules of a planning mode (planner.h explains the two modes).
+struct BoundaryPolicy {
+  bool train = true;  // "train": parameters free, gradients coupled to them; "compile": all replicated
+  // Parameters whose spec the caller fixed (hand plans, user constraints), by name.
+  std::map<std::string, PlacementSpec> fixed_params;
+};
+
+// Redistribution time between specs of one tensor meta, cached. Specs and
+// metas are interned to small integers so edge loops touch no strings.
+class RedistCostCache {
+ public:
+  RedistCostCache(const CostModel& cm, const Mesh& mesh) : cm_(cm), mesh_(mesh) {}
+  int spec_id(const PlacementSpec& s);
+  int meta_id(const TensorMeta& t);
+  solver::Cost get(int meta, int src, int dst);
+  solver::Cost get(const TensorMeta& t, const PlacementSpec& src, const PlacementSpec& dst) {
+    return get(meta_id(t), spec_id(src), spec_id(dst));
+  }
+  size_t size() const { return cache_.size(); }
+
+ private:
+  const CostModel& cm_;
+  const Mesh& mesh_;
+  std::unordered_map<std::string, int> spec_ids_, meta_ids_;
+  std::vector<PlacementSpec> specs_;
+  std::vector<TensorMeta> metas_;
+  std::unordered_map<uint64_t, solver::Cost> cache_;
+};
+
+// A graph output: the problem node standing for "where it must leave", one
+// candidate spec per sink strategy (forward outputs: replicated; gradients in
+// train mode: their parameter's specs, coupled to the parameter's choice).
+struct OutputSink {
+  TensorRef ref;
+  std::string role;    // "output" | "grad" | "input_grad"
+  std::string target;  // parameter name for grads
+  int problem_node = -1;
+  std::vector<PlacementSpec> specs;
+  int coupled_param = -1;  // IR node of the parameter (grads)
+};
+
+struct CostTables {
+  // Problem node i < graph nodes - 1 is IR node i; sinks follow. Strategy k of
+  // node i is strategies[i].strategies[k]; its cost is compute, its usage bytes.
+  solver::Problem problem;
+  std::vector<OutputSink> sinks;
+  std::vector<int> sink_of_output;  // graph output j -> index into sinks, or -1 (not a tensor)
+  RedistCostCache redist;
+  // Counts for benchmarks (also without dense matrices, see build_only).
+  int64_t edge_count = 0;
+  int64_t edge_matrix_entries = 0;
+
+  CostTables(const CostModel& cm, const Mesh& mesh) : redist(cm, mesh) {}
+};
+
+// Builds every table. With `materialize_edges` false the edge matrices are
+// only counted (3-D/4-D meshes: gigabytes), for benchmarks of this stage.
+// Throws InvalidArgument for fixed parameters that are unknown or do not fit.
+void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strategies, const CostModel& cm,
+                       const BoundaryPolicy& policy, std::optional<int64_t> memory_limit, bool materialize_edges,
+                       CostTables& out);
+
+}  // namespace tlm

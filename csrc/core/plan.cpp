@@ -1,0 +1,62 @@
+#include "core/plan.h"
+
+#include <algorithm>
+
+namespace tlm {
+
+Plan make_plan(const Graph& g, const std::vector<NodeStrategies>& strat, CostTables& t,
+               const solver::SolveResult& res, const std::string& device, const std::string& mode) {
+  const int n = static_cast<int>(g.nodes.size());
+  const std::vector<int>& sol = res.solution;
+  auto chosen = [&](int i) -> const OpStrategy& { return strat[i].strategies.at(sol[i]); };
+  Plan plan;
+  plan.mesh = g.mesh;
+  PlanSummary& sum = plan.summary;
+  for (int i = 0; i + 1 < n; ++i) {
+    PlannedNode pn;
+    pn.name = g.nodes[i].name;
+    pn.op = g.nodes[i].op;
+    pn.strategy = chosen(i);
+    pn.compute_s = to_seconds(t.problem.nodes[i].strategies[sol[i]].cost);
+    for (size_t k = 0; k < g.nodes[i].tensor_inputs.size(); ++k) {
+      const TensorRef& r = g.nodes[i].tensor_inputs[k];
+      pn.comm_s += to_seconds(t.redist.get(g.meta(r), chosen(r.node).outputs[r.output], pn.strategy.inputs[k]));
+    }
+    pn.family = strat[i].family;
+    pn.num_strategies = static_cast<int64_t>(strat[i].strategies.size());
+    pn.fell_back = strat[i].fell_back;
+    sum.compute_s += pn.compute_s;
+    sum.comm_s += pn.comm_s;
+    FamilyCount& fc = sum.strategy_counts[pn.family.empty() ? std::string("other") : pn.family];
+    fc.nodes += 1;
+    fc.strategies += pn.num_strategies;
+    if (pn.fell_back && std::find(sum.fallback_ops.begin(), sum.fallback_ops.end(), pn.op) == sum.fallback_ops.end())
+      sum.fallback_ops.push_back(pn.op);
+    plan.nodes.push_back(std::move(pn));
+  }
+  // The output node: the spec each graph output leaves in, and what getting there costs.
+  PlannedNode out;
+  out.name = g.nodes.back().name;
+  out.op = "output";
+  for (int s : t.sink_of_output) {
+    if (s < 0) {
+      out.strategy.inputs.emplace_back();  // not a tensor
+      continue;
+    }
+    const OutputSink& sink = t.sinks[s];
+    const PlacementSpec& dst = sink.specs.at(sol[sink.problem_node]);
+    out.comm_s += to_seconds(t.redist.get(g.meta(sink.ref), chosen(sink.ref.node).outputs[sink.ref.output], dst));
+    out.strategy.inputs.push_back(dst);
+  }
+  sum.comm_s += out.comm_s;
+  plan.nodes.push_back(std::move(out));
+
+  sum.estimated_step_s = sum.compute_s + sum.comm_s;
+  sum.peak_bytes = solver::evaluate(t.problem, sol).peak_usage;
+  sum.solver = SolverSummary{res.cost, res.bound, res.gap, res.seconds, res.status, res.milp_note};
+  sum.device = device;
+  sum.mode = mode;
+  return plan;
+}
+
+}  // namespace tlm

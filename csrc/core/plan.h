@@ -1,0 +1,66 @@
+// Stage 4 of the planner: the plan, a typed value. Input: the graph, its
+// strategies (stage 1), cost tables (stage 2) and the solver's labelling
+// (stage 3). Output: per node the chosen strategy and what it costs, per graph
+// output the spec it leaves in, and a summary. JSON appears only at the edges
+// (plan_json.h: the bindings and the plan file).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/cost_tables.h"
+#include "core/graph.h"
+#include "core/solver/solver.h"
+#include "core/strategy.h"
+
+namespace tlm {
+
+struct PlannedNode {
+  std::string name;
+  std::string op;
+  // Inputs: the spec each tensor input is redistributed to; outputs: the spec
+  // each output is produced in. For the graph's output node, `inputs` holds the
+  // spec each graph output leaves in (an empty spec: not a tensor) and
+  // `outputs` is empty.
+  OpStrategy strategy;
+  double compute_s = 0;  // this node's compute under its strategy
+  double comm_s = 0;     // redistribution of its inputs into the strategy's input specs
+  std::string family;
+  int64_t num_strategies = 0;
+  bool fell_back = false;  // no sharding rule: replicate-only
+};
+
+struct SolverSummary {
+  __int128 cost = 0;
+  double bound = 0, gap = 0, seconds = 0;
+  std::string status;
+  std::string note;  // e.g. HiGHS unavailable (solver.h: milp_note)
+};
+
+struct FamilyCount {
+  int64_t nodes = 0;
+  int64_t strategies = 0;
+};
+
+struct PlanSummary {
+  double estimated_step_s = 0, compute_s = 0, comm_s = 0;
+  int64_t peak_bytes = 0;
+  SolverSummary solver;
+  std::vector<std::string> fallback_ops;  // ops that had no rule, in graph order
+  std::map<std::string, FamilyCount> strategy_counts;
+  std::string device, mode;
+};
+
+struct Plan {
+  Mesh mesh;
+  std::vector<PlannedNode> nodes;  // one per IR node, the output node last
+  PlanSummary summary;
+};
+
+// Assembles the plan from the solver's choice (one strategy per problem node).
+Plan make_plan(const Graph& g, const std::vector<NodeStrategies>& strategies, CostTables& tables,
+               const solver::SolveResult& result, const std::string& device, const std::string& mode);
+
+}  // namespace tlm

@@ -1,0 +1,34 @@
+// The planner's JSON edge: plan options in, the plan document out (and back in,
+// for per-rank call arguments). Only the bindings and the plan file use it; the
+// stages exchange typed values (planner.h).
+//
+// Plan document (format_version kPlanFormatVersion):
+//   {"format_version": 1, "mesh": {"shape", "dim_names"},
+//    "nodes": [{"name", "op", "strategy": {"inputs": [spec...], "outputs": [spec...]},
+//               "compute_s", "comm_s", "family", "num_strategies", "fell_back"?}, ...,
+//              {"name", "op": "output", "strategy": {"inputs": [spec or null per graph output],
+//               "outputs": []}, "compute_s": 0, "comm_s"}],
+//    "summary": {"estimated_step_s", "compute_s", "comm_s", "peak_bytes",
+//                "solver": {"cost" (decimal string), "bound", "gap", "seconds", "status", "note"?},
+//                "fallback_ops", "strategy_counts": {family: {"nodes", "strategies"}},
+//                "device", "mode"}}
+#pragma once
+
+#include "core/json.h"
+#include "core/plan.h"
+#include "core/planner.h"
+
+namespace tlm {
+
+// Version of the plan document; readers refuse other versions (plan files
+// outlive the code that wrote them).
+constexpr int kPlanFormatVersion = 1;
+
+PlanOptions read_plan_options(const json::Value& v);
+
+json::Value plan_to_json(const Plan& plan);
+// The parts of a plan document later stages read back (mesh, per-node strategies).
+// Throws json::SchemaError / InvalidArgument naming the field.
+Plan plan_from_json(const json::Value& doc);
+
+}  // namespace tlm

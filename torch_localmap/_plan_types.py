@@ -1,0 +1,175 @@
+"""The plan as typed values, and its document (JSON) reader and writer.
+
+`Plan.from_document` is the only place that reads a plan document by key; everything
+else (the SPMD runtime, parallelize, reports, the CLI) uses the fields below. The
+document's layout is documented in csrc/core/plan_json.h; its version is
+`Plan.FORMAT_VERSION` (the C++ writer's), and other versions are refused.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import ClassVar
+
+from . import _C
+
+__all__ = ["NodePlan", "SolverSummary", "PlanSummary", "Plan"]
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    """One node's choice. `inputs`: the spec each tensor input is redistributed to;
+    `outputs`: the spec each output is produced in. For the graph's output node,
+    `inputs` holds the spec each graph output leaves in (None: not a tensor)."""
+
+    name: str
+    op: str
+    inputs: tuple
+    outputs: tuple
+    compute_s: float
+    comm_s: float
+    family: str = ""
+    num_strategies: int = 0
+    fell_back: bool = False
+
+
+@dataclass(frozen=True)
+class SolverSummary:
+    cost: int  # exact, in picoseconds
+    bound: float  # proven lower bound on the optimum
+    gap: float  # (cost - bound) / cost
+    seconds: float
+    status: str  # "optimal" | "time_limit" | "stalled"
+    note: str = ""  # e.g. "HiGHS unavailable: MILP phases off (...)"
+
+
+@dataclass(frozen=True)
+class PlanSummary:
+    estimated_step_s: float
+    compute_s: float
+    comm_s: float
+    peak_bytes: int
+    solver: SolverSummary
+    fallback_ops: tuple  # ops without a sharding rule (they run replicated)
+    strategy_counts: dict  # family -> (nodes, strategies)
+    device: str
+    mode: str  # "train" | "compile"
+
+
+@dataclass
+class Plan:
+    """A solved plan: per node its strategy and costs, per graph output its spec, a summary.
+
+    `graph` (the exported IR, ir_export.ExportedGraph) and `joint` (the traced joint graph)
+    are set for a plan made in this process; a plan read from a file has neither: enough
+    to read and report, not to run.
+    """
+
+    mesh_shape: tuple
+    mesh_dim_names: tuple | None
+    nodes: list  # NodePlan per IR node; the output node last
+    summary: PlanSummary
+    graph: object = None
+    joint: object = None
+
+    FORMAT_VERSION: ClassVar[int] = _C.PLAN_FORMAT_VERSION
+
+    # ---- what the runtime and reports ask ---------------------------------------------
+
+    @property
+    def output_specs(self) -> tuple:
+        """The spec each graph output leaves in (None: not a tensor)."""
+        return self.nodes[-1].inputs
+
+    def param_placements(self) -> dict:
+        """{parameter FQN: spec string} in parameter order."""
+        return {n.target: self.nodes[i].outputs[0] for i, n in self._graph().placeholders() if n.role == "param"}
+
+    def placeholder_specs(self) -> list:
+        """Spec of every placeholder, in graph order."""
+        return [self.nodes[i].outputs[0] for i, _ in self._graph().placeholders()]
+
+    def _graph(self):
+        if self.graph is None:
+            raise ValueError("this plan was read from a file: it has no graph (plan the model to run it)")
+        return self.graph
+
+    # ---- the document ------------------------------------------------------------------
+
+    @classmethod
+    def from_document(cls, doc, source: str = "plan") -> "Plan":
+        """Validates and reads a plan document (a dict); errors name `source` and the field."""
+        if not isinstance(doc, dict):
+            raise ValueError(f"{source}: expected a JSON object, got {type(doc).__name__}")
+        if "format_version" not in doc:
+            raise ValueError(f"{source}: no format_version; expected a plan document written by torch_localmap "
+                             f"(format_version {cls.FORMAT_VERSION})")
+        if doc["format_version"] != cls.FORMAT_VERSION:
+            raise ValueError(f"{source}: format_version {doc['format_version']!r}; this torch_localmap reads "
+                             f"format_version {cls.FORMAT_VERSION}")
+        try:
+            mesh, s = doc["mesh"], doc["summary"]
+            nodes = [NodePlan(name=n["name"], op=n["op"], inputs=tuple(n["strategy"]["inputs"]),
+                              outputs=tuple(n["strategy"]["outputs"]), compute_s=float(n["compute_s"]),
+                              comm_s=float(n["comm_s"]), family=n.get("family", ""),
+                              num_strategies=int(n.get("num_strategies", 0)), fell_back=bool(n.get("fell_back")))
+                     for n in doc["nodes"]]
+            sol = s["solver"]
+            summary = PlanSummary(
+                estimated_step_s=float(s["estimated_step_s"]), compute_s=float(s["compute_s"]),
+                comm_s=float(s["comm_s"]), peak_bytes=int(s["peak_bytes"]),
+                solver=SolverSummary(cost=int(sol["cost"]), bound=float(sol["bound"]), gap=float(sol["gap"]),
+                                     seconds=float(sol["seconds"]), status=sol["status"], note=sol.get("note", "")),
+                fallback_ops=tuple(s["fallback_ops"]),
+                strategy_counts={k: (int(v["nodes"]), int(v["strategies"]))
+                                 for k, v in (s.get("strategy_counts") or {}).items()},
+                device=s["device"], mode=s["mode"])
+            return cls(mesh_shape=tuple(mesh["shape"]), mesh_dim_names=tuple(mesh.get("dim_names") or ()) or None,
+                       nodes=nodes, summary=summary)
+        except KeyError as e:
+            raise ValueError(f"{source}: missing field {e}") from None
+        except (TypeError, ValueError, AttributeError) as e:
+            raise ValueError(f"{source}: malformed plan document ({e})") from None
+
+    def to_document(self) -> dict:
+        """The plan document (the inverse of from_document)."""
+        s = self.summary
+        nodes = []
+        for i, n in enumerate(self.nodes):
+            d = {"name": n.name, "op": n.op, "strategy": {"inputs": list(n.inputs), "outputs": list(n.outputs)},
+                 "compute_s": n.compute_s, "comm_s": n.comm_s}
+            if i + 1 < len(self.nodes):
+                d["family"] = n.family
+                d["num_strategies"] = n.num_strategies
+                if n.fell_back:
+                    d["fell_back"] = True
+            nodes.append(d)
+        solver = {"cost": str(s.solver.cost), "bound": s.solver.bound, "gap": s.solver.gap,
+                  "seconds": s.solver.seconds, "status": s.solver.status}
+        if s.solver.note:
+            solver["note"] = s.solver.note
+        return {"format_version": self.FORMAT_VERSION,
+                "mesh": {"shape": list(self.mesh_shape), "dim_names": list(self.mesh_dim_names or ())},
+                "nodes": nodes,
+                "summary": {"estimated_step_s": s.estimated_step_s, "compute_s": s.compute_s, "comm_s": s.comm_s,
+                            "peak_bytes": s.peak_bytes, "solver": solver, "fallback_ops": list(s.fallback_ops),
+                            "strategy_counts": {k: {"nodes": a, "strategies": b}
+                                                for k, (a, b) in s.strategy_counts.items()},
+                            "device": s.device, "mode": s.mode}}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_document(), separators=(",", ":"))
+
+    def save(self, path) -> None:
+        with open(path, "w") as f:
+            f.write(self.to_json())
+
+    @classmethod
+    def load(cls, path) -> "Plan":
+        """Reads a plan file written by `save` (or `python -m torch_localmap plan --out`)."""
+        with open(path) as f:
+            try:
+                doc = json.load(f)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"plan file {path}: not JSON ({e})") from None
+        return cls.from_document(doc, source=f"plan file {path}")
