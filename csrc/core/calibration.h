@@ -10,8 +10,8 @@
 
 #include <vector>
 
-#include "cost_model.h"
-#include "json.h"
+#include "core/cost_model.h"
+#include "core/json.h"
 
 namespace tlm {
 

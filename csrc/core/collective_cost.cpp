@@ -1,4 +1,4 @@
-#include "collective_cost.h"
+#include "core/collective_cost.h"
 
 #include <algorithm>
 

@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <string>
 
-#include "mesh.h"
-#include "redistribute.h"
+#include "core/mesh.h"
+#include "core/redistribute.h"
 
 namespace tlm {
 

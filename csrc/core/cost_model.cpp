@@ -1,13 +1,13 @@
 // Prices compute (roofline), collectives (collective_cost.h formulas on the
 // mesh dim's group topology) and redistributions (sum over the placement
 // algebra's plan). Formulas and constants: docs/cost_model.md.
-#include "cost_model.h"
+#include "core/cost_model.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "layout.h"
+#include "core/layout.h"
 
 namespace tlm {
 

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "collective_cost.h"
-#include "json.h"
-#include "redistribute.h"
-#include "strategy.h"
-#include "tensor_meta.h"
+#include "core/collective_cost.h"
+#include "core/json.h"
+#include "core/redistribute.h"
+#include "core/strategy.h"
+#include "core/tensor_meta.h"
 
 namespace tlm {
 

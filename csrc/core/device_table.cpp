@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "cost_model.h"
+#include "core/cost_model.h"
 
 namespace tlm {
 

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "json.h"
-#include "mesh.h"
-#include "tensor_meta.h"
+#include "core/json.h"
+#include "core/mesh.h"
+#include "core/tensor_meta.h"
 
 namespace tlm {
 

@@ -1,4 +1,4 @@
-#include "json.h"
+#include "core/json.h"
 
 #include <cerrno>
 #include <cmath>
@@ -255,26 +255,10 @@ class Parser {
       if (c == '"') return out;
       if (static_cast<unsigned char>(c) < 0x20) fail("control character in string");
       if (c != '\\') { out.push_back(c); continue; }
-      if (pos_ >= s_.size()) fail("unterminated escape");
-      char e = s_[pos_++];
-      switch (e) {
-        case '"': out.push_back('"'); break;
-        case '\\': out.push_back('\\'); break;
-        case '/': out.push_back('/'); break;
-        case 'b': out.push_back('\b'); break;
-        case 'f': out.push_back('\f'); break;
-        case 'n': out.push_back('\n'); break;
-        case 'r': out.push_back('\r'); break;
-        case 't': out.push_back('\t'); break;
-        case 'u': {
-          std::string error;
-          const char* next = decode_unicode_escape(s_.data() + pos_, s_.data() + s_.size(), out, error);
-          if (!next) fail(error);
-          pos_ = static_cast<size_t>(next - s_.data());
-          break;
-        }
-        default: fail(std::string("bad escape '\\") + e + "'");
-      }
+      std::string error;
+      const char* next = decode_escape(s_.data() + pos_, s_.data() + s_.size(), out, error);
+      if (!next) fail(error);
+      pos_ = static_cast<size_t>(next - s_.data());
     }
   }
 
@@ -352,6 +336,8 @@ int64_t hex4(const char* p, const char* end) {
 
 }  // namespace
 
+namespace {
+
 const char* decode_unicode_escape(const char* p, const char* end, std::string& out, std::string& error) {
   const int64_t cp = hex4(p, end);
   if (cp < 0) {
@@ -374,6 +360,29 @@ const char* decode_unicode_escape(const char* p, const char* end, std::string& o
   }
   append_utf8(out, static_cast<uint32_t>(0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00)));
   return p + 6;
+}
+
+}  // namespace
+
+const char* decode_escape(const char* p, const char* end, std::string& out, std::string& error) {
+  if (p >= end) {
+    error = "unterminated escape";
+    return nullptr;
+  }
+  switch (const char e = *p++) {
+    case '"': out.push_back('"'); return p;
+    case '\\': out.push_back('\\'); return p;
+    case '/': out.push_back('/'); return p;
+    case 'b': out.push_back('\b'); return p;
+    case 'f': out.push_back('\f'); return p;
+    case 'n': out.push_back('\n'); return p;
+    case 'r': out.push_back('\r'); return p;
+    case 't': out.push_back('\t'); return p;
+    case 'u': return decode_unicode_escape(p, end, out, error);
+    default:
+      error = std::string("bad escape '\\") + e + "'";
+      return nullptr;
+  }
 }
 
 Value parse(const std::string& text) { return Parser(text).parse_document(); }

@@ -90,13 +90,14 @@ class Value {
 
 Value parse(const std::string& text);
 
-// Decodes the JSON \u escape whose four hex digits start at `p` (the input ends
-// at `end`) and appends its character to `out` as UTF-8. A high surrogate must
-// be followed by a \u low surrogate -- how json.dumps writes characters above
-// U+FFFF -- and the pair becomes one 4-byte character; a lone half has no UTF-8
-// form. Returns the position after the escape(s), or nullptr with `error` set.
-// Shared by every reader (this parser and the IOPDDL pull reader).
-const char* decode_unicode_escape(const char* p, const char* end, std::string& out, std::string& error);
+// Decodes the JSON escape that follows a backslash (`p` points at the escape
+// character, the input ends at `end`) and appends its character to `out`.
+// \uXXXX becomes UTF-8; a high surrogate must be followed by a \u low surrogate
+// -- how json.dumps writes characters above U+FFFF -- and the pair becomes one
+// 4-byte character; a lone half has no UTF-8 form. Returns the position after
+// the escape, or nullptr with `error` set. Shared by every reader (this parser
+// and the IOPDDL pull reader).
+const char* decode_escape(const char* p, const char* end, std::string& out, std::string& error);
 const char* type_name(Value::Type t);
 
 // Helpers for readers: typed vector extraction with field paths in errors.

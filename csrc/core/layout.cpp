@@ -3,7 +3,7 @@
 // mesh dims shard their tensor dim left to right, each split torch.chunk-style
 // (ceil-sized pieces, trailing pieces short or empty). An empty shard reports
 // the global size of that dim as its offset, as torch does.
-#include "layout.h"
+#include "core/layout.h"
 
 #include <algorithm>
 #include <string>

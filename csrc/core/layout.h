@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "mesh.h"
-#include "placement.h"
+#include "core/mesh.h"
+#include "core/placement.h"
 
 namespace tlm {
 

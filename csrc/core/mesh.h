@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "placement.h"
+#include "core/placement.h"
 
 namespace tlm {
 

@@ -6,47 +6,54 @@ namespace tlm {
 
 namespace {
 
-void check_graph_ends_in_output(const Graph& g) {
-  if (g.nodes.empty() || g.nodes.back().op != "output")
-    throw InvalidArgument("graph: the last node must be the 'output' node");
-}
-
 BoundaryPolicy policy_of(const PlanOptions& o) { return BoundaryPolicy{o.mode == "train", o.fixed_params}; }
 
-std::vector<NodeStrategies> strategies_of(const Graph& g, const PlanOptions& o) {
+StrategyOptions strategy_options(const PlanOptions& o) {
   StrategyOptions so;
   so.fallback_replicate = o.fallback_replicate;
-  return enumerate_graph_strategies(g, so);
+  return so;
 }
+
+// Stages 1 and 2 of a graph, kept together: the tables refer to the cost model.
+struct Priced {
+  CostModel cm;
+  std::vector<NodeStrategies> strategies;
+  CostTables tables;
+
+  Priced(const Graph& g, const PlanOptions& o, bool materialize_edges)
+      : cm(make_cost_model(o.device, o.calibration_json)),
+        strategies(enumerate_graph_strategies(checked(g), strategy_options(o))),
+        tables(cm, g.mesh) {
+    build_cost_tables(g, strategies, cm, policy_of(o), o.memory_limit_bytes, materialize_edges, tables);
+  }
+
+  static const Graph& checked(const Graph& g) {
+    if (g.nodes.empty() || g.nodes.back().op != "output")
+      throw InvalidArgument("graph: the last node must be the 'output' node");
+    return g;
+  }
+};
 
 }  // namespace
 
 Plan plan_graph(const Graph& g, const PlanOptions& opt) {
-  check_graph_ends_in_output(g);
-  const CostModel cm = make_cost_model(opt.device, opt.calibration_json);
-  const std::vector<NodeStrategies> strategies = strategies_of(g, opt);
-  CostTables tables(cm, g.mesh);
-  build_cost_tables(g, strategies, cm, policy_of(opt), opt.memory_limit_bytes, /*materialize_edges=*/true, tables);
+  Priced p(g, opt, /*materialize_edges=*/true);
   solver::SolveOptions so;
   so.time_limit_s = opt.time_limit_s;
   so.seed = opt.seed;
   so.threads = opt.threads;
-  const solver::SolveResult result = solver::solve(tables.problem, so);
-  return make_plan(g, strategies, tables, result, opt.device, opt.mode);
+  const solver::SolveResult result = solver::solve(p.tables.problem, so);
+  return make_plan(g, p.strategies, p.tables, result, opt.device, opt.mode);
 }
 
 BuildStats build_only(const Graph& g, const PlanOptions& opt) {
-  check_graph_ends_in_output(g);
-  const CostModel cm = make_cost_model(opt.device, opt.calibration_json);
-  const std::vector<NodeStrategies> strategies = strategies_of(g, opt);
-  CostTables tables(cm, g.mesh);
-  build_cost_tables(g, strategies, cm, policy_of(opt), opt.memory_limit_bytes, /*materialize_edges=*/false, tables);
+  Priced p(g, opt, /*materialize_edges=*/false);
   BuildStats s;
-  s.nodes = static_cast<int64_t>(tables.problem.nodes.size());
-  for (const auto& pn : tables.problem.nodes) s.strategies += static_cast<int64_t>(pn.strategies.size());
-  s.edges = tables.edge_count;
-  s.edge_matrix_entries = tables.edge_matrix_entries;
-  s.distinct_redistribution_costs = static_cast<int64_t>(tables.redist.size());
+  s.nodes = static_cast<int64_t>(p.tables.problem.nodes.size());
+  for (const auto& pn : p.tables.problem.nodes) s.strategies += static_cast<int64_t>(pn.strategies.size());
+  s.edges = p.tables.edge_count;
+  s.edge_matrix_entries = p.tables.edge_matrix_entries;
+  s.distinct_redistribution_costs = static_cast<int64_t>(p.tables.redist.size());
   return s;
 }
 

@@ -4,7 +4,7 @@
 // only fuses consecutive same-kind collectives into one over a pre-built
 // flattened mesh; it changes neither the result nor the set of accepted
 // transitions, so plans keep one step per mesh dim.
-#include "redistribute.h"
+#include "core/redistribute.h"
 
 #include <algorithm>
 #include <set>

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "mesh.h"
-#include "placement.h"
+#include "core/mesh.h"
+#include "core/placement.h"
 
 namespace tlm {
 

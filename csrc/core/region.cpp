@@ -1,4 +1,4 @@
-#include "region.h"
+#include "core/region.h"
 
 namespace tlm {
 namespace {

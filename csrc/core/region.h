@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "layout.h"
-#include "mesh.h"
-#include "placement.h"
+#include "core/layout.h"
+#include "core/mesh.h"
+#include "core/placement.h"
 
 namespace tlm {
 

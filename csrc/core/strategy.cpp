@@ -1,12 +1,12 @@
 // The strategy engine: op registry lookup, placeholder / fixed / fallback
 // nodes, and the combinator that expands single-mesh-dim rules to the whole
 // mesh. Per-op knowledge lives in csrc/core/strategies/*.cpp.
-#include "strategy.h"
+#include "core/strategy.h"
 
 #include <algorithm>
 
-#include "strategies/rule.h"
-#include "strategies/shard_math.h"
+#include "core/strategies/rule.h"
+#include "core/strategies/shard_math.h"
 
 namespace tlm {
 

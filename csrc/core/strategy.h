@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "graph.h"
+#include "core/graph.h"
 
 namespace tlm {
 

@@ -1,6 +1,6 @@
-#include "tensor_meta.h"
+#include "core/tensor_meta.h"
 
-#include "placement.h"
+#include "core/placement.h"
 
 namespace tlm {
 

@@ -3,7 +3,7 @@
 // meshes are shape lists; every call is one C++ evaluation, no per-node loops.
 #include <pybind11/stl.h>
 
-#include "bindings.h"
+#include "python/bindings.h"
 #include "core/calibration.h"
 #include "core/cost_model.h"
 #include "core/mesh.h"

@@ -2,7 +2,7 @@
 // boundary, one call per boundary (csrc/core/region.h does the work).
 #include <pybind11/stl.h>
 
-#include "bindings.h"
+#include "python/bindings.h"
 #include "core/region.h"
 #include "core/tensor_meta.h"
 

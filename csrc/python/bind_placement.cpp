@@ -4,7 +4,7 @@
 
 #include <optional>
 
-#include "bindings.h"
+#include "python/bindings.h"
 #include "core/layout.h"
 #include "core/mesh.h"
 #include "core/placement.h"

@@ -2,7 +2,7 @@
 
 #include <optional>
 
-#include "bindings.h"
+#include "python/bindings.h"
 #include "core/plan_json.h"
 #include "core/planner.h"
 

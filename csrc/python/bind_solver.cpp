@@ -4,7 +4,7 @@
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
-#include "bindings.h"
+#include "python/bindings.h"
 #include "core/solver/highs_api.h"
 #include "core/solver/milp.h"
 #include "core/solver/problem_io.h"

@@ -3,7 +3,7 @@
 
 #include <pybind11/stl.h>
 
-#include "bindings.h"
+#include "python/bindings.h"
 #include "core/graph.h"
 #include "core/json.h"
 #include "core/strategy.h"

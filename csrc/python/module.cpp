@@ -3,7 +3,7 @@
 // Data crosses in bulk (JSON documents, flat arrays), one call per graph or
 // problem. C++ errors become Python exceptions: invalid input -> ValueError,
 // anything else -> RuntimeError; nothing aborts the interpreter.
-#include "bindings.h"
+#include "python/bindings.h"
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_localmap C++ core: placement algebra, strategies, cost model, solver";

@@ -1,12 +1,12 @@
-#include "coarse_lns.h"
+#include "core/solver/coarse_lns.h"
 
 #include <algorithm>
 #include <chrono>
 #include <deque>
 #include <limits>
 
-#include "cost_math.h"
-#include "milp.h"
+#include "core/solver/cost_math.h"
+#include "core/solver/milp.h"
 
 namespace tlm::solver {
 

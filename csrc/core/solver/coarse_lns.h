@@ -14,9 +14,9 @@
 #include <random>
 #include <vector>
 
-#include "coarsen.h"
-#include "model.h"
-#include "primal.h"
+#include "core/solver/coarsen.h"
+#include "core/solver/model.h"
+#include "core/solver/primal.h"
 
 namespace tlm::solver {
 

@@ -1,11 +1,11 @@
-#include "coarse_milp.h"
+#include "core/solver/coarse_milp.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "highs_api.h"
-#include "primal.h"
-#include "trace.h"
+#include "core/solver/highs_api.h"
+#include "core/solver/primal.h"
+#include "core/solver/trace.h"
 
 namespace tlm::solver {
 namespace {

@@ -16,9 +16,9 @@
 #include <functional>
 #include <vector>
 
-#include "coarsen.h"
-#include "milp.h"
-#include "model.h"
+#include "core/solver/coarsen.h"
+#include "core/solver/milp.h"
+#include "core/solver/model.h"
 
 namespace tlm::solver {
 

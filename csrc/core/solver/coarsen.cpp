@@ -1,4 +1,4 @@
-#include "coarsen.h"
+#include "core/solver/coarsen.h"
 
 #include <algorithm>
 #include <deque>
@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
-#include "cost_math.h"
+#include "core/solver/cost_math.h"
 
 namespace tlm::solver {
 namespace {

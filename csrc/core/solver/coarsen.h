@@ -19,7 +19,7 @@
 
 #include <vector>
 
-#include "model.h"
+#include "core/solver/model.h"
 
 namespace tlm::solver {
 

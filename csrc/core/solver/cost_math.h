@@ -3,7 +3,7 @@
 // huge-but-allowed choice never turns into a forbidden one.
 #pragma once
 
-#include "problem.h"
+#include "core/solver/problem.h"
 
 namespace tlm::solver {
 

@@ -1,4 +1,4 @@
-#include "dual.h"
+#include "core/solver/dual.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,11 +1,11 @@
-#include "forest.h"
+#include "core/solver/forest.h"
 
 #include <algorithm>
 #include <limits>
 #include <optional>
 
-#include "cost_math.h"
-#include "trace.h"
+#include "core/solver/cost_math.h"
+#include "core/solver/trace.h"
 
 namespace tlm::solver {
 namespace {

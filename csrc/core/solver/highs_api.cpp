@@ -1,4 +1,4 @@
-#include "highs_api.h"
+#include "core/solver/highs_api.h"
 
 #include <dlfcn.h>
 

@@ -1,9 +1,9 @@
-#include "kick.h"
+#include "core/solver/kick.h"
 
 #include <cstdint>
 #include <optional>
 
-#include "cost_math.h"
+#include "core/solver/cost_math.h"
 
 namespace tlm::solver {
 namespace {

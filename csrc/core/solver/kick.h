@@ -11,11 +11,11 @@
 
 #include <random>
 
-#include "coarse_lns.h"
-#include "coarsen.h"
-#include "forest.h"
-#include "model.h"
-#include "primal.h"
+#include "core/solver/coarse_lns.h"
+#include "core/solver/coarsen.h"
+#include "core/solver/forest.h"
+#include "core/solver/model.h"
+#include "core/solver/primal.h"
 
 namespace tlm::solver {
 

@@ -1,11 +1,11 @@
-#include "merge.h"
+#include "core/solver/merge.h"
 
 #include <stdexcept>
 
-#include "coarse_milp.h"
-#include "coarsen.h"
-#include "milp.h"
-#include "trace.h"
+#include "core/solver/coarse_milp.h"
+#include "core/solver/coarsen.h"
+#include "core/solver/milp.h"
+#include "core/solver/trace.h"
 
 namespace tlm::solver {
 

@@ -13,7 +13,7 @@
 #include <functional>
 #include <vector>
 
-#include "model.h"
+#include "core/solver/model.h"
 
 namespace tlm::solver {
 

@@ -1,4 +1,4 @@
-#include "milp.h"
+#include "core/solver/milp.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,8 +9,8 @@
 #include <mutex>
 #include <stdexcept>
 
-#include "cost_math.h"
-#include "highs_api.h"
+#include "core/solver/cost_math.h"
+#include "core/solver/highs_api.h"
 
 namespace tlm::solver {
 

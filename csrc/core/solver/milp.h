@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "model.h"
+#include "core/solver/model.h"
 
 namespace tlm::solver {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "problem.h"
+#include "core/solver/problem.h"
 
 namespace tlm::solver {
 

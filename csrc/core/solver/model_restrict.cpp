@@ -1,6 +1,6 @@
 #include <stdexcept>
 
-#include "model.h"
+#include "core/solver/model.h"
 
 namespace tlm::solver {
 

@@ -1,4 +1,4 @@
-#include "primal.h"
+#include "core/solver/primal.h"
 
 #include <algorithm>
 #include <cmath>

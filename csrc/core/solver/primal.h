@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "model.h"
-#include "slack_tree.h"
+#include "core/solver/model.h"
+#include "core/solver/slack_tree.h"
 
 namespace tlm::solver {
 

@@ -1,6 +1,6 @@
 // Evaluator and validator for the strategy-selection problem. Kept apart from
 // the solver so a solution's cost is checked by code that never searched.
-#include "problem.h"
+#include "core/solver/problem.h"
 
 #include <algorithm>
 #include <stdexcept>

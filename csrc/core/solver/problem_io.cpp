@@ -1,4 +1,4 @@
-#include "problem_io.h"
+#include "core/solver/problem_io.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "../json.h"
+#include "core/json.h"
 
 namespace tlm::solver {
 namespace {
@@ -107,26 +107,10 @@ class Reader {
       if (c == '"') break;
       if (static_cast<unsigned char>(c) < 0x20) syntax("control character in string");
       if (c != '\\') { out.push_back(c); continue; }
-      if (p_ >= end_) syntax("unterminated escape");
-      char e = *p_++;
-      switch (e) {
-        case '"': out.push_back('"'); break;
-        case '\\': out.push_back('\\'); break;
-        case '/': out.push_back('/'); break;
-        case 'b': out.push_back('\b'); break;
-        case 'f': out.push_back('\f'); break;
-        case 'n': out.push_back('\n'); break;
-        case 'r': out.push_back('\r'); break;
-        case 't': out.push_back('\t'); break;
-        case 'u': {
-          std::string error;
-          const char* next = json::decode_unicode_escape(p_, end_, out, error);
-          if (!next) syntax(error);
-          p_ = next;
-          break;
-        }
-        default: syntax("bad escape character");
-      }
+      std::string error;
+      const char* next = json::decode_escape(p_, end_, out, error);
+      if (!next) syntax(error);
+      p_ = next;
     }
     return out;
   }

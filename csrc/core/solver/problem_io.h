@@ -16,7 +16,7 @@
 
 #include <string>
 
-#include "problem.h"
+#include "core/solver/problem.h"
 
 namespace tlm::solver {
 

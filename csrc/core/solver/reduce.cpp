@@ -4,11 +4,11 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "cost_math.h"
-#include "model.h"
-#include "slack_tree.h"
-#include "solver.h"
-#include "trace.h"
+#include "core/solver/cost_math.h"
+#include "core/solver/model.h"
+#include "core/solver/slack_tree.h"
+#include "core/solver/solver.h"
+#include "core/solver/trace.h"
 
 namespace tlm::solver {
 namespace {

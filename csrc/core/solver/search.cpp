@@ -1,4 +1,4 @@
-#include "search.h"
+#include "core/solver/search.h"
 
 #include <algorithm>
 #include <atomic>
@@ -8,18 +8,18 @@
 #include <random>
 #include <thread>
 
-#include "coarse_milp.h"
-#include "coarsen.h"
-#include "dual.h"
-#include "forest.h"
-#include "kick.h"
-#include "highs_api.h"
-#include "coarse_lns.h"
-#include "cost_math.h"
-#include "merge.h"
-#include "milp.h"
-#include "primal.h"
-#include "trace.h"
+#include "core/solver/coarse_milp.h"
+#include "core/solver/coarsen.h"
+#include "core/solver/dual.h"
+#include "core/solver/forest.h"
+#include "core/solver/kick.h"
+#include "core/solver/highs_api.h"
+#include "core/solver/coarse_lns.h"
+#include "core/solver/cost_math.h"
+#include "core/solver/merge.h"
+#include "core/solver/milp.h"
+#include "core/solver/primal.h"
+#include "core/solver/trace.h"
 
 namespace tlm::solver {
 

@@ -6,8 +6,8 @@
 #include <functional>
 #include <vector>
 
-#include "model.h"
-#include "solver.h"
+#include "core/solver/model.h"
+#include "core/solver/solver.h"
 
 namespace tlm::solver {
 

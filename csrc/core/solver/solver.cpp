@@ -1,17 +1,17 @@
 // solve(): reduce, search, optionally hand the reduced model to HiGHS, expand,
 // evaluate. The reported cost always comes from the independent evaluator on
 // the full problem.
-#include "solver.h"
+#include "core/solver/solver.h"
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
-#include "highs_api.h"
-#include "milp.h"
-#include "model.h"
-#include "search.h"
-#include "trace.h"
+#include "core/solver/highs_api.h"
+#include "core/solver/milp.h"
+#include "core/solver/model.h"
+#include "core/solver/search.h"
+#include "core/solver/trace.h"
 
 namespace tlm::solver {
 namespace {

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "problem.h"
+#include "core/solver/problem.h"
 
 namespace tlm::solver {
 

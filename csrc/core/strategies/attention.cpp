@@ -12,8 +12,8 @@
 // one entry per query. In its backward the key/value gradients become
 // Partial(sum). The backward is linear in grad_out (everything else fixed).
 // Nothing is sharded under dropout: each rank would draw its own mask.
-#include "rule.h"
-#include "shard_math.h"
+#include "core/strategies/rule.h"
+#include "core/strategies/shard_math.h"
 
 namespace tlm::strategies {
 

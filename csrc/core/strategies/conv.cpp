@@ -9,7 +9,7 @@
 // channel dims. The op is linear in input and in weight separately.
 // Pooling works on each (batch, channel) plane independently: those dims
 // shard freely; average pooling and the backward ops are linear.
-#include "rule.h"
+#include "core/strategies/rule.h"
 
 namespace tlm::strategies {
 
@@ -149,25 +149,46 @@ void register_conv(Registry& r) {
   f.family = "conv";
   f.dims = conv_rows;
   f.work = [](const RuleCtx& c, const OpStrategy& s) { return conv_work(c, s, false); };
+  // Convolution: batch, out-channel, or Partial over in-channels (a contraction).
   add_rule(r, {"aten.convolution.default"}, f);
   Rule b;
   b.family = "conv";
   b.dims = conv_backward_rows;
   b.work = [](const RuleCtx& c, const OpStrategy& s) { return conv_work(c, s, true); };
+  // Its gradients: the same three splits, seen from grad_output.
   add_rule(r, {"aten.convolution_backward.default"}, b);
 
-  add_rule(r, {"aten.max_pool2d_with_indices.default", "aten.max_pool2d.default", "aten._adaptive_avg_pool2d.default",
-               "aten.avg_pool2d.default", "aten.adaptive_max_pool2d.default"},
+  // 2-D pooling: batch and channel dims shard; spatial dims stay whole.
+  add_rule(r,
+           {"aten._adaptive_avg_pool2d.default",
+            "aten.adaptive_max_pool2d.default",
+            "aten.avg_pool2d.default",
+            "aten.max_pool2d.default",
+            "aten.max_pool2d_with_indices.default"},
            pool_rule(2, false));
   // Average pooling is linear in its input.
-  add_rule(r, {"aten._adaptive_avg_pool2d.default", "aten.avg_pool2d.default"}, pool_rule(2, true));
-  add_rule(r, {"aten.max_pool3d_with_indices.default", "aten.avg_pool3d.default"}, pool_rule(3, false));
-  add_rule(r, {"aten.max_pool1d.default", "aten.avg_pool1d.default"}, pool_rule(1, false));
+  add_rule(r,
+           {"aten._adaptive_avg_pool2d.default",
+            "aten.avg_pool2d.default"}, pool_rule(2, true));
+  // 3-D pooling: batch and channel dims shard.
+  add_rule(r,
+           {"aten.avg_pool3d.default",
+            "aten.max_pool3d_with_indices.default"}, pool_rule(3, false));
+  // 1-D pooling: batch and channel dims shard.
+  add_rule(r,
+           {"aten.avg_pool1d.default",
+            "aten.max_pool1d.default"}, pool_rule(1, false));
   // Backward ops: linear in grad_output.
-  add_rule(r, {"aten.max_pool2d_with_indices_backward.default", "aten.avg_pool2d_backward.default",
-               "aten._adaptive_avg_pool2d_backward.default", "aten.adaptive_max_pool2d_backward.default"},
+  add_rule(r,
+           {"aten._adaptive_avg_pool2d_backward.default",
+            "aten.adaptive_max_pool2d_backward.default",
+            "aten.avg_pool2d_backward.default",
+            "aten.max_pool2d_with_indices_backward.default"},
            pool_rule(2, true));
-  add_rule(r, {"aten.max_pool3d_with_indices_backward.default", "aten.avg_pool3d_backward.default"}, pool_rule(3, true));
+  // 3-D pooling backward: linear in grad_output.
+  add_rule(r,
+           {"aten.avg_pool3d_backward.default",
+            "aten.max_pool3d_with_indices_backward.default"}, pool_rule(3, true));
 }
 
 }  // namespace tlm::strategies

@@ -7,7 +7,7 @@
 // Backward: the gradient table accumulates over every index, so sharding an
 // index dim (with grad_output alike) gives a Partial(sum) table -- unless
 // scale_grad_by_freq, whose per-token counts need every index.
-#include "rule.h"
+#include "core/strategies/rule.h"
 
 namespace tlm::strategies {
 
@@ -43,11 +43,13 @@ void register_embedding(Registry& r) {
               static_cast<double>(local_numel_in(c, s, 1)) * element_size(c.in(1).dtype);
     return w;
   };
+  // Lookup: vocabulary-sharded table (Partial out), index-sharded rows, or linear in the table.
   add_rule(r, {"aten.embedding.default"}, f);
   Rule b;
   b.family = "embedding";
   b.dims = embedding_backward_rows;
   b.work = [](const RuleCtx& c, const OpStrategy& s) { return elementwise_work(c, s, 0.0); };
+  // Scatter-add of grad rows into the table: the forward's splits transposed.
   add_rule(r, {"aten.embedding_dense_backward.default"}, b);
 }
 

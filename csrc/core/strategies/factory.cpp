@@ -6,8 +6,8 @@
 // input only contributes its (global) shape, so it yields a replicated result.
 // Random factories are deliberately absent: a sharded draw differs from the
 // unsharded one, so they take the replicate fallback.
-#include "rule.h"
-#include "shard_math.h"
+#include "core/strategies/rule.h"
+#include "core/strategies/shard_math.h"
 
 namespace tlm::strategies {
 
@@ -82,21 +82,41 @@ Rule arange_rule() {
 }  // namespace
 
 void register_factory(Registry& r) {
-  add_rule(r, {"aten.zeros.default", "aten.ones.default", "aten.empty.memory_format", "aten.full.default"},
-           fresh_rule(0, "size"));
-  add_rule(r, {"aten.new_zeros.default", "aten.new_ones.default", "aten.new_empty.default", "aten.new_full.default"},
-           fresh_rule(1, "size"));
+  // Fresh tensors from a size argument (position 0): any shard, size rewritten per rank.
   add_rule(r,
-           {"aten.zeros_like.default", "aten.ones_like.default", "aten.empty_like.default", "aten.full_like.default",
-            "aten.fill.Scalar"},
+           {"aten.empty.memory_format",
+            "aten.full.default",
+            "aten.ones.default",
+            "aten.zeros.default"},
+           fresh_rule(0, "size"));
+  // Fresh tensors from a size argument (position 1): any shard, size rewritten per rank.
+  add_rule(r,
+           {"aten.new_empty.default",
+            "aten.new_full.default",
+            "aten.new_ones.default",
+            "aten.new_zeros.default"},
+           fresh_rule(1, "size"));
+  // Like-shaped fresh tensors: follow the input's shards; values do not depend on it.
+  add_rule(r,
+           {"aten.empty_like.default",
+            "aten.fill.Scalar",
+            "aten.full_like.default",
+            "aten.ones_like.default",
+            "aten.zeros_like.default"},
            like_rule());
-  add_rule(r, {"aten.arange.start", "aten.arange.start_step"}, arange_rule());
+  // Ranges: shard the one dim, start/end rewritten per rank.
+  add_rule(r,
+           {"aten.arange.start",
+            "aten.arange.start_step"}, arange_rule());
   {
     Rule s;
     s.family = "factory";
     s.dims = [](const RuleCtx&, DimRows&) {};
     s.work = no_work;
-    add_rule(r, {"aten.scalar_tensor.default", "aten.arange.default"}, s);
+    // Scalars and ranges whose bounds have no start: replicated (no rows).
+    add_rule(r,
+             {"aten.arange.default",
+              "aten.scalar_tensor.default"}, s);
   }
 }
 

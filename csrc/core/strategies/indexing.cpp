@@ -6,8 +6,8 @@
 // there. The dim itself stays whole (indices are positions in it).
 // Linear cases: cumsum and gather/index_select in their source, scatter and
 // scatter_add in (self, src) jointly, slice/select_backward in the gradient.
-#include "rule.h"
-#include "shard_math.h"
+#include "core/strategies/rule.h"
+#include "core/strategies/shard_math.h"
 
 namespace tlm::strategies {
 
@@ -56,13 +56,17 @@ void register_indexing(Registry& r) {
   add_rule(r, {"aten.sort.default"}, make([](const RuleCtx& c, DimRows& rows) {
              along_dim_rows(c, rows, wrap_dim(c.int_arg(1, "dim", -1), c.in(0).ndim()), {0});
            }));
+  // sort.stable takes dim by keyword only.
   add_rule(r, {"aten.sort.stable"}, make([](const RuleCtx& c, DimRows& rows) {
              along_dim_rows(c, rows, wrap_dim(c.int_arg(1000, "dim", -1), c.in(0).ndim()), {0});
            }));
   // argsort(self, dim=-1, descending), cumsum/cumprod(self, dim, *, dtype)
-  add_rule(r, {"aten.argsort.default", "aten.cumprod.default"}, make([](const RuleCtx& c, DimRows& rows) {
+  add_rule(r,
+           {"aten.argsort.default",
+            "aten.cumprod.default"}, make([](const RuleCtx& c, DimRows& rows) {
              along_dim_rows(c, rows, wrap_dim(c.int_arg(1, "dim", -1), c.in(0).ndim()), {0});
            }));
+  // cumsum(self, dim=0): along other dims; linear in self for floating types.
   add_rule(r, {"aten.cumsum.default"}, make([](const RuleCtx& c, DimRows& rows) {
              along_dim_rows(c, rows, wrap_dim(c.int_arg(1, "dim", 0), c.in(0).ndim()), {0});
              if (is_floating(c.in(0).dtype) && is_floating(c.out(0).dtype)) add_partial_rows(c, rows, {{{0}}});
@@ -74,7 +78,9 @@ void register_indexing(Registry& r) {
            }));
   // scatter.src(self, dim, index, src) / scatter_add: linear in (self, src) jointly
   // for scatter_add; scatter.src overwrites, which is linear in (self, src) too.
-  add_rule(r, {"aten.scatter.src", "aten.scatter_add.default"}, make([](const RuleCtx& c, DimRows& rows) {
+  add_rule(r,
+           {"aten.scatter.src",
+            "aten.scatter_add.default"}, make([](const RuleCtx& c, DimRows& rows) {
              along_dim_rows(c, rows, wrap_dim(c.int_arg(1, "dim", 0), c.in(0).ndim()), {0, 1, 2});
              if (c.num_inputs() == 3) add_partial_rows(c, rows, {{{0, 2}}});
            }));

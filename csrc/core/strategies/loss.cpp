@@ -8,7 +8,7 @@
 // backward is: it receives that total weight as an input, replicated.
 // Sharding the class dim would need masked gathers and is not offered.
 // Both directions are linear in the scores / incoming gradient.
-#include "rule.h"
+#include "core/strategies/rule.h"
 
 namespace tlm::strategies {
 
@@ -74,11 +74,17 @@ void register_loss(Registry& r) {
   Rule f;
   f.family = "loss";
   f.dims = forward_rows;
-  add_rule(r, {"aten.nll_loss_forward.default", "aten.nll_loss2d_forward.default"}, f);
+  // NLL loss: batch-sharded (Partial loss) or linear in the log-probabilities.
+  add_rule(r,
+           {"aten.nll_loss2d_forward.default",
+            "aten.nll_loss_forward.default"}, f);
   Rule b;
   b.family = "loss";
   b.dims = backward_rows;
-  add_rule(r, {"aten.nll_loss_backward.default", "aten.nll_loss2d_backward.default"}, b);
+  // Its gradient: batch-sharded or linear in grad_output.
+  add_rule(r,
+           {"aten.nll_loss2d_backward.default",
+            "aten.nll_loss_backward.default"}, b);
 }
 
 }  // namespace tlm::strategies

@@ -6,7 +6,7 @@
 // other replicated stays Partial because the contraction is linear in each
 // operand. The optional bias (addmm/baddbmm) broadcasts like an elementwise
 // operand and must be Partial whenever the product is.
-#include "rule.h"
+#include "core/strategies/rule.h"
 
 namespace tlm::strategies {
 
@@ -98,14 +98,19 @@ Rule contraction_rule(std::function<Contraction(const RuleCtx&)> layout, bool ha
 }  // namespace
 
 void register_matmul(Registry& r) {
+  // mm(A, B): out = A @ B.
   add_rule(r, {"aten.mm.default"}, contraction_rule([](const RuleCtx&) { return Contraction{0, 1, -1, "mk", "kn", "mn"}; }, false));
+  // bmm(A, B): batched mm.
   add_rule(r, {"aten.bmm.default"},
            contraction_rule([](const RuleCtx&) { return Contraction{0, 1, -1, "bmk", "bkn", "bmn"}; }, false));
+  // mv(A, x): matrix-vector.
   add_rule(r, {"aten.mv.default"}, contraction_rule([](const RuleCtx&) { return Contraction{0, 1, -1, "mk", "k", "m"}; }, false));
+  // dot(a, b): scalar out.
   add_rule(r, {"aten.dot.default"}, contraction_rule([](const RuleCtx&) { return Contraction{0, 1, -1, "k", "k", ""}; }, false));
   // addmm(bias, A, B): tensor inputs are bias, A, B.
   add_rule(r, {"aten.addmm.default"},
            contraction_rule([](const RuleCtx&) { return Contraction{1, 2, 0, "mk", "kn", "mn"}; }, true));
+  // baddbmm(bias, A, B): batched addmm.
   add_rule(r, {"aten.baddbmm.default"},
            contraction_rule([](const RuleCtx&) { return Contraction{1, 2, 0, "bmk", "bkn", "bmn"}; }, true));
 }

@@ -8,7 +8,7 @@
 // channel can be sharded (per-channel parameters, statistics and running
 // buffers sharded alike); in eval it uses the running statistics, so batch
 // and spatial dims can be sharded too.
-#include "rule.h"
+#include "core/strategies/rule.h"
 
 namespace tlm::strategies {
 
@@ -67,51 +67,30 @@ void trailing_norm_rows(const RuleCtx& c, DimRows& rows, const std::vector<Role>
   add_partial_rows(c, rows, {{{0}}});
 }
 
-Rule layer_norm_rule(bool backward) {
-  Rule r;
-  r.family = "norm";
-  r.dims = [backward](const RuleCtx& c, DimRows& rows) {
-    std::vector<Role> roles;
-    int64_t axis;
-    if (!backward) {
-      // native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd)
-      axis = c.in(0).ndim() - static_cast<int64_t>(c.int_list_arg(1, "normalized_shape").size());
-      roles = input_roles(c, {{0, Role::X}, {2, Role::Param}, {3, Role::Param}});
-      for (Role o : present_outputs(c, {Role::X, Role::Stat, Role::Stat}, 0, nullptr)) roles.push_back(o);
-    } else {
-      // native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight?, bias?, output_mask)
-      axis = c.in(0).ndim() - static_cast<int64_t>(c.int_list_arg(2, "normalized_shape").size());
-      roles = input_roles(c, {{0, Role::X}, {1, Role::X}, {3, Role::Stat}, {4, Role::Stat}, {5, Role::Param},
-                              {6, Role::Param}});
-      for (Role o : present_outputs(c, {Role::X, Role::ParamGrad, Role::ParamGrad}, 7, "output_mask"))
-        roles.push_back(o);
-    }
-    trailing_norm_rows(c, rows, roles, axis, backward);
-  };
-  r.work = [](const RuleCtx& c, const OpStrategy& s) { return elementwise_work(c, s, 8.0); };
-  return r;
-}
+// Where a trailing norm op keeps what: the position of normalized_shape, the
+// tensor arguments with their roles, the outputs' roles, and (backward) the
+// output_mask that drops outputs.
+struct TrailingNormSchema {
+  size_t shape_pos;
+  std::vector<std::pair<size_t, Role>> inputs;
+  std::vector<Role> outputs;
+  size_t mask_pos = 0;
+  const char* mask_name = nullptr;
+  bool backward = false;
+  double flops_per_element;
+};
 
-Rule rms_norm_rule(bool backward) {
+Rule trailing_norm_rule(const TrailingNormSchema& k) {
   Rule r;
   r.family = "norm";
-  r.dims = [backward](const RuleCtx& c, DimRows& rows) {
-    std::vector<Role> roles;
-    int64_t axis;
-    if (!backward) {
-      // _fused_rms_norm(input, normalized_shape, weight?, eps) -> (out, rstd)
-      axis = c.in(0).ndim() - static_cast<int64_t>(c.int_list_arg(1, "normalized_shape").size());
-      roles = input_roles(c, {{0, Role::X}, {2, Role::Param}});
-      for (Role o : present_outputs(c, {Role::X, Role::Stat}, 0, nullptr)) roles.push_back(o);
-    } else {
-      // _fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight?, output_mask)
-      axis = c.in(0).ndim() - static_cast<int64_t>(c.int_list_arg(2, "normalized_shape").size());
-      roles = input_roles(c, {{0, Role::X}, {1, Role::X}, {3, Role::Stat}, {4, Role::Param}});
-      for (Role o : present_outputs(c, {Role::X, Role::ParamGrad}, 5, "output_mask")) roles.push_back(o);
-    }
-    trailing_norm_rows(c, rows, roles, axis, backward);
+  r.dims = [k](const RuleCtx& c, DimRows& rows) {
+    const int64_t axis = c.in(0).ndim() - static_cast<int64_t>(c.int_list_arg(k.shape_pos, "normalized_shape").size());
+    std::vector<Role> roles = input_roles(c, k.inputs);
+    for (Role o : present_outputs(c, k.outputs, k.mask_pos, k.mask_name)) roles.push_back(o);
+    trailing_norm_rows(c, rows, roles, axis, k.backward);
   };
-  r.work = [](const RuleCtx& c, const OpStrategy& s) { return elementwise_work(c, s, 6.0); };
+  const double flops = k.flops_per_element;
+  r.work = [flops](const RuleCtx& c, const OpStrategy& s) { return elementwise_work(c, s, flops); };
   return r;
 }
 
@@ -158,16 +137,31 @@ Rule batch_norm_rule(size_t training_pos, bool backward) {
 }  // namespace
 
 void register_norm(Registry& r) {
-  add_rule(r, {"aten.native_layer_norm.default"}, layer_norm_rule(false));
-  add_rule(r, {"aten.native_layer_norm_backward.default"}, layer_norm_rule(true));
-  add_rule(r, {"aten._fused_rms_norm.default"}, rms_norm_rule(false));
-  add_rule(r, {"aten._fused_rms_norm_backward.default"}, rms_norm_rule(true));
+  using R_ = Role;
+  // native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd)
+  add_rule(r, {"aten.native_layer_norm.default"},
+           trailing_norm_rule({1, {{0, R_::X}, {2, R_::Param}, {3, R_::Param}}, {R_::X, R_::Stat, R_::Stat}, 0,
+                               nullptr, false, 8.0}));
+  // native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight?, bias?, output_mask)
+  add_rule(r, {"aten.native_layer_norm_backward.default"},
+           trailing_norm_rule({2, {{0, R_::X}, {1, R_::X}, {3, R_::Stat}, {4, R_::Stat}, {5, R_::Param}, {6, R_::Param}},
+                               {R_::X, R_::ParamGrad, R_::ParamGrad}, 7, "output_mask", true, 8.0}));
+  // _fused_rms_norm(input, normalized_shape, weight?, eps) -> (out, rstd)
+  add_rule(r, {"aten._fused_rms_norm.default"},
+           trailing_norm_rule({1, {{0, R_::X}, {2, R_::Param}}, {R_::X, R_::Stat}, 0, nullptr, false, 6.0}));
+  // _fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight?, output_mask)
+  add_rule(r, {"aten._fused_rms_norm_backward.default"},
+           trailing_norm_rule({2, {{0, R_::X}, {1, R_::X}, {3, R_::Stat}, {4, R_::Param}}, {R_::X, R_::ParamGrad}, 5,
+                               "output_mask", true, 6.0}));
   // (input, weight, bias, running_mean, running_var, training, momentum, eps)
-  add_rule(r, {"aten._native_batch_norm_legit_functional.default", "aten._native_batch_norm_legit.default",
-               "aten.native_batch_norm.default"},
+  add_rule(r,
+           {"aten._native_batch_norm_legit.default",
+            "aten._native_batch_norm_legit_functional.default",
+            "aten.native_batch_norm.default"},
            batch_norm_rule(5, false));
   // _native_batch_norm_legit.no_stats(input, weight, bias, training, momentum, eps)
   add_rule(r, {"aten._native_batch_norm_legit.no_stats"}, batch_norm_rule(3, false));
+  // Eval batch norm (input, weight, bias, running stats, momentum, eps): any dim of x.
   add_rule(r, {"aten._native_batch_norm_legit_no_training.default"}, [] {
     Rule e = batch_norm_rule(0, false);
     e.dims = [](const RuleCtx& c, DimRows& rows) { batch_norm_rows(c, rows, 0, false, false); };

@@ -22,7 +22,7 @@
 #include <functional>
 #include <set>
 
-#include "rule.h"
+#include "core/strategies/rule.h"
 
 namespace tlm::strategies {
 
@@ -206,54 +206,134 @@ Rule cast_rule() {
 
 void register_pointwise(Registry& r) {
   const Rule plain = pointwise_rule({Linear::None, {}});
+  // Elementwise without a Partial row: neither linear nor monotone in every operand.
   add_rule(r,
-           {"aten.gelu.default", "aten.silu.default", "aten.log.default", "aten.log2.default",
-            "aten.log10.default", "aten.log1p.default", "aten.sqrt.default",
-            "aten.rsqrt.default", "aten.reciprocal.default", "aten.abs.default", "aten.sgn.default", "aten.sin.default", "aten.cos.default", "aten.tan.default", "aten.asin.default",
-            "aten.acos.default", "aten.cosh.default", "aten.erfinv.default", "aten.frac.default",
-            "aten.pow.Tensor_Scalar", "aten.pow.Tensor_Tensor", "aten.pow.Scalar", "aten.square.default",
-            "aten.clamp.Tensor", "aten.clamp_min.Tensor", "aten.clamp_max.Tensor", "aten.maximum.default", "aten.minimum.default",
-            "aten.fmax.default", "aten.fmin.default", "aten.eq.Tensor", "aten.eq.Scalar", "aten.ne.Tensor",
-            "aten.ne.Scalar", "aten.lt.Tensor", "aten.lt.Scalar", "aten.le.Tensor", "aten.le.Scalar",
-            "aten.gt.Tensor", "aten.gt.Scalar", "aten.ge.Tensor", "aten.ge.Scalar", "aten.logical_and.default",
-            "aten.logical_or.default", "aten.logical_not.default", "aten.logical_xor.default",
-            "aten.bitwise_and.Tensor", "aten.bitwise_or.Tensor", "aten.bitwise_not.default",
-            "aten.bitwise_xor.Tensor", "aten.bitwise_and.Scalar", "aten.bitwise_or.Scalar",
-            "aten.isnan.default", "aten.isinf.default", "aten.isfinite.default", "aten.nan_to_num.default",
+           {"aten.abs.default",
+            "aten.acos.default",
+            "aten.addcdiv.default",
+            "aten.addcmul.default",
+            "aten.asin.default",
+            "aten.atan2.default",
+            "aten.bitwise_and.Scalar",
+            "aten.bitwise_and.Tensor",
+            "aten.bitwise_left_shift.Tensor",
+            "aten.bitwise_not.default",
+            "aten.bitwise_or.Scalar",
+            "aten.bitwise_or.Tensor",
+            "aten.bitwise_right_shift.Tensor",
+            "aten.bitwise_xor.Tensor",
+            "aten.clamp.Tensor",
+            "aten.clamp_max.Tensor",
+            "aten.clamp_min.Tensor",
+            "aten.cos.default",
+            "aten.cosh.default",
+            "aten.div.Scalar_mode",
+            "aten.div.Tensor_mode",
+            "aten.elu.default",
+            "aten.eq.Scalar",
+            "aten.eq.Tensor",
+            "aten.erfinv.default",
+            "aten.floor_divide.default",
+            "aten.fmax.default",
+            "aten.fmin.default",
+            "aten.fmod.Scalar",
+            "aten.fmod.Tensor",
+            "aten.frac.default",
+            "aten.ge.Scalar",
+            "aten.ge.Tensor",
+            "aten.gelu.default",
+            "aten.gt.Scalar",
+            "aten.gt.Tensor",
+            "aten.hardswish.default",
+            "aten.heaviside.default",
+            "aten.isfinite.default",
+            "aten.isinf.default",
+            "aten.isnan.default",
+            "aten.le.Scalar",
+            "aten.le.Tensor",
+            "aten.lerp.Scalar",
+            "aten.lerp.Tensor",
+            "aten.log.default",
+            "aten.log10.default",
+            "aten.log1p.default",
+            "aten.log2.default",
+            "aten.logical_and.default",
+            "aten.logical_not.default",
+            "aten.logical_or.default",
+            "aten.logical_xor.default",
+            "aten.logit.default",
+            "aten.lt.Scalar",
+            "aten.lt.Tensor",
             "aten.masked_fill.Scalar",
-            "aten.masked_fill.Tensor", "aten.atan2.default", "aten.remainder.Tensor", "aten.remainder.Scalar",
-            "aten.fmod.Tensor", "aten.fmod.Scalar", "aten.elu.default",
-            "aten.mish.default", "aten.hardswish.default",
-            "aten.logit.default", "aten.lerp.Scalar", "aten.lerp.Tensor",
-            "aten.addcmul.default", "aten.addcdiv.default",
-            "aten.floor_divide.default", "aten.div.Tensor_mode", "aten.div.Scalar_mode",
-            "aten.bitwise_left_shift.Tensor", "aten.bitwise_right_shift.Tensor", "aten.heaviside.default",
-            "aten.xlogy.Tensor", "aten.xlogy.Scalar_Other"},
+            "aten.masked_fill.Tensor",
+            "aten.maximum.default",
+            "aten.minimum.default",
+            "aten.mish.default",
+            "aten.nan_to_num.default",
+            "aten.ne.Scalar",
+            "aten.ne.Tensor",
+            "aten.pow.Scalar",
+            "aten.pow.Tensor_Scalar",
+            "aten.pow.Tensor_Tensor",
+            "aten.reciprocal.default",
+            "aten.remainder.Scalar",
+            "aten.remainder.Tensor",
+            "aten.rsqrt.default",
+            "aten.sgn.default",
+            "aten.silu.default",
+            "aten.sin.default",
+            "aten.sqrt.default",
+            "aten.square.default",
+            "aten.tan.default",
+            "aten.xlogy.Scalar_Other",
+            "aten.xlogy.Tensor"},
            plain);
   // Monotone on all reals (with scalar bounds/parameters): P(max)/P(min) pass.
   add_rule(r,
-           {"aten.relu.default", "aten.relu6.default", "aten.tanh.default", "aten.sigmoid.default",
-            "aten.exp.default", "aten.exp2.default", "aten.expm1.default", "aten.atan.default",
-            "aten.sinh.default", "aten.erf.default", "aten.sign.default", "aten.floor.default",
-            "aten.ceil.default", "aten.round.default", "aten.round.decimals", "aten.trunc.default",
-            "aten.clamp.default", "aten.clamp_min.default", "aten.clamp_max.default", "aten.hardtanh.default",
-            "aten.hardsigmoid.default"},
+           {"aten.atan.default",
+            "aten.ceil.default",
+            "aten.clamp.default",
+            "aten.clamp_max.default",
+            "aten.clamp_min.default",
+            "aten.erf.default",
+            "aten.exp.default",
+            "aten.exp2.default",
+            "aten.expm1.default",
+            "aten.floor.default",
+            "aten.hardsigmoid.default",
+            "aten.hardtanh.default",
+            "aten.relu.default",
+            "aten.relu6.default",
+            "aten.round.decimals",
+            "aten.round.default",
+            "aten.sigmoid.default",
+            "aten.sign.default",
+            "aten.sinh.default",
+            "aten.tanh.default",
+            "aten.trunc.default"},
            pointwise_rule({Linear::None, {}, unary(+1)}));
+  // Monotone decreasing: P(max) and P(min) swap.
   add_rule(r, {"aten.erfc.default"}, pointwise_rule({Linear::None, {}, unary(-1)}));
   // x + alpha * c, x - alpha * c: non-decreasing in x; c - alpha * x: the sign of -alpha.
-  add_rule(r, {"aten.add.Scalar", "aten.sub.Scalar"}, pointwise_rule({Linear::None, {}, add_like(+1, +1, false)}));
+  add_rule(r,
+           {"aten.add.Scalar",
+            "aten.sub.Scalar"}, pointwise_rule({Linear::None, {}, add_like(+1, +1, false)}));
+  // rsub(x, c) = c - alpha * x: monotone with the sign of -alpha.
   add_rule(r, {"aten.rsub.Scalar"}, pointwise_rule({Linear::None, {}, add_like(-1, +1, true)}));
   // leaky_relu(x, slope) is non-decreasing for slope >= 0; softplus(x, beta) for beta > 0.
   add_rule(r, {"aten.leaky_relu.default"}, pointwise_rule({Linear::None, {}, [](const RuleCtx& c, int k) {
              return k == 0 && c.double_arg(1, "negative_slope", 0.01) >= 0 ? 1 : 0;
            }}));
+  // softplus(x, beta) is increasing for beta > 0.
   add_rule(r, {"aten.softplus.default"}, pointwise_rule({Linear::None, {}, [](const RuleCtx& c, int k) {
              return k == 0 && c.double_arg(1, "beta", 1.0) > 0 ? 1 : 0;
            }}));
   // Linear in both operands jointly.
   // Also monotone in each operand with the other replicated (P(max) + R stays P(max)).
   add_rule(r, {"aten.add.Tensor"}, pointwise_rule({Linear::Additive, {}, add_like(+1, +1, false)}));
+  // a - alpha * b: linear jointly; monotone in a, and in b with the sign of -alpha.
   add_rule(r, {"aten.sub.Tensor"}, pointwise_rule({Linear::Additive, {}, add_like(+1, -1, false)}));
+  // b - alpha * a: linear jointly.
   add_rule(r, {"aten.rsub.Tensor"}, pointwise_rule({Linear::Additive, {}, add_like(-1, +1, true)}));
   // where(cond, a, b) is linear in (a, b) jointly with cond replicated/sharded.
   add_rule(r, {"aten.where.self"}, [] {
@@ -269,21 +349,40 @@ void register_pointwise(Registry& r) {
   add_rule(r, {"aten.mul.Tensor"}, pointwise_rule({Linear::Operand, {0, 1}}));
   // Linear in the first tensor (numerator / incoming gradient).
   // x * s, x / s: monotone with the scalar's sign; neg swaps max and min.
-  add_rule(r, {"aten.mul.Scalar", "aten.div.Scalar"}, pointwise_rule({Linear::Operand, {0}, scaled_by(1, "other")}));
+  add_rule(r,
+           {"aten.div.Scalar",
+            "aten.mul.Scalar"}, pointwise_rule({Linear::Operand, {0}, scaled_by(1, "other")}));
+  // Linear; max and min swap.
   add_rule(r, {"aten.neg.default"}, pointwise_rule({Linear::Operand, {0}, unary(-1)}));
+  // Linear in the first operand (numerator / incoming gradient).
   add_rule(r,
            {"aten.div.Tensor",
-            "aten.threshold_backward.default", "aten.gelu_backward.default", "aten.tanh_backward.default",
-            "aten.silu_backward.default", "aten.leaky_relu_backward.default", "aten.hardtanh_backward.default",
-            "aten.elu_backward.default", "aten.softplus_backward.default", "aten.hardswish_backward.default",
-            "aten.hardsigmoid_backward.default", "aten.mish_backward.default", "aten.sigmoid_backward.default"},
+            "aten.elu_backward.default",
+            "aten.gelu_backward.default",
+            "aten.hardsigmoid_backward.default",
+            "aten.hardswish_backward.default",
+            "aten.hardtanh_backward.default",
+            "aten.leaky_relu_backward.default",
+            "aten.mish_backward.default",
+            "aten.sigmoid_backward.default",
+            "aten.silu_backward.default",
+            "aten.softplus_backward.default",
+            "aten.tanh_backward.default",
+            "aten.threshold_backward.default"},
            pointwise_rule({Linear::Operand, {0}}));
   // Copies: every Partial kind passes.
   add_rule(r,
-           {"aten.clone.default", "aten.detach.default", "aten.alias.default", "aten.contiguous.default",
-            "aten.lift_fresh_copy.default", "aten.positive.default"},
+           {"aten.alias.default",
+            "aten.clone.default",
+            "aten.contiguous.default",
+            "aten.detach.default",
+            "aten.lift_fresh_copy.default",
+            "aten.positive.default"},
            pointwise_rule({Linear::Copy, {}}));
-  add_rule(r, {"aten._to_copy.default", "aten.to.dtype"}, cast_rule());
+  // Casts: exact ones copy (every kind passes), rounding ones keep order only.
+  add_rule(r,
+           {"aten._to_copy.default",
+            "aten.to.dtype"}, cast_rule());
 }
 
 }  // namespace tlm::strategies

@@ -8,8 +8,8 @@
 // strategy); amax/amin -> P(max)/P(min), which needs no empty shard (an empty
 // max has no value). Partial inputs pass through linear reductions (sum, mean:
 // sum/avg kinds) and through amax of P(max) / amin of P(min).
-#include "rule.h"
-#include "shard_math.h"
+#include "core/strategies/rule.h"
+#include "core/strategies/shard_math.h"
 
 namespace tlm::strategies {
 
@@ -110,22 +110,51 @@ Rule reduction_rule(Kind kind, int dim_pos, int keep_pos) {
 }  // namespace
 
 void register_reduction(Registry& r) {
+  // Full and per-dim sums: Partial(sum) out of a sharded reduced dim.
   add_rule(r, {"aten.sum.default"}, reduction_rule(Kind::Sum, -1, -1));
+  // sum(self, dim, keepdim, dtype).
   add_rule(r, {"aten.sum.dim_IntList"}, reduction_rule(Kind::Sum, 1, 2));
+  // Means: Partial(avg) out of a sharded reduced dim (even shards).
   add_rule(r, {"aten.mean.default"}, reduction_rule(Kind::Mean, -1, -1));
+  // mean(self, dim, keepdim, dtype).
   add_rule(r, {"aten.mean.dim"}, reduction_rule(Kind::Mean, 1, 2));
+  // amax(self, dim, keepdim): Partial(max).
   add_rule(r, {"aten.amax.default"}, reduction_rule(Kind::Max, 1, 2));
+  // amin(self, dim, keepdim): Partial(min).
   add_rule(r, {"aten.amin.default"}, reduction_rule(Kind::Min, 1, 2));
+  // Full max: Partial(max).
   add_rule(r, {"aten.max.default"}, reduction_rule(Kind::Max, -1, -1));
+  // Full min: Partial(min).
   add_rule(r, {"aten.min.default"}, reduction_rule(Kind::Min, -1, -1));
   // Index-producing and non-decomposable reductions: kept dims only.
-  add_rule(r, {"aten.max.dim", "aten.min.dim", "aten.argmax.default", "aten.argmin.default", "aten.prod.dim_int",
-               "aten.any.dim", "aten.all.dim", "aten.logsumexp.default", "aten.var.dim", "aten.std.dim"},
+  add_rule(r,
+           {"aten.all.dim",
+            "aten.any.dim",
+            "aten.argmax.default",
+            "aten.argmin.default",
+            "aten.logsumexp.default",
+            "aten.max.dim",
+            "aten.min.dim",
+            "aten.prod.dim_int",
+            "aten.std.dim",
+            "aten.var.dim"},
            reduction_rule(Kind::None, 1, 2));
-  add_rule(r, {"aten.prod.default", "aten.any.default", "aten.all.default"}, reduction_rule(Kind::None, -1, -1));
-  add_rule(r, {"aten.var.correction", "aten.std.correction", "aten.var_mean.correction", "aten.std_mean.correction"},
+  // Full reductions of the same kind: no Partial for them (prod, boolean), kept dims only.
+  add_rule(r,
+           {"aten.all.default",
+            "aten.any.default",
+            "aten.prod.default"}, reduction_rule(Kind::None, -1, -1));
+  // Variance and std (dim at position 1, keepdim keyword-only): not a combination of local values.
+  add_rule(r,
+           {"aten.std.correction",
+            "aten.std_mean.correction",
+            "aten.var.correction",
+            "aten.var_mean.correction"},
            reduction_rule(Kind::None, 1, -1));
-  add_rule(r, {"aten.any.dims", "aten.all.dims"}, reduction_rule(Kind::None, 1, 2));
+  // Boolean reductions over a list of dims.
+  add_rule(r,
+           {"aten.all.dims",
+            "aten.any.dims"}, reduction_rule(Kind::None, 1, 2));
 }
 
 }  // namespace tlm::strategies

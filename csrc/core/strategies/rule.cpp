@@ -1,6 +1,6 @@
-#include "rule.h"
+#include "core/strategies/rule.h"
 
-#include "shard_math.h"
+#include "core/strategies/shard_math.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "shard_math.h"
+#include "core/strategies/shard_math.h"
 
 namespace tlm::strategies {
 

@@ -3,7 +3,7 @@
 // The normalized dim must be whole on every rank; any other dim can be
 // sharded. The backward ops are linear in the incoming gradient (the output
 // is fixed), so a Partial gradient with a replicated output stays Partial.
-#include "rule.h"
+#include "core/strategies/rule.h"
 
 namespace tlm::strategies {
 
@@ -30,8 +30,14 @@ Rule softmax_rule(bool backward) {
 }  // namespace
 
 void register_softmax(Registry& r) {
-  add_rule(r, {"aten._softmax.default", "aten._log_softmax.default"}, softmax_rule(false));
-  add_rule(r, {"aten._softmax_backward_data.default", "aten._log_softmax_backward_data.default"}, softmax_rule(true));
+  // (Log-)softmax over `dim`: every other dim shards.
+  add_rule(r,
+           {"aten._log_softmax.default",
+            "aten._softmax.default"}, softmax_rule(false));
+  // Their gradients: every dim but `dim`; linear in grad_output.
+  add_rule(r,
+           {"aten._log_softmax_backward_data.default",
+            "aten._softmax_backward_data.default"}, softmax_rule(true));
 }
 
 }  // namespace tlm::strategies

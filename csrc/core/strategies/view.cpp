@@ -10,8 +10,8 @@
 // rank's piece of it maps to exactly its piece of the output's leading dim --
 // checked per rank on the combined strategy, since uneven chunks usually break
 // that. Shape arguments are rewritten per rank from the output's local shape.
-#include "rule.h"
-#include "shard_math.h"
+#include "core/strategies/rule.h"
+#include "core/strategies/shard_math.h"
 
 namespace tlm::strategies {
 
@@ -299,7 +299,12 @@ void split_rows(const RuleCtx& c, DimRows& rows, bool drops_dim) {
 }  // namespace
 
 void register_view(Registry& r) {
-  add_rule(r, {"aten.view.default", "aten._unsafe_view.default", "aten.reshape.default"}, reshape_rule(1, "size"));
+  // Reshapes: dims factored into groups; only a group's leading dim keeps a shard.
+  add_rule(r,
+           {"aten._unsafe_view.default",
+            "aten.reshape.default",
+            "aten.view.default"}, reshape_rule(1, "size"));
+  // flatten(start_dim, end_dim): a reshape.
   add_rule(r, {"aten.flatten.using_ints"}, reshape_rule(-1, nullptr));
   {
     Rule u = reshape_rule(-1, nullptr);
@@ -310,18 +315,31 @@ void register_view(Registry& r) {
       std::vector<int64_t> sizes(local.begin() + d, local.begin() + d + static_cast<int64_t>(n));
       return replace_arg(c, 2, "sizes", json::Value(sizes));
     };
+    // unflatten(dim, sizes): a reshape, sizes rewritten per rank.
     add_rule(r, {"aten.unflatten.int"}, u);
   }
+  // Dims move; shards move with them.
   add_rule(r, {"aten.permute.default"}, mapped_rule(permute_map));
+  // Two dims swap.
   add_rule(r, {"aten.transpose.int"}, mapped_rule(transpose_map));
-  add_rule(r, {"aten.t.default", "aten.numpy_T.default"}, mapped_rule(t_map));
+  // 2-D transposes.
+  add_rule(r,
+           {"aten.numpy_T.default",
+            "aten.t.default"}, mapped_rule(t_map));
+  // A new size-1 dim.
   add_rule(r, {"aten.unsqueeze.default"}, mapped_rule(unsqueeze_map));
   {
     Rule sq = mapped_rule(squeeze_map);
     sq.valid = squeeze_keeps_local_dims;
-    add_rule(r, {"aten.squeeze.default", "aten.squeeze.dim", "aten.squeeze.dims"}, sq);
+    // Size-1 dims go (a shard never sits on one).
+    add_rule(r,
+             {"aten.squeeze.default",
+              "aten.squeeze.dim",
+              "aten.squeeze.dims"}, sq);
   }
+  // The selected dim goes; others keep their shards.
   add_rule(r, {"aten.select.int"}, mapped_rule(select_map));
+  // The sliced dim stays whole; others keep their shards.
   add_rule(r, {"aten.slice.Tensor"}, mapped_rule(slice_map));
   {
     Rule e;
@@ -331,14 +349,17 @@ void register_view(Registry& r) {
     e.call_args = [](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
       return replace_arg(c, 1, "size", local_out_shape_value(c, s, coord));
     };
+    // Broadcast dims cannot be sharded from a size-1 input; others follow the input.
     add_rule(r, {"aten.expand.default"}, e);
   }
   {
     Rule j;
     j.family = "view";
     j.dims = [](const RuleCtx& c, DimRows& rows) { join_rows(c, rows, false); };
+    // Concatenation: every dim but `dim` shards alike in all inputs.
     add_rule(r, {"aten.cat.default"}, j);
     j.dims = [](const RuleCtx& c, DimRows& rows) { join_rows(c, rows, true); };
+    // Stacking: a new dim; the others shard alike.
     add_rule(r, {"aten.stack.default"}, j);
   }
   {
@@ -346,8 +367,12 @@ void register_view(Registry& r) {
     s.family = "view";
     s.work = no_work;
     s.dims = [](const RuleCtx& c, DimRows& rows) { split_rows(c, rows, false); };
-    add_rule(r, {"aten.split.Tensor", "aten.split_with_sizes.default"}, s);
+    // Splits along `dim`: other dims shard alike in every piece.
+    add_rule(r,
+             {"aten.split.Tensor",
+              "aten.split_with_sizes.default"}, s);
     s.dims = [](const RuleCtx& c, DimRows& rows) { split_rows(c, rows, true); };
+    // unbind(dim): the dim goes from every piece.
     add_rule(r, {"aten.unbind.int"}, s);
   }
 }
