@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <string>
 
+#include "core/placement_kinds.h"
+
 namespace tlm {
 namespace {
 
@@ -42,7 +44,7 @@ LocalLayout apply_shards(const std::vector<int64_t>& global_shape, const Mesh& m
                          size_t end_mesh_dim, const std::vector<int64_t>& coord) {
   LocalLayout out{global_shape, std::vector<int64_t>(global_shape.size(), 0)};
   for (size_t md = 0; md < end_mesh_dim; ++md) {
-    if (!spec[md].is_shard()) continue;
+    if (!kind_info(spec[md].kind).splits_dim) continue;
     const int d = spec[md].dim;
     ChunkExtent c = shard_chunk(out.shape[d], mesh.shape[md], coord[md]);
     out.shape[d] = c.size;

@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "core/placement_kinds.h"
+
 namespace tlm {
 
 const char* to_string(ReduceOp op) {
@@ -23,12 +25,11 @@ ReduceOp parse_reduce_op(const std::string& s) {
 }
 
 std::string Placement::to_string() const {
-  switch (kind) {
-    case Kind::Replicate: return "R";
-    case Kind::Shard: return "S(" + std::to_string(dim) + ")";
-    case Kind::Partial: return std::string("P(") + tlm::to_string(reduce) + ")";
-  }
-  return "?";
+  const KindInfo& k = kind_info(kind);
+  std::string s(1, k.letter);
+  if (k.takes_dim) s += "(" + std::to_string(dim) + ")";
+  if (k.takes_reduce_op) s += std::string("(") + tlm::to_string(reduce) + ")";
+  return s;
 }
 
 std::string to_string(const PlacementSpec& spec) {
@@ -41,28 +42,26 @@ Placement parse_placement(const std::string& raw) {
   std::string s;
   for (char c : raw)
     if (!std::isspace(static_cast<unsigned char>(c))) s.push_back(c);
-  if (s == "R") return Placement::replicate();
-  if (s == "P") return Placement::partial();
-  auto inner = [&](const std::string& prefix) -> std::string {
-    if (s.size() < prefix.size() + 2 || s.compare(0, prefix.size() + 1, prefix + "(") != 0 || s.back() != ')')
-      return {};
-    return s.substr(prefix.size() + 1, s.size() - prefix.size() - 2);
-  };
-  std::string arg = inner("S");
-  if (!arg.empty()) {
-    size_t used = 0;
-    int d = 0;
-    try {
-      d = std::stoi(arg, &used);
-    } catch (...) {
-      used = 0;
-    }
-    if (used != arg.size()) throw InvalidArgument("bad Shard dim in placement '" + raw + "'");
-    return Placement::shard(d);
+  const KindInfo* k = s.empty() ? nullptr : kind_by_letter(s[0]);
+  if (k == nullptr)
+    throw InvalidArgument("cannot parse placement '" + raw + "' (expected R, S(d) or P(sum|avg|max|min))");
+  Placement p{k->kind, 0, ReduceOp::Sum};
+  if (s.size() == 1 && !k->takes_dim) return p;  // "R", and "P" alone means P(sum)
+  if (s.size() < 3 || s[1] != '(' || s.back() != ')' || !(k->takes_dim || k->takes_reduce_op))
+    throw InvalidArgument("cannot parse placement '" + raw + "' (expected R, S(d) or P(sum|avg|max|min))");
+  const std::string arg = s.substr(2, s.size() - 3);
+  if (k->takes_reduce_op) {
+    p.reduce = parse_reduce_op(arg);
+    return p;
   }
-  arg = inner("P");
-  if (!arg.empty()) return Placement::partial(parse_reduce_op(arg));
-  throw InvalidArgument("cannot parse placement '" + raw + "' (expected R, S(d) or P(sum|avg|max|min))");
+  size_t used = 0;
+  try {
+    p.dim = std::stoi(arg, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (used != arg.size()) throw InvalidArgument("bad Shard dim in placement '" + raw + "'");
+  return p;
 }
 
 PlacementSpec parse_spec(const std::string& raw) {
@@ -83,8 +82,13 @@ PlacementSpec parse_spec(const std::string& raw) {
       if (depth == 0) flush();
       continue;
     }
-    if (depth == 0 && c == 'R') { flush(); out.push_back(Placement::replicate()); continue; }
-    if (depth == 0 && (c == 'S' || c == 'P')) flush();
+    if (const KindInfo* k = depth == 0 ? kind_by_letter(c) : nullptr) {
+      flush();  // a kind's letter starts a new placement
+      if (!k->takes_dim && !k->takes_reduce_op) {
+        out.push_back(Placement{k->kind, 0, ReduceOp::Sum});
+        continue;
+      }
+    }
     cur.push_back(c);
   }
   if (depth != 0) throw InvalidArgument("unbalanced parentheses in placement spec '" + raw + "'");

@@ -10,6 +10,8 @@
 #include <set>
 #include <string>
 
+#include "core/placement_kinds.h"
+
 namespace tlm {
 
 const char* to_string(CollectiveKind k) {
@@ -88,44 +90,22 @@ std::vector<Transition> greedy_transitions(const Mesh& mesh, const PlacementSpec
   return out;
 }
 
+// One mesh dim's step (placement_kinds.h: the transition table), with the
+// tensor dims and reduce op it acts on.
 CollectiveStep classify(const Transition& t, const PlacementSpec& src, const PlacementSpec& dst, const Mesh& mesh) {
-  CollectiveStep s;
-  s.mesh_dim = t.mesh_dim;
   const Placement& a = t.from;
   const Placement& b = t.to;
-  if (b.is_replicate()) {
-    if (a.is_partial()) {
-      s.kind = CollectiveKind::AllReduce;
-      s.reduce = a.reduce;
-    } else {
-      s.kind = CollectiveKind::AllGather;
-      s.src_dim = a.dim;
-    }
-  } else if (b.is_shard()) {
-    s.dst_dim = b.dim;
-    if (a.is_partial()) {
-      s.kind = CollectiveKind::ReduceScatter;
-      s.reduce = a.reduce;
-    } else if (a.is_replicate()) {
-      s.kind = CollectiveKind::LocalChunk;
-    } else {
-      s.kind = CollectiveKind::AllToAll;
-      s.src_dim = a.dim;
-    }
-  } else {  // target Partial
-    if (a.is_replicate()) {
-      s.kind = CollectiveKind::LocalPartition;
-      s.reduce = b.reduce;
-    } else if (a.is_shard()) {
-      throw InvalidArgument(refusal(src, dst, mesh,
-                                    "mesh dim " + std::to_string(t.mesh_dim) + " would go " + a.to_string() + " -> " +
-                                        b.to_string() + "; DTensor does not support Shard -> Partial"));
-    } else {
-      throw InvalidArgument(refusal(src, dst, mesh,
-                                    "mesh dim " + std::to_string(t.mesh_dim) + " would go " + a.to_string() + " -> " +
-                                        b.to_string() + "; DTensor does not convert between Partial kinds"));
-    }
-  }
+  const auto& rule = transition(a.kind, b.kind);
+  if (!rule.allowed)
+    throw InvalidArgument(refusal(src, dst, mesh,
+                                  "mesh dim " + std::to_string(t.mesh_dim) + " would go " + a.to_string() + " -> " +
+                                      b.to_string() + "; " + rule.refusal));
+  CollectiveStep s;
+  s.kind = rule.step;
+  s.mesh_dim = t.mesh_dim;
+  if (kind_info(a.kind).splits_dim) s.src_dim = a.dim;
+  if (kind_info(b.kind).splits_dim) s.dst_dim = b.dim;
+  s.reduce = kind_info(a.kind).pending ? a.reduce : b.reduce;
   return s;
 }
 

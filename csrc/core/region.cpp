@@ -1,5 +1,7 @@
 #include "core/region.h"
 
+#include "core/placement_kinds.h"
+
 namespace tlm {
 namespace {
 
@@ -84,7 +86,7 @@ RegionOutputPlan plan_region_outputs(const Mesh& mesh, const std::vector<RegionV
     if (plan.specs.back()) {
       const PlacementSpec& s = *plan.specs.back();
       for (size_t md = 0; md < s.size(); ++md)
-        if (s[md].is_shard()) global[static_cast<size_t>(s[md].dim)] *= mesh.shape[md];
+        if (kind_info(s[md].kind).splits_dim) global[static_cast<size_t>(s[md].dim)] *= mesh.shape[md];
     }
     plan.global_shapes.push_back(plan.specs.back() ? global : std::vector<int64_t>{});
   }
@@ -119,8 +121,10 @@ RegionOutputPlan plan_region_outputs(const Mesh& mesh, const std::vector<RegionV
 
 PlacementSpec grad_spec(const PlacementSpec& spec) {
   PlacementSpec out = spec;
-  for (auto& p : out)
-    if (p.is_partial()) p = Placement::replicate();
+  for (auto& p : out) {
+    const Placement::Kind g = kind_info(p.kind).gradient;
+    if (g != p.kind) p = Placement{g, 0, ReduceOp::Sum};
+  }
   return out;
 }
 
