@@ -18,8 +18,8 @@ import time
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from torch_localmap import _C
-from torch_localmap.ir_export import export_graph
-from torch_localmap.trace import trace_joint
+from torch_localmap._ir_export import export_graph
+from torch_localmap._trace import trace_joint
 
 
 def trace_llama(layers: int, seq: int):

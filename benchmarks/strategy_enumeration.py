@@ -25,9 +25,9 @@ import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from torch_localmap import _C, models
-from torch_localmap import _dtensor_reference as dtref
-from torch_localmap.ir_export import export_graph
-from torch_localmap.trace import trace_joint
+from torch_localmap._torch_private import dtensor_reference as dtref
+from torch_localmap._ir_export import export_graph
+from torch_localmap._trace import trace_joint
 
 
 def trace_llama(layers: int, seq: int):

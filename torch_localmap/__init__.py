@@ -6,14 +6,42 @@ Public API (see docs/user_guide.md):
   local_map(...)                             mark a function that runs on local shards
   solve(problem)                             the strategy solver on its own
   torch.compile(model, backend="localmap", options={"mesh": mesh})   via an entry point
+
+Public submodules: `plan` (Plan and its parts), `solver`, `placements`, `cost_model`,
+`launch` (run_distributed for multi-process tests), `models`, `examples`. Modules whose
+names start with an underscore are internal.
 """
 import torch  # noqa: F401  (loads libtorch before our extension)
 
 from . import _C  # noqa: F401
-from .parallelize import ParallelModule, parallelize  # noqa: F401
-from .plan import Plan, plan_module  # noqa: F401
-from .solver import solve  # noqa: F401
-from .local_map import local_map, use_mesh  # noqa: E402  (local_map.use_mesh etc. also work)
-from .region import Region, region_of  # noqa: E402
+from ._hop import RegionMutationError
+from ._local_map import MeshSpec, local_map, use_mesh
+from ._parallelize import ParallelModule, parallelize
+from ._region import Region, region_of
+from ._runtime.failures import PeerFailureError
+from .plan import NodePlan, Plan, PlanSummary, SolverSummary, plan_module
+from .solver import InfeasibleError, MilpUnavailableError, SolveResult, load_problem, solve
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "InfeasibleError",
+    "MeshSpec",
+    "MilpUnavailableError",
+    "NodePlan",
+    "ParallelModule",
+    "PeerFailureError",
+    "Plan",
+    "PlanSummary",
+    "Region",
+    "RegionMutationError",
+    "SolveResult",
+    "SolverSummary",
+    "load_problem",
+    "local_map",
+    "parallelize",
+    "plan_module",
+    "region_of",
+    "solve",
+    "use_mesh",
+]

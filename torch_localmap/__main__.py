@@ -1,4 +1,4 @@
-"""`python -m torch_localmap <command>`: one module per command in torch_localmap/cli/.
+"""`python -m torch_localmap <command>`: one module per command in torch_localmap/_cli/.
 
 Each command module defines `COMMAND` (its name), `HELP`, `add_arguments(parser)` and
 `run(args) -> int`.
@@ -9,16 +9,16 @@ import os
 import pkgutil
 import sys
 
-from . import _C, cli
-from .cli._common import one_line
+from . import _C, _cli
+from ._cli._common import one_line
 
 
 def _commands():
     found = {}
-    for info in sorted(pkgutil.iter_modules(cli.__path__), key=lambda i: i.name):
+    for info in sorted(pkgutil.iter_modules(_cli.__path__), key=lambda i: i.name):
         if info.name.startswith("_"):
             continue
-        mod = importlib.import_module(f"{cli.__name__}.{info.name}")
+        mod = importlib.import_module(f"{_cli.__name__}.{info.name}")
         found[mod.COMMAND] = mod
     return found
 

@@ -1,7 +1,7 @@
 """The local_map higher-order operator: `localmap_hop(body, region_json, *tensors)`.
 
 `body` takes the region's tensor inputs *as local shards* and returns a tuple of
-local tensors; `region_json` is a `Region` (torch_localmap/region.py) in JSON;
+local tensors; `region_json` is a `Region` (torch_localmap/_region.py) in JSON;
 `tensors` are the region's inputs *as global tensors*, each placed as
 region.in_placements says. The HOP returns global tensors placed as
 region.out_placements says. Implementations:
@@ -29,13 +29,10 @@ import math
 from dataclasses import dataclass
 
 import torch
-from torch._C import DispatchKey
-from torch._ops import HigherOrderOperator
-from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.proxy_tensor import ProxyTorchDispatchMode
 
 from . import _C, _torch_private
-from .region import BACKWARD, Region
+from ._torch_private import DispatchKey, FakeTensorMode, HigherOrderOperator, ProxyTorchDispatchMode
+from ._region import BACKWARD, Region
 
 
 class RegionMutationError(RuntimeError):
@@ -160,7 +157,7 @@ def _check_graph_pure(region: Region, gm: torch.fx.GraphModule) -> None:
         return root.get(n, n)
 
     for n in gm.graph.nodes:
-        if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload):
+        if n.op != "call_function" or not isinstance(n.target, _torch_private.OpOverload):
             continue
         schema = n.target._schema
         tensor_args = [a for a in n.args if isinstance(a, torch.fx.Node)]

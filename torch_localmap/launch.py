@@ -48,8 +48,8 @@ def make_mesh(shape, mesh_dim_names=None):
 def _failure_kind(exc: BaseException) -> str:
     """"peer:<rank>": that rank's failure reached this one; "collective": a collective
     broke without a recorded cause; "own": this rank's own error (a root cause)."""
-    from .runtime.failures import PeerFailureError
-    from .runtime.groups import is_collective_failure
+    from ._runtime.failures import PeerFailureError
+    from ._runtime.groups import is_collective_failure
 
     if isinstance(exc, PeerFailureError):
         return f"peer:{exc.failed_ranks[0]}"

@@ -7,10 +7,10 @@ import torch
 
 from . import _C, _torch_private
 from ._mesh import mesh_shape_and_names
-from .runtime.failures import failure_scope
+from ._runtime.failures import failure_scope
 from ._plan_types import NodePlan, Plan, PlanSummary, SolverSummary  # noqa: F401  (public via this module)
-from .ir_export import export_graph
-from .trace import JointGraph, trace_joint
+from ._ir_export import export_graph
+from ._trace import JointGraph, trace_joint
 
 
 def plan_options(mode="train", device="H100", time_limit=10.0, memory_limit=None, fixed_params=None,
@@ -37,7 +37,7 @@ def _agreed_plan_json(ir_json: str, options_json: str, mesh, timeout) -> str:
     time-limited solve could end differently on different processes."""
     import torch.distributed as dist
 
-    from .runtime.groups import world_group
+    from ._runtime.groups import world_group
 
     if not hasattr(mesh, "get_group") or not dist.is_initialized() or mesh.size() == 1:
         return _C.plan(ir_json, options_json)
@@ -62,7 +62,7 @@ def _agreed_plan_json(ir_json: str, options_json: str, mesh, timeout) -> str:
 def plan_joint(joint: JointGraph, mesh, *, node_extra=None, timeout=None, **options) -> Plan:
     """Plans a traced joint graph. With a process group, rank 0 plans and broadcasts over
     the runtime's world group (`timeout`: runtime/groups.py)."""
-    from .runtime.groups import DEFAULT_TIMEOUT, as_timeout
+    from ._runtime.groups import DEFAULT_TIMEOUT, as_timeout
 
     shape, names = mesh_shape_and_names(mesh)
     exported = export_graph(joint.gm, shape, names, node_extra=node_extra)
@@ -82,7 +82,7 @@ def plan_joint(joint: JointGraph, mesh, *, node_extra=None, timeout=None, **opti
 def plan_module(module: torch.nn.Module, mesh, example_inputs, **options) -> Plan:
     """Plans `module(*example_inputs)` (a scalar loss) on `mesh` (a DeviceMesh or a shape
     tuple for a simulated mesh). Tracing uses fake tensors: no real compute, no process group."""
-    from .local_map_glue import node_extra, use_mesh  # local_map regions pin their placements
+    from ._local_map_glue import node_extra, use_mesh  # local_map regions pin their placements
 
     with use_mesh(mesh):  # regions without device_mesh trace on the mesh being planned for
         joint = trace_joint(module, example_inputs)

@@ -36,6 +36,18 @@ const strategies::Registry& registry() {
   return reg;
 }
 
+// Advances `idx` like an odometer (last position fastest), position m ranging
+// over [0, size(m)); false once every combination was visited (or none exist).
+template <typename SizeOf>
+bool next_combination(std::vector<size_t>& idx, SizeOf size_of) {
+  for (size_t m = idx.size(); m > 0;) {
+    --m;
+    if (++idx[m] < size_of(m)) return true;
+    idx[m] = 0;
+  }
+  return false;
+}
+
 bool row_is_replicate(const Placement* row, int width) {
   for (int i = 0; i < width; ++i)
     if (!row[i].is_replicate()) return false;
@@ -168,15 +180,7 @@ std::vector<OpStrategy> combine(const RuleCtx& c, const DimRows& raw, const stra
     }
     if (ok && valid) ok = valid(c, cand);
     if (ok) out.push_back(cand);
-    // Odometer, last mesh dim fastest.
-    size_t m = k;
-    while (m > 0) {
-      --m;
-      if (++idx[m] < per_dim[m].size()) break;
-      idx[m] = 0;
-      if (m == 0) return out;
-    }
-    if (k == 0) return out;
+    if (!next_combination(idx, [&](size_t m) { return per_dim[m].size(); })) return out;
   }
 }
 
@@ -211,13 +215,7 @@ std::vector<PlacementSpec> all_rs_specs(const std::vector<int64_t>& shape, const
       if (cur[m].is_shard()) shards[cur[m].dim] *= mesh.shape[m];
     for (size_t d = 0; d < shape.size() && ok; ++d) ok = shards[d] == 1 || shards[d] <= shape[d];
     if (ok) out.push_back(cur);
-    size_t m = k;
-    while (m > 0) {
-      --m;
-      if (++idx[m] < options[m].size()) break;
-      idx[m] = 0;
-      if (m == 0) return out;
-    }
+    if (!next_combination(idx, [&](size_t m) { return options[m].size(); })) return out;
   }
 }
 

@@ -19,7 +19,7 @@ import re
 import torch
 
 from torch_localmap import _C
-from torch_localmap.ir_export import decode_arg
+from torch_localmap._ir_export import decode_arg
 
 _PLACEMENT = re.compile(r"R|S\((-?\d+)\)|P\((sum|avg|max|min)\)")
 

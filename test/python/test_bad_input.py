@@ -99,7 +99,7 @@ def test_cpp_errors_become_python_exceptions():
 
 
 def test_plan_specialized_inputs_are_checked_at_run_time():
-    from torch_localmap.parallelize import ParallelModule
+    from torch_localmap._parallelize import ParallelModule
 
     pm = ParallelModule.__new__(ParallelModule)
     torch.nn.Module.__init__(pm)

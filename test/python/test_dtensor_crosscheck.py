@@ -18,9 +18,10 @@ import re
 
 import pytest
 
-from torch_localmap import _C, verify
-from torch_localmap import _dtensor_reference as dtref
-from torch_localmap.ir_export import decode_arg
+from torch_localmap import _C
+from torch_localmap import _verify as verify
+from torch_localmap._torch_private import dtensor_reference as dtref
+from torch_localmap._ir_export import decode_arg
 
 pytestmark = pytest.mark.skipif(
     not all(hasattr(_C, f) for f in ("enumerate_strategies", "plan_redistribute", "local_layouts")),

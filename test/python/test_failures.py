@@ -26,7 +26,7 @@ def _sharded_mlp(timeout):
 
 
 def _rank_1_fails_and_lives_on(rank, world_size, reraise):
-    from torch_localmap.runtime.failures import PeerFailureError
+    from torch_localmap._runtime.failures import PeerFailureError
 
     pmodel, x, y = _sharded_mlp(TIMEOUT_S)
     if rank == 1:
@@ -97,7 +97,7 @@ def test_launcher_names_the_rank_that_died_not_the_peers_that_noticed():
 @pytest.mark.parametrize("bad, error", [(0, ValueError), (-5, ValueError), (float("nan"), ValueError),
                                         ("10", TypeError)])
 def test_timeout_option_is_validated(bad, error):
-    from torch_localmap.runtime.groups import as_timeout
+    from torch_localmap._runtime.groups import as_timeout
 
     with pytest.raises(error, match="timeout"):
         as_timeout(bad)

@@ -76,7 +76,7 @@ def test_fractional_mesh_sizes_are_refused():
     with pytest.raises(TypeError, match=r"size 0 is 2.5 \(float\); expected an integer"):
         plan_module(model, (2.5, 2), ex)
     with pytest.raises(TypeError, match="expected an integer"):
-        torch_localmap.local_map.MeshSpec((2, True))
+        torch_localmap.MeshSpec((2, True))
 
 
 def test_mesh_product_overflowing_int64_is_refused():
@@ -160,7 +160,7 @@ class _MutatesItsInput(torch.nn.Module):
 
 @pytest.mark.parametrize("grad_path", [False, True])
 def test_in_place_mutation_in_a_region_raises_region_mutation_error(grad_path):
-    with pytest.raises(torch_localmap.local_map.RegionMutationError, match="mutates its tensor input 0 in place"):
+    with pytest.raises(torch_localmap.RegionMutationError, match="mutates its tensor input 0 in place"):
         plan_module(_MutatesItsInput(grad_path), (2, 2), (torch.randn(8, 4),), time_limit=2)
 
 

@@ -14,7 +14,7 @@ from torch.distributed.tensor.placement_types import _StridedShard
 
 from torch_localmap import _C
 from torch_localmap.placements import as_spec, placements_to_spec, spec_to_placements
-from torch_localmap.runtime.redistribute import shard_local
+from torch_localmap._runtime.redistribute import shard_local
 
 
 def _random_case(rng: random.Random):

@@ -12,8 +12,8 @@ from torch.fx.experimental.proxy_tensor import make_fx
 import torch_localmap as tlm
 from torch_localmap import local_map, region_of, use_mesh
 from torch_localmap._hop import localmap_hop
-from torch_localmap.local_map import MeshSpec, RegionMutationError, node_fixed_placements, run_region_local
-from torch_localmap.region import Region
+from torch_localmap._local_map import MeshSpec, RegionMutationError, node_fixed_placements, run_region_local
+from torch_localmap._region import Region
 
 MESH = MeshSpec((2, 2), ("dp", "tp"))
 
@@ -155,7 +155,7 @@ class _Net(torch.nn.Module):
 
 
 def _joint():
-    from torch_localmap.trace import trace_joint
+    from torch_localmap._trace import trace_joint
 
     with use_mesh(MESH):
         return trace_joint(_Net(), (_inputs()[0],))
@@ -176,7 +176,7 @@ def test_joint_graph_has_forward_and_backward_region_nodes():
 
 
 def test_joint_graph_exports_to_planner_ir_with_fixed_placements():
-    from torch_localmap.ir_export import export_graph
+    from torch_localmap._ir_export import export_graph
 
     jg = _joint()
     ex = export_graph(jg.gm, MESH.shape, MESH.dim_names, node_extra=node_fixed_placements)

@@ -10,7 +10,7 @@ import torch
 from torch_localmap import region_of, use_mesh
 from torch_localmap.examples.cp_attention import (
     MESH_DIM_NAMES, CPAttentionModel, PlainModel, cp_attention, example_inputs, pointwise, replicated_linear)
-from torch_localmap.local_map import MeshSpec, node_fixed_placements
+from torch_localmap._local_map import MeshSpec, node_fixed_placements
 
 MESH = MeshSpec((2, 2, 2), MESH_DIM_NAMES)
 
@@ -49,7 +49,7 @@ def test_matches_plain_model(mesh):
 
 
 def test_joint_graph_region_boundaries_carry_declared_placements():
-    from torch_localmap.trace import trace_joint
+    from torch_localmap._trace import trace_joint
 
     with use_mesh(MESH):
         jg = trace_joint(Loss(CPAttentionModel()), example_inputs())

@@ -128,5 +128,5 @@ def test_backend_is_registered_by_entry_point():
     from importlib.metadata import entry_points
 
     names = {ep.name: ep.value for ep in entry_points(group="torch_dynamo_backends")}
-    assert names.get("localmap") == "torch_localmap.backend:localmap_backend"
+    assert names.get("localmap") == "torch_localmap._backend:localmap_backend"
     assert "localmap" in torch._dynamo.list_backends()

@@ -46,7 +46,7 @@ def _partial_split(torch, value, op, k, n, seed):
 def _source_local(torch, full, mesh_shape, coord, src, case_seed):
     """This rank's local tensor of `full` under `src`, Partial dims as random splits."""
     from torch_localmap.placements import spec_to_placements
-    from torch_localmap.runtime.redistribute import shard_local
+    from torch_localmap._runtime.redistribute import shard_local
 
     placements = spec_to_placements(src)
     no_partial = "".join("R" if p.is_partial() else f"S({p.dim})" if p.is_shard() else "R" for p in placements)
@@ -79,7 +79,7 @@ def _check_cases(rank, world_size, mesh_shapes, n_cases, seed):
 
     from torch_localmap import _C
     from torch_localmap.placements import spec_to_placements
-    from torch_localmap.runtime.redistribute import redistribute_local, shard_local
+    from torch_localmap._runtime.redistribute import redistribute_local, shard_local
 
     stats = {"cases": 0, "refused": 0, "uneven": 0, "kinds": set(), "traced": 0}
     for mesh_shape in mesh_shapes:

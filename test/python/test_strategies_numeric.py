@@ -11,8 +11,8 @@ import torch
 import torch.nn as nn
 
 from torch_localmap import _C
-from torch_localmap.ir_export import export_graph
-from torch_localmap.trace import trace_joint
+from torch_localmap._ir_export import export_graph
+from torch_localmap._trace import trace_joint
 
 from strategy_numeric import check_node
 

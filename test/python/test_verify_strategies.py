@@ -6,7 +6,8 @@ import re
 import pytest
 import torch
 
-from torch_localmap import _C, verify
+from torch_localmap import _C
+from torch_localmap import _verify as verify
 
 needs_layouts = pytest.mark.skipif(not hasattr(_C, "local_layouts"), reason="needs _C.local_layouts (algebra)")
 needs_rules = pytest.mark.skipif(not hasattr(_C, "enumerate_strategies") or not hasattr(_C, "local_call_args"),

@@ -19,7 +19,7 @@ import math
 import torch
 import torch.nn as nn
 
-from ..local_map import local_map
+from .._local_map import local_map
 
 MESH_DIM_NAMES = ("dp", "tp", "cp")
 

@@ -19,8 +19,8 @@ class TracedModel:
 
 
 def trace_tiny(name: str, mesh_shape=(2, 2), batch: int = 2, seed: int = 0) -> TracedModel:
-    from ..ir_export import export_graph
-    from ..trace import trace_joint
+    from .._ir_export import export_graph
+    from .._trace import trace_joint
 
     module, inputs = build(name, batch=batch, seed=seed)
     joint = trace_joint(module, inputs)

@@ -98,9 +98,9 @@ def _tensor_meta(val) -> TensorMeta:
 
 
 def _op_name(target) -> str:
-    if isinstance(target, torch._ops.OpOverload):
+    if isinstance(target, _torch_private.OpOverload):
         return str(target)  # "aten.mm.default"
-    if isinstance(target, torch._ops.HigherOrderOperator):
+    if isinstance(target, _torch_private.HigherOrderOperator):
         return f"higher_order.{target.name()}"
     mod = getattr(target, "__module__", None) or ""
     return f"{mod}.{getattr(target, '__qualname__', repr(target))}".lstrip(".")

@@ -148,8 +148,10 @@ def is_region_node(node) -> bool:
 
 
 def _is_upstream_local_map(node) -> bool:
+    from . import _torch_private
+
     target = node.target
-    return (isinstance(target, torch._ops.HigherOrderOperator) and target.name() == "local_map_hop") or (
+    return (isinstance(target, _torch_private.HigherOrderOperator) and target.name() == "local_map_hop") or (
         "local_map_kwargs" in node.meta and getattr(target, "__name__", "") == "call_local_map")
 
 

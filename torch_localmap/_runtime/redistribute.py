@@ -19,12 +19,12 @@ from typing import Sequence
 
 import torch
 
-from .. import _C
+from .. import _C, _torch_private
 from ..placements import SpecLike, as_spec
 
 __all__ = ["redistribute_local", "shard_local", "plan_for"]
 
-_funcol = torch.ops._c10d_functional
+_funcol = _torch_private.functional_collectives()
 
 
 @functools.lru_cache(maxsize=4096)

@@ -21,7 +21,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from .. import verify
+    from .. import _verify as verify
 
     meshes = [verify.parse_mesh(m) for m in args.mesh] if args.mesh else list(verify.DEFAULT_MESHES)
     t0 = time.perf_counter()

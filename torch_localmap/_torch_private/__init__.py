@@ -1,7 +1,8 @@
-"""Every private torch API we use, wrapped in one place.
+"""Every private torch API we use, wrapped in one place (this package).
 
-Written against torch 2.13. If an upgrade breaks one of these, this is the only
-file to change.
+Written against torch 2.13. If an upgrade breaks one of these, this package is the
+only place to change: this file for the planner and runtime, dtensor_reference.py
+for DTensor's own sharding propagator (tests and benchmarks compare with it).
 """
 from __future__ import annotations
 
@@ -9,6 +10,37 @@ import contextlib
 
 import torch
 import torch.fx as fx
+
+# Types and modules used by name elsewhere (torch 2.13): the local_map HOP subclasses
+# HigherOrderOperator and registers py_impl kernels for these dispatch keys and modes;
+# graph code checks node targets against the op types; pytree flattens user arguments.
+from torch._C import DispatchKey  # noqa: E402,F401
+from torch._ops import HigherOrderOperator, OpOverload  # noqa: E402,F401
+from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402,F401
+from torch.fx.experimental.proxy_tensor import ProxyTorchDispatchMode, make_fx  # noqa: E402,F401
+from torch.utils import _pytree as pytree  # noqa: E402,F401
+
+
+def functional_collectives():
+    """torch.ops._c10d_functional (2.13): collectives as graph ops (all_gather_into_tensor,
+    reduce_scatter_tensor, all_reduce, all_to_all_single, wait_tensor) on group names."""
+    return torch.ops._c10d_functional
+
+
+def async_collective_tensor_type() -> type:
+    """torch.distributed._functional_collectives.AsyncCollectiveTensor (2.13): what a
+    DTensor's to_local() may return before its collective finished."""
+    from torch.distributed._functional_collectives import AsyncCollectiveTensor
+
+    return AsyncCollectiveTensor
+
+
+def aot_autograd_backend(**kwargs):
+    """torch._dynamo.backends.common.aot_autograd (2.13): a Dynamo backend from forward/
+    backward compilers and a partition function."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    return aot_autograd(**kwargs)
 
 
 def export_joint(stack: contextlib.ExitStack, module: torch.nn.Module, args: tuple):

@@ -30,12 +30,12 @@ import inspect
 from dataclasses import dataclass
 
 import torch
-from torch.utils import _pytree as pytree
 
 from . import _C, _torch_private
+from ._torch_private import pytree
 from ._mesh import MeshSpec, mesh_shape_and_names
 from ._hop import RegionMutationError, localmap_hop
-from .region import Region, region_of, spec_of
+from ._region import Region, region_of, spec_of
 
 __all__ = ["local_map", "use_mesh", "current_mesh", "MeshSpec", "node_fixed_placements", "run_region_local",
            "RegionMutationError"]
@@ -195,7 +195,7 @@ def _check_unmutated(name, tensors, versions):
 # ---- DTensor arguments: torch's eager semantics -------------------------------------------
 
 def _call_dtensor(fn, name, cfg: _Config, flat, in_tree, kwargs):
-    from torch.distributed._functional_collectives import AsyncCollectiveTensor
+    AsyncCollectiveTensor = _torch_private.async_collective_tensor_type()
     from torch.distributed.tensor import DTensor
 
     mesh = cfg.device_mesh if cfg.device_mesh is not None else None
@@ -272,7 +272,7 @@ def _is_plain(a) -> bool:
 
 
 def _placements(spec):
-    from .region import placements_of
+    from ._region import placements_of
 
     return placements_of(spec)
 

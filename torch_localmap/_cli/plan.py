@@ -27,7 +27,7 @@ def run(args):
     import time
 
     from ..plan import plan_module
-    from ..report import format_plan
+    from .._report import format_plan
 
     mesh = parse_mesh(args.mesh)
     if args.model == "mlp":

@@ -19,11 +19,10 @@ def _nop_compiler(gm, _example_inputs):
 
 
 def localmap_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **kwargs):
-    from torch._dynamo.backends.common import aot_autograd
 
     from .plan import plan_joint
-    from .spmd import trace_rank_program
-    from .trace import JointGraph
+    from ._spmd import trace_rank_program
+    from ._trace import JointGraph
     from . import _torch_private
 
     options = dict(options or {})
@@ -31,7 +30,7 @@ def localmap_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **k
     on_plan = options.pop("on_plan", None)  # callback(Plan), e.g. to print or test the plan
     if mesh is None:
         raise ValueError('backend "localmap" needs options={"mesh": DeviceMesh}')
-    from .runtime.groups import DEFAULT_TIMEOUT, as_timeout, runtime_mesh
+    from ._runtime.groups import DEFAULT_TIMEOUT, as_timeout, runtime_mesh
 
     options["timeout"] = as_timeout(options.get("timeout", DEFAULT_TIMEOUT))
     mesh = runtime_mesh(mesh, options["timeout"])
@@ -42,7 +41,7 @@ def localmap_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **k
                          f"(expected mesh, on_plan, {', '.join(sorted(known))})")
 
     def partition(joint_module, joint_inputs, *, num_fwd_outputs, **_kw):
-        from .local_map_glue import node_extra
+        from ._local_map_glue import node_extra
 
         joint = JointGraph(gm=joint_module, num_fwd_outputs=num_fwd_outputs, param_names=[], buffer_names=[],
                            num_user_inputs=0)
@@ -51,12 +50,12 @@ def localmap_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **k
             on_plan(plan)
         coord = mesh.get_coordinate()
         # aot_autograd hands (primals, tangents); the joint graph takes them flat.
-        flat_inputs = torch.utils._pytree.tree_leaves(joint_inputs)
+        flat_inputs = _torch_private.pytree.tree_leaves(joint_inputs)
         spmd = trace_rank_program(plan, mesh, coord, flat_inputs)
         return _torch_private.partition_joint(spmd, num_fwd_outputs)
 
-    from .local_map_glue import use_mesh
+    from ._local_map_glue import use_mesh
 
     with use_mesh(mesh):  # aot_autograd traces here; local_map regions default to this mesh
-        return aot_autograd(fw_compiler=_nop_compiler, bw_compiler=_nop_compiler, partition_fn=partition)(
+        return _torch_private.aot_autograd_backend(fw_compiler=_nop_compiler, bw_compiler=_nop_compiler, partition_fn=partition)(
             gm, example_inputs)

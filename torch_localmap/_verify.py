@@ -32,7 +32,7 @@ import torch
 import torch.fx as fx
 
 from . import _C
-from .ir_export import decode_arg
+from ._ir_export import decode_arg
 
 # Ops whose outputs cannot be compared value by value, with the reason.
 EXCLUDED_OPS = {
@@ -116,7 +116,7 @@ def _run_graph(gm: fx.GraphModule, placeholder_values: list) -> dict:
 
 def cases_from_graph(gm: fx.GraphModule, placeholder_values: list, source: str) -> list:
     """One OpCase per op node of `gm`, with the values the graph computes on `placeholder_values`."""
-    from .ir_export import export_graph
+    from ._ir_export import export_graph
 
     env = _run_graph(gm, placeholder_values)
     ex = export_graph(gm, [1])
@@ -155,7 +155,7 @@ def _case_key(c: OpCase) -> str:
 
 def _model_cases(name: str, config, batch: int, seed: int, source: str) -> list:
     from . import models
-    from .trace import trace_joint
+    from ._trace import trace_joint
 
     module, inputs = models.build(name, config=config, batch=batch, seed=seed)
     module = module.to(torch.float64)
@@ -251,7 +251,7 @@ def _hand_programs():
 
 
 def _hand_cases(seed: int) -> list:
-    from torch.fx.experimental.proxy_tensor import make_fx
+    from ._torch_private import make_fx
 
     cases = []
     torch.manual_seed(seed)  # the programs' inputs are drawn from the global generator

@@ -8,6 +8,6 @@ def add_arguments(parser):
 
 
 def run(args):
-    from ..demo import run as run_demo
+    from .._demo import run as run_demo
 
     return run_demo(steps=args.steps)

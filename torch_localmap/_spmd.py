@@ -12,13 +12,12 @@ import json
 
 import torch
 import torch.fx as fx
-from torch.fx.experimental.proxy_tensor import make_fx
 
 from . import _C, _torch_private
-from .ir_export import decode_arg
+from ._ir_export import decode_arg
 from .plan import Plan
-from .runtime.failures import failure_scope
-from .runtime.redistribute import redistribute_local
+from ._runtime.failures import failure_scope
+from ._runtime.redistribute import redistribute_local
 
 
 def _tensor_refs(arg, out):
@@ -77,7 +76,7 @@ def make_rank_program(plan: Plan, device_mesh, coord):
 
 
 def _run_node(fx_node: fx.Node, args, kwargs):
-    from .local_map_glue import run_region_local
+    from ._local_map_glue import run_region_local
 
     ran, out = run_region_local(fx_node, args, kwargs)
     if ran:
@@ -99,7 +98,7 @@ def local_example_inputs(plan: Plan, fake_mode, coord) -> list:
 def trace_rank_program(plan: Plan, device_mesh, coord, fake_inputs) -> fx.GraphModule:
     """The rank's SPMD joint graph, placeholders named primals_* / tangents_* like aot_autograd's."""
     program = make_rank_program(plan, device_mesh, coord)
-    gm = make_fx(program, tracing_mode="real", _allow_non_fake_inputs=False)(*fake_inputs)
+    gm = _torch_private.make_fx(program, tracing_mode="real", _allow_non_fake_inputs=False)(*fake_inputs)
     roles = [n.role for _, n in plan.graph.placeholders()]
     n_primal = n_tangent = 0
     for node, role in zip([n for n in gm.graph.nodes if n.op == "placeholder"], roles):

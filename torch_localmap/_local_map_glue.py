@@ -7,8 +7,8 @@ plan.py, backend.py and spmd.py call.
 """
 import torch
 
-from .local_map import node_fixed_placements, run_region_local as _run_region_local, use_mesh
-from .region import region_of
+from ._local_map import node_fixed_placements, run_region_local as _run_region_local, use_mesh
+from ._region import region_of
 
 __all__ = ["node_extra", "run_region_local", "use_mesh"]
 
@@ -25,8 +25,8 @@ def node_extra(fx_node):
 def region_work(fx_node) -> dict:
     """FLOPs and bytes of a region's body on one rank's local tensors (one C++ call)."""
     from . import _C
-    from .ir_export import export_graph
-    from .local_map import region_body
+    from ._ir_export import export_graph
+    from ._local_map import region_body
 
     body = region_body(fx_node)
     if not isinstance(body, torch.fx.GraphModule):

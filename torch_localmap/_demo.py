@@ -10,7 +10,7 @@ import torch
 from .examples.mlp import make_example
 from .launch import make_mesh, run_distributed
 from .plan import plan_module
-from .report import format_plan, format_comparison
+from ._report import format_plan, format_comparison
 
 MESH = (2, 2)
 MESH_NAMES = ("dp", "tp")
@@ -37,7 +37,7 @@ def _train_reference(steps, lr, cfg):
 
 
 def _train_rank(rank, world_size, steps, lr, cfg):
-    from .parallelize import parallelize
+    from ._parallelize import parallelize
 
     mesh = make_mesh(MESH, MESH_NAMES)
     model, (x, y) = make_example(**cfg)

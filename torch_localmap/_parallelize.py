@@ -6,11 +6,12 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.distributed.tensor import DTensor, distribute_tensor
 
+from . import _torch_private
 from .placements import spec_to_placements
 from .plan import Plan, plan_module
-from .runtime.failures import failure_scope
-from .runtime.groups import DEFAULT_TIMEOUT, as_timeout, runtime_mesh
-from .spmd import RankProgram, local_example_inputs, trace_rank_program
+from ._runtime.failures import failure_scope
+from ._runtime.groups import DEFAULT_TIMEOUT, as_timeout, runtime_mesh
+from ._spmd import RankProgram, local_example_inputs, trace_rank_program
 
 
 def _check_mesh(mesh):
@@ -99,7 +100,7 @@ def parallelize(model: nn.Module, mesh, example_inputs, *, device="H100", time_l
         dt = distribute_tensor(p.detach(), mesh, spec_to_placements(spec, mesh_ndim=mesh.ndim))
         setattr(model.get_submodule(owner) if owner else model, leaf, nn.Parameter(dt, requires_grad=p.requires_grad))
     coord = mesh.get_coordinate()
-    fake_mode = torch._subclasses.fake_tensor.FakeTensorMode()
+    fake_mode = _torch_private.FakeTensorMode()
     fake_inputs = local_example_inputs(plan, fake_mode, coord)
     joint_spmd = trace_rank_program(plan, mesh, coord, fake_inputs)
     program = RankProgram(joint_spmd, plan.joint.num_fwd_outputs)
