@@ -43,8 +43,7 @@ def localmap_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **k
     def partition(joint_module, joint_inputs, *, num_fwd_outputs, **_kw):
         from ._local_map_glue import node_extra
 
-        joint = JointGraph(gm=joint_module, num_fwd_outputs=num_fwd_outputs, param_names=[], buffer_names=[],
-                           num_user_inputs=0)
+        joint = JointGraph(gm=joint_module, num_fwd_outputs=num_fwd_outputs, param_names=[], buffer_names=[])
         plan = plan_joint(joint, mesh, node_extra=node_extra, mode="compile", **options)
         if on_plan is not None:
             on_plan(plan)

@@ -31,15 +31,15 @@ class IrNode:
 
     name: str
     op: str  # "placeholder", "output", or an overload name such as "aten.mm.default"
-    role: str  # placeholders: "param" | "buffer" | "input" | "tangent"; "" otherwise
-    target: str  # placeholders: the parameter/buffer FQN or the input index; "" otherwise
+    role: str  # placeholders: "param" | "buffer" | "input" | "tangent" | "constant"; "" otherwise
+    target: str  # placeholders: parameter/buffer FQN, flat input index, constant attribute; "" otherwise
     args: list  # IR argument encoding (module docstring)
     kwargs: dict
     outputs: tuple  # TensorMeta per tensor output
     output_positions: tuple = ()  # multi-output ops: tuple position of each tensor output
     fixed: dict | None = None  # local_map regions: pinned placements (local_map.node_fixed_placements)
-    # The output node: per graph output its role ("output" | "grad" | "input_grad" | "none")
-    # and target (the output index or the parameter FQN).
+    # The output node: per graph output its role ("mutation" | "output" | "grad" | "input_grad"
+    # | "none") and target (buffer FQN, output index, parameter FQN, input index).
     output_roles: tuple = ()
     output_targets: tuple = ()
     extra: dict = field(default_factory=dict)  # other exporter fields, passed to C++ as is
@@ -78,6 +78,7 @@ class ExportedGraph:
     # fx.Node -> {tuple position -> IR output index} for multi-output nodes
     output_slots: dict = field(default_factory=dict)
     subgraphs: set = field(default_factory=set)  # get_attr nodes of HOP subgraphs (not exported)
+    constants: dict = field(default_factory=dict)  # get_attr nodes of tensor constants -> attribute name
 
     def document(self) -> dict:
         mesh = {"shape": list(self.mesh_shape)}
@@ -89,8 +90,18 @@ class ExportedGraph:
         return json.dumps(self.document(), separators=(",", ":"))
 
     def placeholders(self) -> list:
-        """(IR index, IrNode) of every placeholder, in graph order."""
+        """(IR index, IrNode) of every placeholder (tensor constants included), in graph order."""
         return [(i, n) for i, n in enumerate(self.nodes) if n.op == "placeholder"]
+
+    def meta_of_output(self, k: int) -> TensorMeta:
+        """Tensor meta of graph output k (the output node's k-th argument)."""
+        ref = self.nodes[-1].args[0][k]["t"]
+        return self.nodes[ref[0]].outputs[ref[1]]
+
+    def outputs(self) -> list:
+        """(role, target) of every graph output, in order (see IrNode.output_roles)."""
+        out = self.nodes[-1]
+        return list(zip(out.output_roles, out.output_targets))
 
 
 def _tensor_meta(val) -> TensorMeta:
@@ -176,8 +187,19 @@ def export_graph(gm: fx.GraphModule, mesh_shape, mesh_dim_names=None, node_extra
             continue  # a HOP's subgraph: referenced by name from the HOP node's args
         fields = {"name": node.name}
         if node.op == "placeholder":
+            if not isinstance(node.meta.get("val"), torch.Tensor):
+                if node.users:
+                    raise ValueError(f"graph input '{node.name}' is not a tensor but the graph computes with it")
+                continue  # a non-tensor argument: specialized into the graph (a constant of the plan)
             role, target = _torch_private.describe_input(node.meta.get("desc"))
             fields.update(op="placeholder", role=role, target=target or "", args=[], kwargs={})
+            if role == "tangent":  # the gradient of forward output `target`
+                fields.update(target="", extra={"output": target})
+        elif node.op == "get_attr":
+            if not isinstance(_attr(gm, node.target), torch.Tensor):
+                raise ValueError(f"graph attribute '{node.target}' is neither a subgraph nor a tensor")
+            ex.constants[node] = node.target  # a tensor constant: the program takes it as an input
+            fields.update(op="placeholder", role="constant", target=str(node.target), args=[], kwargs={})
         elif node.op == "output":
             outs = node.args[0]
             flat = list(outs) if isinstance(outs, (list, tuple)) else [outs]
@@ -201,7 +223,7 @@ def export_graph(gm: fx.GraphModule, mesh_shape, mesh_dim_names=None, node_extra
             more = dict(node_extra(node) or {})
             if "fixed" in more:
                 fields["fixed"] = more.pop("fixed")
-            fields["extra"] = more.pop("extra", {}) or {}
+            fields["extra"] = {**fields.get("extra", {}), **(more.pop("extra", {}) or {})}
             if more:
                 raise ValueError(f"node_extra returned unknown IR fields {sorted(more)} for node '{node.name}'")
         ex.nodes.append(IrNode(**fields))

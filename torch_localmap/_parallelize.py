@@ -1,5 +1,20 @@
-"""parallelize(model, mesh, example_inputs): plan, shard parameters, run SPMD."""
+"""parallelize(model, mesh, example_args, example_kwargs): plan, shard the state, run SPMD.
+
+The parallel module is called like the model (its own signature, args and kwargs) and
+returns the model's output structure with DTensors in the planned placements. Each
+distinct call -- argument structure, tensor shapes and dtypes, non-tensor values,
+train()/eval(), grad mode -- gets its own plan, traced and solved on first use (every
+rank calls with the same structure, so they plan together). Parameters and buffers keep
+the placements the first plan gave them; later plans are made around them.
+
+Inputs: plain tensors are global values every rank holds (a consumer that wants a shard
+takes it locally); tensors named in `input_placements` are each rank's local shard (what a
+data loader gives) and are planned in those placements; DTensors are taken in their
+own placements.
+"""
 from __future__ import annotations
+
+import dataclasses
 
 import torch
 import torch.distributed as dist
@@ -7,11 +22,13 @@ import torch.nn as nn
 from torch.distributed.tensor import DTensor, distribute_tensor
 
 from . import _torch_private
-from .placements import spec_to_placements
-from .plan import Plan, plan_module
 from ._runtime.failures import failure_scope
 from ._runtime.groups import DEFAULT_TIMEOUT, as_timeout, runtime_mesh
+from ._runtime.redistribute import shard_local
 from ._spmd import RankProgram, local_example_inputs, trace_rank_program
+from ._torch_private import pytree
+from .placements import as_spec, spec_to_placements
+from .plan import Plan, plan_module
 
 
 def _check_mesh(mesh):
@@ -24,14 +41,38 @@ def _check_mesh(mesh):
                          f"{dist.get_world_size()}; expected a mesh covering every rank")
 
 
+@dataclasses.dataclass
+class _Options:
+    device: str
+    time_limit: float
+    memory_limit: object
+    fixed_params: dict
+    calibration: object
+    fallback_replicate: bool
+    timeout: object
+    input_placements: dict  # argument name or flat index -> placements of the local shards
+
+
+@dataclasses.dataclass
+class _Compiled:
+    """One planned call signature: the plan, this rank's program and how to feed it."""
+
+    plan: Plan
+    program: RankProgram
+    sources: list  # per program input: ("param"|"buffer", FQN) | ("input", flat idx) | ("constant", value)
+    input_kinds: dict  # flat input index -> "global" | "local" | "dtensor"
+    mutated_buffers: list  # FQNs, in the program's mutation-output order
+    output_spec: object
+    output_global: list  # per forward output: (global shape, spec)
+    input_specs: dict  # flat input index -> planned spec
+
+
 class ParallelModule(nn.Module):
-    """The module with DTensor parameters in the planned placements, running the plan.
+    """The module with DTensor parameters and buffers in the planned placements, running
+    the plan. Called with the model's own signature; returns the model's output structure
+    with DTensors (global values in their planned placements)."""
 
-    forward(*inputs) takes the same (global) inputs as the original module and returns its
-    (global) outputs; backward leaves gradients on the DTensor parameters in their placements.
-    """
-
-    def __init__(self, module: nn.Module, mesh, plan: Plan, program: RankProgram, input_metas):
+    def __init__(self, module: nn.Module, mesh, options: _Options):
         super().__init__()
         # Adopt the module's children, parameters and buffers so names (and state_dict keys)
         # stay exactly those of the original module.
@@ -40,69 +81,330 @@ class ParallelModule(nn.Module):
         for name, p in module.named_parameters(recurse=False):
             self.register_parameter(name, p)
         for name, b in module.named_buffers(recurse=False):
-            self.register_buffer(name, b)
+            self.register_buffer(name, b, persistent=name not in module._non_persistent_buffers_set)
+        # The root's hooks run around every call (hooks on submodules are refused by tracing).
+        self._forward_pre_hooks.update(module._forward_pre_hooks)
+        self._forward_hooks.update(module._forward_hooks)
+        self._forward_hooks_with_kwargs.update(module._forward_hooks_with_kwargs)
+        self._forward_pre_hooks_with_kwargs.update(module._forward_pre_hooks_with_kwargs)
+        # The model itself is what plans trace (with fake parameters); not a registered
+        # submodule, so its state is not listed twice.
+        object.__setattr__(self, "_model", module)
+        self._model_forward = module.forward
         self.mesh = mesh
-        self.plan = plan
-        self._program = program
-        self._input_metas = input_metas
-        self._roles = [(n.role, n.target) for _, n in plan.graph.placeholders()]
+        self._options = options
+        self._compiled: dict = {}
+        self._last: _Compiled | None = None
+        self._distributed = False
 
-    def forward(self, *inputs):
+    def train(self, mode: bool = True):
+        super().train(mode)
+        self._model.training = mode  # the model's root is what plans trace; its children are ours
+        return self
+
+    # ---- what tests and reports read --------------------------------------------------
+
+    @property
+    def plan(self) -> Plan:
+        """The plan of the most recent call (the first plan until the module is called)."""
+        return self._last.plan
+
+    @property
+    def _program(self) -> RankProgram:
+        return self._last.program
+
+    # ---- calling ---------------------------------------------------------------------
+
+    def forward(self, *args, **kwargs):
         # Failures here (bad inputs included) are recorded for the other ranks, which are
-        # about to wait for this one in a collective (runtime/failures.py).
+        # about to wait for this one in a collective (_runtime/failures.py).
         with failure_scope():
-            return self._forward(*inputs)
+            return self._call(args, kwargs)
 
-    def _forward(self, *inputs):
-        if len(inputs) != len(self._input_metas):
-            raise ValueError(f"expected {len(self._input_metas)} inputs (as in example_inputs), got {len(inputs)}")
-        for i, (x, (shape, dtype)) in enumerate(zip(inputs, self._input_metas)):
-            if not isinstance(x, torch.Tensor) or tuple(x.shape) != shape or x.dtype != dtype:
-                got = f"{tuple(x.shape)} {x.dtype}" if isinstance(x, torch.Tensor) else type(x).__name__
-                raise ValueError(f"input {i}: expected a tensor of shape {shape} and dtype {dtype} (the plan is "
-                                 f"specialized to example_inputs), got {got}")
-        args = []
-        for role, target in self._roles:
-            if role == "param":
-                args.append(self.get_parameter(target).to_local())
-            elif role == "buffer":
-                b = self.get_buffer(target)
-                args.append(b.to_local() if isinstance(b, DTensor) else b)
-            elif role == "input":
-                args.append(inputs[int(target)])
-            # tangents are supplied by autograd in backward
-        outs = self._program(*args)
-        return outs[0] if len(outs) == 1 else outs
+    def _call(self, args, kwargs):
+        compiled, leaves = self._compiled_for(args, kwargs)
+        return self._run(compiled, leaves)
+
+    def _compiled_for(self, args, kwargs):
+        """The planned program for this call's signature (planned on first use)."""
+        leaves, spec = pytree.tree_flatten((args, kwargs))
+        key = _signature(spec, leaves, self.training, torch.is_grad_enabled())
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            compiled = self._compiled[key] = self._plan_call(args, kwargs, leaves)
+        self._last = compiled
+        return compiled, leaves
+
+    def _run(self, c: _Compiled, leaves):
+        inputs = []
+        for kind, what in c.sources:
+            if kind == "param":
+                inputs.append(self.get_parameter(what).to_local())
+            elif kind == "buffer":
+                b = self.get_buffer(what)
+                inputs.append(b.to_local() if isinstance(b, DTensor) else b)
+            elif kind == "constant":
+                inputs.append(what)
+            else:  # a user input
+                inputs.append(self._local_input(c, what, leaves[what]))
+        outs = c.program(*inputs)
+        n_mut = len(c.mutated_buffers)
+        for name, new in zip(c.mutated_buffers, outs[:n_mut]):
+            self._set_buffer(name, new.detach())
+        results = []
+        for local, (shape, spec) in zip(outs[n_mut:], c.output_global):
+            placements = spec_to_placements(spec, mesh_ndim=self.mesh.ndim)
+            results.append(DTensor.from_local(local, self.mesh, placements, run_check=False, shape=shape,
+                                              stride=_contiguous_stride(shape), grad_placements=placements))
+        # Output containers that compute while rebuilding themselves (transformers' DynamicCache
+        # concatenates onto empty plain tensors) see plain tensors as replicated.
+        with _torch_private.implicit_replication():
+            return pytree.tree_unflatten(results, c.output_spec)
+
+    def _local_input(self, c: _Compiled, idx: int, value):
+        spec = c.input_specs[idx]
+        kind = c.input_kinds[idx]
+        if kind == "dtensor":
+            if value.device_mesh != self.mesh:
+                raise ValueError(f"input {idx} is a DTensor on mesh {value.device_mesh}; expected the module's mesh "
+                                 f"{self.mesh}")
+            want = spec_to_placements(spec, mesh_ndim=self.mesh.ndim)
+            if tuple(value.placements) != want:
+                value = value.redistribute(self.mesh, want)
+            return value.to_local()
+        if kind == "local":
+            return value  # already this rank's shard (input_placements)
+        return shard_local(value, self.mesh, spec)  # a global value: take this rank's piece (no communication)
+
+    # ---- planning ----------------------------------------------------------------------
+
+    def _plan_call(self, args, kwargs, leaves) -> _Compiled:
+        o = self._options
+        kinds, input_specs = self._input_layout(args, kwargs, leaves)
+        global_leaves = [_global_example(x, kinds.get(i), input_specs.get(i), self.mesh)
+                         for i, x in enumerate(leaves)]
+        g_args, g_kwargs = pytree.tree_unflatten(global_leaves, pytree.tree_flatten((args, kwargs))[1])
+        fixed = dict(o.fixed_params or {})
+        if self._distributed:  # later plans keep the state where the first plan put it
+            fixed.update(self._state_placements())
+        plan = plan_module(self._model, self.mesh, g_args, g_kwargs, device=o.device, time_limit=o.time_limit,
+                           memory_limit=o.memory_limit, fixed_params=fixed, calibration=o.calibration,
+                           fallback_replicate=o.fallback_replicate, timeout=o.timeout,
+                           input_specs={str(i): s for i, s in input_specs.items()})
+        if not self._distributed:
+            self._distribute_state(plan)
+        joint = plan.joint
+        coord = self.mesh.get_coordinate()
+        fake_inputs = local_example_inputs(plan, _torch_private.FakeTensorMode(), coord)
+        program = RankProgram(trace_rank_program(plan, self.mesh, coord, fake_inputs), joint.num_fwd_outputs,
+                              backward=joint.backward, tangent_outputs=_tangent_outputs(plan),
+                              grad_slots=_grad_slots(plan))
+        sources = []
+        all_specs = {}
+        for (i, node), spec in zip(plan.graph.placeholders(), plan.placeholder_specs()):
+            if node.role in ("param", "buffer"):
+                sources.append((node.role, node.target))
+            elif node.role == "input":
+                sources.append(("input", int(node.target)))
+                all_specs[int(node.target)] = spec
+            elif node.role == "constant":
+                value = getattr(joint.gm, node.target)
+                sources.append(("constant", shard_local(value, self.mesh, spec)))
+        kinds = {i: kinds.get(i, "global") for i in all_specs}
+        outs = [(int(t), k) for k, (r, t) in enumerate(plan.graph.outputs()) if r == "output"]
+        output_global = [(tuple(plan.graph.meta_of_output(k).shape), plan.output_specs[k]) for _, k in outs]
+        return _Compiled(plan=plan, program=program, sources=sources, input_kinds=kinds,
+                         mutated_buffers=list(joint.mutated_buffers), output_spec=joint.output_spec,
+                         output_global=output_global, input_specs=all_specs)
+
+    def _input_layout(self, args, kwargs, leaves):
+        """Per flat input: "dtensor" (its own placements), "local" (a shard, input_placements),
+        or "global"; and the specs of the non-global ones."""
+        kinds, specs = {}, {}
+        named = _flat_names(args, kwargs, self._model_forward)
+        for i, x in enumerate(leaves):
+            if isinstance(x, DTensor):
+                kinds[i] = "dtensor"
+                specs[i] = as_spec(list(x.placements), self.mesh.ndim, x.dim(), f"input {named[i]}")
+        for key, placements in (self._options.input_placements or {}).items():
+            hits = [i for i, n in enumerate(named) if n == key or str(i) == str(key)]
+            if not hits:
+                raise ValueError(f"input_placements names {key!r}, which is no tensor argument of this call (arguments: "
+                                 f"{[n for n, x in zip(named, leaves) if isinstance(x, torch.Tensor)]})")
+            for i in hits:
+                if not isinstance(leaves[i], torch.Tensor) or isinstance(leaves[i], DTensor):
+                    raise ValueError(f"input_placements[{key!r}]: the argument is {type(leaves[i]).__name__}; "
+                                     f"expected a plain tensor holding this rank's shard")
+                kinds[i] = "local"
+                specs[i] = as_spec(placements, self.mesh.ndim, leaves[i].dim(), f"input_placements[{key!r}]")
+        return kinds, specs
+
+    def _distribute_state(self, plan: Plan) -> None:
+        """Parameters and buffers become DTensors in the planned placements (every alias of a
+        tied weight points at the same DTensor)."""
+        placements = plan.state_placements()
+        for name, spec in placements.items():
+            p_or_b = _get_tensor(self, name)
+            dt = distribute_tensor(p_or_b.detach(), self.mesh, spec_to_placements(spec, mesh_ndim=self.mesh.ndim))
+            new = nn.Parameter(dt, requires_grad=p_or_b.requires_grad) if isinstance(p_or_b, nn.Parameter) else dt
+            for root in (self, self._model):  # root-level entries live on both; submodules are shared
+                for alias in _aliases(root, p_or_b):
+                    owner, _, leaf = alias.rpartition(".")
+                    mod = root.get_submodule(owner) if owner else root
+                    if isinstance(new, nn.Parameter):
+                        mod._parameters[leaf] = new
+                    else:
+                        mod._buffers[leaf] = new
+        self._distributed = True
+
+    def _set_buffer(self, name: str, local) -> None:
+        """A buffer's new value (BatchNorm running stats, counters), as the model wrote it. The
+        buffer becomes a new DTensor: the old one may be saved for backward, and writing into
+        it would change what backward reads (functional semantics, as the traced graph has)."""
+        old = self.get_buffer(name)
+        new = DTensor.from_local(local, self.mesh, old.placements, run_check=False, shape=old.shape,
+                                 stride=old.stride())
+        for root in (self, self._model):
+            for alias in _aliases(root, old):
+                owner, _, leaf = alias.rpartition(".")
+                (root.get_submodule(owner) if owner else root)._buffers[leaf] = new
+
+    def _state_placements(self) -> dict:
+        out = {}
+        for name, t in list(self.named_parameters()) + list(self.named_buffers()):
+            if isinstance(t, DTensor):
+                out[name] = as_spec(list(t.placements), self.mesh.ndim, t.dim(), name)
+        return out
 
 
-def parallelize(model: nn.Module, mesh, example_inputs, *, device="H100", time_limit=10.0, memory_limit=None,
-                fixed_params=None, calibration=None, fallback_replicate=True,
-                timeout=DEFAULT_TIMEOUT) -> ParallelModule:
-    """Plans `model(*example_inputs)` (returning a scalar loss) on `mesh` and returns the
-    parallel module. Parameters become DTensors in the planned placements; every rank must
-    call this with the same model state and example inputs.
+def _signature(spec, leaves, training, grad):
+    parts = []
+    for x in leaves:
+        if isinstance(x, DTensor):
+            parts.append(("dtensor", tuple(x.shape), x.dtype, tuple(x.placements), x.requires_grad))
+        elif isinstance(x, torch.Tensor):
+            parts.append(("tensor", tuple(x.shape), x.dtype, x.device.type, x.requires_grad))
+        else:
+            try:
+                hash(x)
+                parts.append(("value", type(x).__name__, x))
+            except TypeError:
+                parts.append(("value", type(x).__name__, repr(x)))
+    try:
+        hash(spec)
+        spec_key = spec
+    except TypeError:
+        spec_key = repr(spec)
+    return (spec_key, tuple(parts), bool(training), bool(grad))
 
+
+def _flat_names(args, kwargs, forward) -> list:
+    """A name per flat (args, kwargs) leaf: the parameter name it binds to (plus a path
+    inside containers), for messages and input_placements."""
+    import inspect
+
+    names = []
+    flat_args, _ = pytree.tree_flatten_with_path((args, kwargs))
+    params = list(inspect.signature(forward).parameters)
+    for path, _x in flat_args:
+        first = path[0].idx if hasattr(path[0], "idx") else 0
+        rest = path[1:]
+        if first == 0:  # positional
+            pos = rest[0].idx
+            base = params[pos] if pos < len(params) else f"args[{pos}]"
+            rest = rest[1:]
+        else:
+            base = rest[0].key
+            rest = rest[1:]
+        names.append(base + "".join(str(k) for k in rest))
+    return names
+
+
+def _global_example(x, kind, spec, mesh):
+    """The global value a planning trace sees for an input leaf (fake-able tensors)."""
+    if kind == "dtensor":
+        return torch.empty(x.shape, dtype=x.dtype, device=x.to_local().device, requires_grad=x.requires_grad)
+    if kind == "local":
+        shape = list(x.shape)
+        for md, p in enumerate(spec_to_placements(spec, mesh_ndim=mesh.ndim)):
+            if p.is_shard():
+                shape[p.dim] *= mesh.size(md)
+        return torch.empty(shape, dtype=x.dtype, device=x.device, requires_grad=x.requires_grad)
+    return x
+
+
+def _contiguous_stride(shape) -> tuple:
+    stride, acc = [], 1
+    for s in reversed(shape):
+        stride.append(acc)
+        acc *= max(int(s), 1)
+    return tuple(reversed(stride))
+
+
+def _tangent_outputs(plan: Plan) -> list:
+    """Position in the forward outputs (buffer writes first) of each tangent, in order."""
+    n_mut = sum(1 for r, _ in plan.graph.outputs() if r == "mutation")
+    return [n_mut + int(n.extra["output"]) for _, n in plan.graph.placeholders() if n.role == "tangent"]
+
+
+def _grad_slots(plan: Plan) -> list:
+    """For each program input (placeholders but tangents, graph order): the position of its
+    gradient among the backward's outputs -- one per placeholder of the traced joint graph,
+    tangents excluded -- or None (tensor constants have none)."""
+    primals = [n.name for n in plan.joint.gm.graph.nodes
+               if n.op == "placeholder" and _torch_private.describe_input(n.meta.get("desc"))[0] != "tangent"]
+    where = {name: k for k, name in enumerate(primals)}
+    return [where.get(n.name) for _, n in plan.graph.placeholders() if n.role != "tangent"]
+
+
+def _get_tensor(module, name):
+    try:
+        return module.get_parameter(name)
+    except AttributeError:
+        return module.get_buffer(name)
+
+
+def _aliases(module, tensor) -> list:
+    """Every FQN under which `tensor` is a parameter or buffer of `module` (tied weights)."""
+    out = [n for n, p in module.named_parameters(remove_duplicate=False) if p is tensor]
+    out += [n for n, b in module.named_buffers(remove_duplicate=False) if b is tensor]
+    return out
+
+
+def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *, device="H100", time_limit=10.0,
+                memory_limit=None, fixed_params=None, calibration=None, fallback_replicate=True,
+                timeout=DEFAULT_TIMEOUT, input_placements=None) -> ParallelModule:
+    """Plans `model(*example_args, **example_kwargs)` on `mesh` and returns the parallel
+    module. Parameters and buffers become DTensors in the planned placements; every rank must
+    call this with the same model state and example arguments.
+
+    `input_placements` ({argument name or flat index: placements}): those arguments are
+    each rank's local shard (a data loader's batch), e.g. {"input_ids": [Shard(0), Replicate()]}.
     `timeout` (seconds or a timedelta): how long a rank waits in one of the runtime's
     collectives before it gives up; when another rank failed inside the planned program,
-    the error then names that rank (runtime/failures.py)."""
+    the error then names that rank (_runtime/failures.py)."""
     _check_mesh(mesh)
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     timeout = as_timeout(timeout)
     mesh = runtime_mesh(mesh, timeout)
-    plan = plan_module(model, mesh, example_inputs, device=device, time_limit=time_limit,
-                       memory_limit=memory_limit, fixed_params=fixed_params, calibration=calibration,
-                       fallback_replicate=fallback_replicate, timeout=timeout)
-    if plan.joint.buffer_names:
-        raise NotImplementedError(f"modules with buffers ({plan.joint.buffer_names[:3]}) are not supported by "
-                                  "parallelize yet")
-    for name, spec in plan.param_placements().items():
-        p = model.get_parameter(name)
-        owner, _, leaf = name.rpartition(".")
-        dt = distribute_tensor(p.detach(), mesh, spec_to_placements(spec, mesh_ndim=mesh.ndim))
-        setattr(model.get_submodule(owner) if owner else model, leaf, nn.Parameter(dt, requires_grad=p.requires_grad))
-    coord = mesh.get_coordinate()
-    fake_mode = _torch_private.FakeTensorMode()
-    fake_inputs = local_example_inputs(plan, fake_mode, coord)
-    joint_spmd = trace_rank_program(plan, mesh, coord, fake_inputs)
-    program = RankProgram(joint_spmd, plan.joint.num_fwd_outputs)
-    metas = [(tuple(x.shape), x.dtype) for x in example_inputs]
-    return ParallelModule(model, mesh, plan, program, metas)
+    _sync_rng_state(mesh)
+    options = _Options(device=device, time_limit=time_limit, memory_limit=memory_limit, fixed_params=fixed_params,
+                       calibration=calibration, fallback_replicate=fallback_replicate, timeout=timeout,
+                       input_placements=dict(input_placements or {}))
+    pmodel = ParallelModule(model, mesh, options)
+    args = example_args if isinstance(example_args, (tuple, list)) else (example_args,)
+    pmodel._compiled_for(tuple(args), dict(example_kwargs or {}))  # plans and shards the state; runs nothing
+    return pmodel
+
+
+def _sync_rng_state(mesh) -> None:
+    """Every rank starts from rank 0's CPU generator state, so random ops (dropout) draw
+    the same numbers they would in one process (docs/user_guide.md, "Randomness")."""
+    if not dist.is_initialized() or mesh.size() == 1:
+        return
+    box = [torch.get_rng_state()]
+    with _torch_private.outside_fake_mode():
+        dist.broadcast_object_list(box, src=0)
+    torch.set_rng_state(box[0])
+

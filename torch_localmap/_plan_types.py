@@ -85,6 +85,12 @@ class Plan:
         """{parameter FQN: spec string} in parameter order."""
         return {n.target: self.nodes[i].outputs[0] for i, n in self._graph().placeholders() if n.role == "param"}
 
+    def state_placements(self) -> dict:
+        """{parameter or buffer FQN: spec string}, parameters first, in graph order."""
+        g = self._graph()
+        return {n.target: self.nodes[i].outputs[0] for role in ("param", "buffer")
+                for i, n in g.placeholders() if n.role == role}
+
     def placeholder_specs(self) -> list:
         """Spec of every placeholder, in graph order."""
         return [self.nodes[i].outputs[0] for i, _ in self._graph().placeholders()]

@@ -15,6 +15,7 @@ import torch.fx as fx
 
 from . import _C, _torch_private
 from ._ir_export import decode_arg
+from ._integrations import tracing_context
 from .plan import Plan
 from ._runtime.failures import failure_scope
 from ._runtime.redistribute import redistribute_local
@@ -98,7 +99,9 @@ def local_example_inputs(plan: Plan, fake_mode, coord) -> list:
 def trace_rank_program(plan: Plan, device_mesh, coord, fake_inputs) -> fx.GraphModule:
     """The rank's SPMD joint graph, placeholders named primals_* / tangents_* like aot_autograd's."""
     program = make_rank_program(plan, device_mesh, coord)
-    gm = _torch_private.make_fx(program, tracing_mode="real", _allow_non_fake_inputs=False)(*fake_inputs)
+    # Under the inputs' fake mode, ops without tensor inputs (arange, full) make fake tensors too.
+    with tracing_context(), _torch_private.fake_mode_of(fake_inputs):
+        gm = _torch_private.make_fx(program, tracing_mode="real", _allow_non_fake_inputs=False)(*fake_inputs)
     roles = [n.role for _, n in plan.graph.placeholders()]
     n_primal = n_tangent = 0
     for node, role in zip([n for n in gm.graph.nodes if n.op == "placeholder"], roles):
@@ -124,27 +127,51 @@ class _SPMDStep(torch.autograd.Function):
         ctx.program = program
         ctx.save_for_backward(*[s for s in saved if isinstance(s, torch.Tensor)])
         ctx.nonlocal_saved = [None if isinstance(s, torch.Tensor) else s for s in saved]
-        return tuple(outs[:n])
+        fwd = tuple(outs[:n])
+        ctx.fwd_metas = [(o.shape, o.dtype, o.device) for o in fwd]
+        return fwd
 
     @staticmethod
     def backward(ctx, *grad_outputs):
         tensors = iter(ctx.saved_tensors)
         saved = [next(tensors) if s is None else s for s in ctx.nonlocal_saved]
+        tangents = []
+        for j in ctx.program.tangent_outputs:  # outputs nobody differentiated get zero gradients
+            g = grad_outputs[j]
+            if g is None:
+                shape, dtype, device = ctx.fwd_metas[j]
+                g = torch.zeros(shape, dtype=dtype, device=device)
+            tangents.append(g.contiguous())
         with failure_scope():
-            grads = ctx.program.bw(*saved, *[g.contiguous() if g is not None else g for g in grad_outputs])
-        return (None, *grads)
+            grads = ctx.program.bw(*saved, *tangents)
+        # One gradient per program input, from the backward's per-primal outputs.
+        return (None, *[None if k is None else grads[k] for k in ctx.program.grad_slots])
 
 
 class RankProgram:
-    """Forward and backward graphs of one rank's SPMD program."""
+    """Forward and backward graphs of one rank's SPMD program.
 
-    def __init__(self, joint_spmd: fx.GraphModule, num_fwd_outputs: int):
+    `num_fwd_outputs`: the forward's outputs (buffer writes, then the module's outputs);
+    `tangent_outputs`: for each gradient the backward takes, the forward output it belongs
+    to; `grad_slots`: for each program input (tangents excluded), the backward output that
+    is its gradient, or None. A forward-only program (backward=False) is run as is."""
+
+    def __init__(self, joint_spmd: fx.GraphModule, num_fwd_outputs: int, backward: bool = True,
+                 tangent_outputs=None, grad_slots=None):
         self.joint = joint_spmd
         self.num_fwd_outputs = num_fwd_outputs
-        self.fw, self.bw = _torch_private.partition_joint(joint_spmd, num_fwd_outputs)
+        self.backward = backward
+        self.tangent_outputs = list(tangent_outputs if tangent_outputs is not None else range(num_fwd_outputs))
+        n_inputs = sum(1 for n in joint_spmd.graph.nodes if n.op == "placeholder") - len(self.tangent_outputs)
+        self.grad_slots = list(grad_slots) if grad_slots is not None else list(range(n_inputs))
+        if backward:
+            self.fw, self.bw = _torch_private.partition_joint(joint_spmd, num_fwd_outputs)
+        else:
+            self.fw, self.bw = joint_spmd, None
 
     def __call__(self, *inputs):
         with failure_scope():
-            if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in inputs):
+            if self.backward and torch.is_grad_enabled() and any(
+                    isinstance(x, torch.Tensor) and x.requires_grad for x in inputs):
                 return _SPMDStep.apply(self, *inputs)
             return tuple(self.fw(*inputs)[: self.num_fwd_outputs])

@@ -1,68 +1,141 @@
-"""Tracing a module into its joint forward+backward aten graph, with fake tensors."""
+"""Tracing a module, called the way its library calls it, into its joint graph.
+
+`trace_joint(module, args, kwargs)` captures `module(*args, **kwargs)` with fake tensors
+(no real compute) as one aten graph: forward and backward (or forward only under
+torch.no_grad()), parameters and buffers as inputs, buffer writes as extra outputs.
+Arguments and outputs may be any pytree (tuples, dicts, dataclasses, ModelOutput,
+registered types); non-tensor leaves are constants of the graph.
+
+A construct the graph cannot represent is an error that names the module (by FQN) and
+the Python line, and says what to do instead: a Python attribute written in forward
+(the planned program would not repeat the write), hooks on submodules, data-dependent
+control flow, in-place writes into inputs.
+"""
 from __future__ import annotations
 
 import contextlib
 import inspect
-from dataclasses import dataclass
+import os
+import traceback
+from dataclasses import dataclass, field
 
 import torch
 import torch.fx as fx
 
 from . import _torch_private
 from ._hop import RegionMutationError
+from ._integrations import tracing_context
+from ._torch_private import pytree
+
+
+class UnsupportedModelError(ValueError):
+    """A construct in the model's forward that a planned program cannot reproduce."""
 
 
 @dataclass
 class JointGraph:
     gm: fx.GraphModule
-    num_fwd_outputs: int
-    param_names: list  # fqn per "param" placeholder, in placeholder order
+    num_fwd_outputs: int  # buffer writes + forward outputs: the partitioner's forward outputs
+    param_names: list  # FQN per "param" placeholder, in placeholder order
     buffer_names: list
-    num_user_inputs: int
+    input_spec: object = None  # pytree spec of (args, kwargs)
+    input_leaves: list = field(default_factory=list)  # the example's flat (args, kwargs) leaves
+    output_spec: object = None  # pytree spec of the module's output
+    num_outputs: int = 0  # the module's (flat) outputs
+    mutated_buffers: list = field(default_factory=list)  # FQNs, in mutation-output order
+    backward: bool = True  # False: a forward-only graph (no_grad / nothing requires grad)
+    training: bool = True  # module.training when traced
+
+    @property
+    def num_user_inputs(self) -> int:
+        return sum(1 for x in self.input_leaves if isinstance(x, torch.Tensor))
 
 
-def check_example_inputs(module: torch.nn.Module, example_inputs) -> tuple:
+def normalize_call(module, args, kwargs) -> tuple[tuple, dict]:
+    """(args, kwargs) as a tuple and a dict, checked against module.forward's signature."""
     if not isinstance(module, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(module).__name__} ({module!r:.80}); wrap a "
                         f"function in a Module whose forward calls it")
-    if isinstance(example_inputs, torch.Tensor):
-        example_inputs = (example_inputs,)
-    if not isinstance(example_inputs, (tuple, list)):
-        raise TypeError(f"example_inputs must be a tuple of tensors, got {type(example_inputs).__name__}")
-    for i, x in enumerate(example_inputs):
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"example_inputs[{i}] must be a torch.Tensor, got {type(x).__name__}")
+    if isinstance(args, torch.Tensor):
+        args = (args,)
+    if args is None:
+        args = ()
+    if not isinstance(args, (tuple, list)):
+        raise TypeError(f"example args must be a tuple (or a single tensor), got {type(args).__name__}")
+    if kwargs is None:
+        kwargs = {}
+    if not isinstance(kwargs, dict):
+        raise TypeError(f"example kwargs must be a dict, got {type(kwargs).__name__}")
     try:
-        inspect.signature(module.forward).bind(*example_inputs)
+        inspect.signature(module.forward).bind(*args, **kwargs)
     except TypeError as e:
-        raise ValueError(f"example_inputs: {type(module).__name__}.forward{inspect.signature(module.forward)} "
-                         f"cannot take {len(example_inputs)} positional inputs ({e})") from None
-    return tuple(example_inputs)
+        raise ValueError(f"example arguments: {type(module).__name__}.forward{inspect.signature(module.forward)} "
+                         f"cannot take {len(args)} positional arguments and keywords {sorted(kwargs)} ({e})") from None
+    return tuple(args), dict(kwargs)
 
 
-def trace_joint(module: torch.nn.Module, example_inputs) -> JointGraph:
-    """Joint graph of module(*example_inputs), traced with fake tensors (no real compute).
+def check_example_inputs(module, example_inputs) -> tuple:
+    """Positional example inputs (the older calling convention), checked."""
+    args, _ = normalize_call(module, example_inputs, None)
+    return args
 
-    The module's output must be a tensor or a tuple of tensors; for training, a scalar loss.
-    Shape mismatches between the model and the example inputs surface here as a
-    ValueError naming the failing op.
-    """
-    example_inputs = check_example_inputs(module, example_inputs)
-    with contextlib.ExitStack() as stack:
+
+def trace_joint(module: torch.nn.Module, args, kwargs=None) -> JointGraph:
+    """Joint graph of module(*args, **kwargs), traced with fake tensors (no real compute)."""
+    args, kwargs = normalize_call(module, args, kwargs)
+    _refuse_submodule_hooks(module)
+    leaves, in_spec = pytree.tree_flatten((args, kwargs))
+    before = _python_state(module)
+    fake_mode = _torch_private.FakeTensorMode()
+    state = _fake_state(module, fake_mode)
+    fake_args, fake_kwargs = pytree.tree_unflatten([_fake_like(x, fake_mode) for x in leaves], in_spec)
+    with contextlib.ExitStack() as stack, _module_stack(module) as where:
+        stack.enter_context(tracing_context())
+        stack.enter_context(_torch_private.reparametrized(module, state))
         try:
-            joint = _torch_private.export_joint(stack, module, example_inputs)
+            jd = _torch_private.export_joint(stack, module, fake_args, fake_kwargs)
         except RegionMutationError:
             raise  # already names the region and what to do
-        except RuntimeError as e:  # shape errors from the model's own ops
-            raise ValueError(
-                f"tracing {type(module).__name__} with example inputs of shapes "
-                f"{[tuple(x.shape) for x in example_inputs]} failed: {e}"
-            ) from e
-        gm = joint.graph_module
+        except UnsupportedModelError:
+            raise
+        except Exception as e:  # noqa: BLE001  (every tracing failure gets the place and a hint)
+            raise _explain(e, module, where, leaves) from e
+        gm = jd.graph_module
+        out_spec = jd.out_spec
+    _check_python_state(module, before)
+    return _joint_of(gm, leaves, in_spec, out_spec, module.training)
+
+
+def _fake_like(x, mode):
+    """A fake tensor with `x`'s global shape, dtype, device and requires_grad (DTensors
+    included); non-tensors unchanged."""
+    if not isinstance(x, torch.Tensor):
+        return x
+    device = x.to_local().device if hasattr(x, "to_local") else x.device
+    with mode:
+        return torch.empty(tuple(x.shape), dtype=x.dtype, device=device, requires_grad=x.requires_grad)
+
+
+def _fake_state(module: torch.nn.Module, mode) -> dict:
+    """Fake parameters and buffers (global shapes) by FQN: plans never read the values, and
+    a module that is already parallelized (DTensors) or on the meta device traces alike."""
+    state = {n: _fake_like(p, mode) for n, p in module.named_parameters()}
+    state.update({n: _fake_like(b, mode) for n, b in module.named_buffers()})
+    return state
+
+
+def _joint_of(gm, leaves, in_spec, out_spec, training) -> JointGraph:
     out = next(n for n in gm.graph.nodes if n.op == "output")
     descs = out.meta.get("desc") or []
-    num_fwd = sum(1 for d in descs if _torch_private.describe_output(d)[0] == "output")
-    params, buffers, n_inputs = [], [], 0
+    roles = [_torch_private.describe_output(d) for d in descs]
+    for role, target in roles:
+        if role == "input_mutation":
+            raise UnsupportedModelError(
+                f"forward writes in place into its input ({target}); a planned program holds inputs as shards "
+                f"and cannot write them back. Return the new value instead of writing into the argument.")
+        if role == "unknown":
+            raise UnsupportedModelError(f"the traced graph has an output torch_localmap does not understand ({target})")
+    params, buffers, backward = [], [], False
     for n in gm.graph.nodes:
         if n.op != "placeholder":
             continue
@@ -71,7 +144,137 @@ def trace_joint(module: torch.nn.Module, example_inputs) -> JointGraph:
             params.append(name)
         elif role == "buffer":
             buffers.append(name)
-        elif role == "input":
-            n_inputs += 1
-    return JointGraph(gm=gm, num_fwd_outputs=num_fwd, param_names=params, buffer_names=buffers,
-                      num_user_inputs=n_inputs)
+        elif role == "tangent":
+            backward = True
+        elif role == "unknown":
+            raise UnsupportedModelError(f"the traced graph has an input torch_localmap does not understand ({name})")
+    backward = backward or any(r == "grad" for r, _ in roles)
+    return JointGraph(
+        gm=gm,
+        num_fwd_outputs=sum(1 for r, _ in roles if r in ("output", "mutation")),
+        param_names=params,
+        buffer_names=buffers,
+        input_spec=in_spec,
+        input_leaves=list(leaves),
+        output_spec=out_spec,
+        num_outputs=sum(1 for r, _ in roles if r == "output"),
+        mutated_buffers=[t for r, t in roles if r == "mutation"],
+        backward=backward,
+        training=training,
+    )
+
+
+# ---- what a graph cannot represent ---------------------------------------------------
+
+def _refuse_submodule_hooks(module: torch.nn.Module) -> None:
+    """Hooks on submodules run once, at trace time, not at every call: refuse them."""
+    hooked = []
+    for name, sub in module.named_modules():
+        if not name:
+            continue  # the root's hooks run around the planned program (ParallelModule)
+        kinds = [k for k, d in (("forward pre-hook", sub._forward_pre_hooks), ("forward hook", sub._forward_hooks))
+                 if d]
+        if kinds:
+            hooked.append(f"'{name}' ({', '.join(kinds)})")
+    if hooked:
+        raise UnsupportedModelError(
+            f"submodules with hooks: {', '.join(hooked)}. A planned program runs the traced graph, so a hook on a "
+            f"submodule would run once while tracing, not at every step. Remove the hooks before planning, or "
+            f"register them on the root module (those run around every call).")
+
+
+def _python_state(module: torch.nn.Module) -> dict:
+    """Plain Python attributes of every submodule (ints, floats, strings, bools, None, and
+    the lengths of lists/dicts): what a forward could write that the graph cannot record."""
+    state = {}
+    for name, sub in module.named_modules():
+        for k, v in vars(sub).items():
+            if k.startswith("_"):
+                continue
+            if isinstance(v, (bool, int, float, str, type(None))):
+                state[(name, k)] = v
+            elif isinstance(v, (list, dict, set)):
+                state[(name, k)] = ("len", len(v))
+    return state
+
+
+def _check_python_state(module: torch.nn.Module, before: dict) -> None:
+    after = _python_state(module)
+    changed = [(k, before.get(k), after.get(k)) for k in sorted(set(before) | set(after), key=str)
+               if before.get(k) != after.get(k)]
+    if changed:
+        (name, attr), old, new = changed[0]
+        where = f"'{name}'" if name else "the root module"
+        raise UnsupportedModelError(
+            f"forward of {where} changes its Python attribute '{attr}' ({old!r} -> {new!r}); the planned program "
+            f"runs the traced graph and would not repeat that write. Keep such state in a registered buffer "
+            f"(self.register_buffer) and update it with tensor ops, or move the update out of forward.")
+
+
+@contextlib.contextmanager
+def _module_stack(module: torch.nn.Module):
+    """Tracks which submodule's forward is running (FQN), for error messages."""
+    stack: list = []
+    handles = []
+    def enter(name):
+        def hook(*_args):
+            stack.append(name)  # returns None: the hook changes nothing
+        return hook
+
+    def leave(*_args):
+        if stack:
+            stack.pop()
+
+    for name, sub in module.named_modules():
+        handles.append(sub.register_forward_pre_hook(enter(name)))
+        handles.append(sub.register_forward_hook(leave))
+    where = _Where(stack)
+    try:
+        yield where
+    finally:
+        for h in handles:
+            h.remove()
+
+
+class _Where:
+    def __init__(self, stack):
+        self.stack = stack
+
+    def module(self) -> str:
+        return self.stack[-1] if self.stack else ""
+
+
+_HINTS = (
+    ("DataDependent", "the model branches on or sizes a tensor by its values (e.g. .item(), a boolean of a "
+                      "tensor, a nonzero-sized result); a planned program is fixed when planned. Compute the "
+                      "value outside forward and pass it as an argument, or wrap the code in "
+                      "torch_localmap.local_map"),
+    ("GuardOnDataDependent", "the model branches on a tensor's values; a planned program is fixed when "
+                             "planned. Pass the decision as an argument instead"),
+    ("not a known type", "the model returns an object torch cannot flatten; return tensors, tuples, dicts, "
+                         "dataclasses or ModelOutput, or register the type with "
+                         "torch.utils._pytree.register_pytree_node"),
+)
+
+
+def _explain(e: BaseException, module: torch.nn.Module, where: _Where, leaves) -> Exception:
+    text = f"{type(e).__name__}: {e}"
+    hint = next((h for key, h in _HINTS if key in text), "check the model runs on the example inputs eagerly")
+    mod = where.module()
+    at = f" in '{mod}'" if mod else ""
+    line = _user_line(e)
+    shapes = [tuple(x.shape) for x in leaves if isinstance(x, torch.Tensor)]
+    return UnsupportedModelError(
+        f"tracing {type(module).__name__} with example inputs of shapes {shapes} failed{at}"
+        f"{(' at ' + line) if line else ''}: {text.splitlines()[0]}\nWhat to do: {hint}.")
+
+
+def _user_line(e: BaseException) -> str:
+    """file:line of the innermost frame outside torch and torch_localmap."""
+    skip = (os.path.dirname(torch.__file__), os.path.dirname(os.path.abspath(__file__)))
+    frames = traceback.extract_tb(e.__traceback__)
+    for f in reversed(frames):
+        path = os.path.abspath(f.filename)
+        if not path.startswith(skip) and "<" not in f.filename:
+            return f"{f.filename}:{f.lineno} ({f.line.strip() if f.line else f.name})"
+    return ""

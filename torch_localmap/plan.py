@@ -14,9 +14,11 @@ from ._trace import JointGraph, trace_joint
 
 
 def plan_options(mode="train", device="H100", time_limit=10.0, memory_limit=None, fixed_params=None,
-                 calibration=None, fallback_replicate=True, seed=0) -> str:
+                 calibration=None, fallback_replicate=True, seed=0, input_specs=None) -> str:
     opts = {"mode": mode, "device": device, "time_limit": float(time_limit), "seed": int(seed),
             "fallback_replicate": bool(fallback_replicate)}
+    if input_specs:
+        opts["input_specs"] = {str(k): _spec_str(v) for k, v in input_specs.items()}
     if memory_limit is not None:
         opts["memory_limit"] = int(memory_limit)
     if fixed_params:
@@ -79,11 +81,12 @@ def plan_joint(joint: JointGraph, mesh, *, node_extra=None, timeout=None, **opti
     return plan
 
 
-def plan_module(module: torch.nn.Module, mesh, example_inputs, **options) -> Plan:
-    """Plans `module(*example_inputs)` (a scalar loss) on `mesh` (a DeviceMesh or a shape
-    tuple for a simulated mesh). Tracing uses fake tensors: no real compute, no process group."""
+def plan_module(module: torch.nn.Module, mesh, example_args=(), example_kwargs=None, **options) -> Plan:
+    """Plans `module(*example_args, **example_kwargs)` on `mesh` (a DeviceMesh or a shape tuple
+    for a simulated mesh). Tracing uses fake tensors (parameters too): no real compute, no
+    process group, and a module on the meta device plans like a real one."""
     from ._local_map_glue import node_extra, use_mesh  # local_map regions pin their placements
 
     with use_mesh(mesh):  # regions without device_mesh trace on the mesh being planned for
-        joint = trace_joint(module, example_inputs)
+        joint = trace_joint(module, example_args, example_kwargs)
     return plan_joint(joint, mesh, node_extra=node_extra, **options)

@@ -95,37 +95,58 @@ void add_nodes(const Graph& g, const std::vector<NodeStrategies>& strat, const C
   }
 }
 
-// Placeholders: parameters are free in train mode (unless fixed); everything
-// else arrives replicated. Returns parameter name -> IR node of free parameters.
-std::map<std::string, int> pin_placeholders(const Graph& g, const std::vector<NodeStrategies>& strat,
-                                            const BoundaryPolicy& policy, solver::Problem& prob) {
-  std::map<std::string, int> param_node;
+// Placeholders: in train mode parameters and buffers are free (unless fixed)
+// and so are tangents (tied to their outputs by couplings); inputs arrive in
+// their given spec or replicated. Returns the problem node of each free
+// placeholder by role and target.
+struct Placeholders {
+  std::map<std::string, int> state;    // parameter / buffer FQN -> node
+  std::map<std::string, int> inputs;   // flat input index -> node
+  std::map<std::string, int> tangent;  // output index -> its tangent's node
+};
+
+std::string target_of(const IrNode& node) {
+  return node.extra.find("target") ? node.extra.at("target").as_string() : node.name;
+}
+
+Placeholders pin_placeholders(const Graph& g, const std::vector<NodeStrategies>& strat, const BoundaryPolicy& policy,
+                              solver::Problem& prob) {
+  Placeholders out;
   const PlacementSpec rep(g.mesh.ndim(), Placement::replicate());
+  auto pin = [&](int i, PlacementSpec spec, const std::string& what) {
+    validate_spec(spec, g.nodes[i].outputs.at(0).ndim(), g.mesh.ndim(), what);
+    prob.nodes[i].pinned = find_output_spec(strat[i].strategies, spec);
+    if (prob.nodes[i].pinned < 0)
+      throw InvalidArgument(what + ": placement " + to_string(spec) + " is not a valid placement for its shape " +
+                            "on mesh " + g.mesh.to_string());
+  };
   for (int i = 0; i + 1 < static_cast<int>(g.nodes.size()); ++i) {
     const IrNode& node = g.nodes[i];
     if (node.op != "placeholder") continue;
-    auto& pn = prob.nodes[i];
-    const std::string target = node.extra.find("target") ? node.extra.at("target").as_string() : node.name;
-    const bool free_param = policy.train && node.role == "param";
-    if (free_param) param_node[target] = i;
-    auto fixed = policy.fixed_params.find(target);
-    if (free_param && fixed != policy.fixed_params.end()) {
-      PlacementSpec spec = fixed->second;
-      validate_spec(spec, node.outputs.at(0).ndim(), g.mesh.ndim(), "parameter '" + target + "'");
-      pn.pinned = find_output_spec(strat[i].strategies, spec);
-      if (pn.pinned < 0)
-        throw InvalidArgument("parameter '" + target + "': placement " + to_string(spec) +
-                              " is not a valid placement for its shape on mesh " + g.mesh.to_string());
-    } else if (!free_param) {
-      pn.pinned = find_output_spec(strat[i].strategies, rep);
-      if (pn.pinned < 0) throw std::runtime_error("placeholder '" + node.name + "' has no replicated strategy");
+    const std::string target = target_of(node);
+    const bool state = node.role == "param" || node.role == "buffer";
+    if (state && policy.train) {
+      out.state[target] = i;
+      auto fixed = policy.fixed_params.find(target);
+      if (fixed != policy.fixed_params.end()) pin(i, fixed->second, node.role == "param" ? "parameter '" + target + "'"
+                                                                                      : "buffer '" + target + "'");
+    } else if (node.role == "tangent" && policy.train) {
+      if (const auto* of = node.extra.find("output")) out.tangent[of->as_string("tangent extra.output")] = i;
+    } else if (node.role == "input") {
+      out.inputs[target] = i;
+      auto given = policy.input_specs.find(target);
+      pin(i, given != policy.input_specs.end() ? given->second : rep, "input " + target);
+    } else {
+      pin(i, rep, "placeholder '" + node.name + "'");
     }
   }
-  if (policy.train)
-    for (const auto& kv : policy.fixed_params)
-      if (!param_node.count(kv.first))
-        throw InvalidArgument("fixed_params names '" + kv.first + "', which is not a parameter of the model");
-  return param_node;
+  for (const auto& kv : policy.fixed_params)
+    if (policy.train && !out.state.count(kv.first))
+      throw InvalidArgument("fixed_params names '" + kv.first + "', which is not a parameter or buffer of the model");
+  for (const auto& kv : policy.input_specs)
+    if (!out.inputs.count(kv.first))
+      throw InvalidArgument("input_specs names input " + kv.first + ", which is not a tensor input of the graph");
+  return out;
 }
 
 // Edges accumulate here: several inputs from one producer share one summed edge.
@@ -154,11 +175,13 @@ class EdgeBuilder {
   std::map<std::pair<int, int>, size_t> index_;
 };
 
-// Graph outputs: forward outputs leave replicated; in train mode a gradient
-// leaves in its parameter's spec (a coupling between the two choices).
+// Graph outputs. Train mode: a forward output may leave in any R/S spec (the
+// caller gets a DTensor) and its gradient (tangent) arrives in the same spec; a
+// parameter's gradient and a buffer's new value leave in the parameter's or
+// buffer's spec; an input's gradient in the input's spec. Compile mode: all
+// replicated, so the compiled module returns exactly what the eager one does.
 void add_sinks(const Graph& g, const std::vector<NodeStrategies>& strat, const BoundaryPolicy& policy,
-               const std::map<std::string, int>& param_node, const std::vector<SpecIds>& ids, EdgeBuilder& edges,
-               CostTables& t) {
+               const Placeholders& ph, const std::vector<SpecIds>& ids, EdgeBuilder& edges, CostTables& t) {
   const IrNode& out = g.nodes.back();
   std::vector<std::string> roles, targets;
   if (const auto* ex = out.extra.find("roles"))
@@ -167,6 +190,11 @@ void add_sinks(const Graph& g, const std::vector<NodeStrategies>& strat, const B
     for (const auto& x : ex->as_array()) targets.push_back(x.as_string());
   const auto& out_args = out.args.as_array().at(0).as_array("output.args[0]");
   const PlacementSpec rep(g.mesh.ndim(), Placement::replicate());
+  auto specs_of = [&](int node) {
+    std::vector<PlacementSpec> specs;
+    for (const auto& st : strat[node].strategies) specs.push_back(st.outputs.at(0));
+    return specs;
+  };
   t.sink_of_output.assign(out_args.size(), -1);
   for (size_t j = 0; j < out_args.size(); ++j) {
     if (!is_tensor_ref(out_args[j])) continue;
@@ -176,13 +204,21 @@ void add_sinks(const Graph& g, const std::vector<NodeStrategies>& strat, const B
     s.ref = refs.at(0);
     s.role = j < roles.size() ? roles[j] : "output";
     s.target = j < targets.size() ? targets[j] : "";
-    auto param = param_node.find(s.target);
-    if (s.role == "grad" && policy.train && param != param_node.end()) {
-      s.coupled_param = param->second;
-      for (const auto& st : strat[s.coupled_param].strategies) s.specs.push_back(st.outputs.at(0));
-    } else {
-      s.specs.push_back(rep);
+    const auto find = [](const std::map<std::string, int>& m, const std::string& k) {
+      auto it = m.find(k);
+      return it == m.end() ? -1 : it->second;
+    };
+    if (policy.train && (s.role == "grad" || s.role == "mutation")) {
+      s.coupled_param = find(ph.state, s.target);
+    } else if (policy.train && s.role == "output") {
+      s.coupled_param = find(ph.tangent, s.target);
+      if (s.coupled_param < 0) s.specs = all_rs_specs(g.meta(s.ref).shape, g.mesh);
+    } else if (s.role == "input_grad") {
+      const int in = find(ph.inputs, s.target);
+      if (in >= 0) s.specs.push_back(strat[in].strategies.at(t.problem.nodes[in].pinned).outputs.at(0));
     }
+    if (s.coupled_param >= 0) s.specs = specs_of(s.coupled_param);
+    if (s.specs.empty()) s.specs.push_back(rep);
     s.problem_node = static_cast<int>(t.problem.nodes.size());
     solver::Node pn;
     pn.start = static_cast<int64_t>(g.nodes.size()) - 1;
@@ -194,7 +230,7 @@ void add_sinks(const Graph& g, const std::vector<NodeStrategies>& strat, const B
     edges.add(s.ref.node, s.problem_node,
               edge_matrix(t.redist, t.redist.meta_id(g.meta(s.ref)), column(ids[s.ref.node].out, s.ref.output), dst_ids,
                           edges.materialize()));
-    if (s.coupled_param >= 0) {
+    if (s.coupled_param >= 0) {  // the sink's choice k is the coupled placeholder's choice k
       solver::Coupling c;
       c.u = s.coupled_param;
       c.v = s.problem_node;
@@ -239,7 +275,7 @@ void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat,
   const int n = static_cast<int>(g.nodes.size());
   t.problem.name = "plan";
   add_nodes(g, strat, cm, t.problem);
-  const std::map<std::string, int> param_node = pin_placeholders(g, strat, policy, t.problem);
+  const Placeholders placeholders = pin_placeholders(g, strat, policy, t.problem);
 
   // Edges: redistribution from each producer's output spec to each consumer's input spec.
   std::vector<SpecIds> ids(n);
@@ -260,7 +296,7 @@ void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat,
                             column(ids[v].in, k), materialize_edges));
     }
   }
-  add_sinks(g, strat, policy, param_node, ids, edges, t);
+  add_sinks(g, strat, policy, placeholders, ids, edges, t);
   if (memory_limit) t.problem.usage_limit = *memory_limit;
 }
 

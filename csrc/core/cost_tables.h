@@ -29,11 +29,19 @@ namespace tlm {
 solver::Cost to_cost(double seconds);
 inline double to_seconds(solver::Cost c) { return static_cast<double>(c) * 1e-12; }
 
-// Boundary rules of a planning mode (planner.h explains the two modes).
+// Boundary rules of a planning mode (planner.h explains the two modes). IR
+// roles of placeholders: "param", "buffer" (target: FQN), "input" (target: the
+// flat input index), "tangent" (extra.output: the output index it is the
+// gradient of), "constant"; of graph outputs: "output" (target: index),
+// "grad" (a parameter's), "mutation" (a buffer's new value), "input_grad".
 struct BoundaryPolicy {
-  bool train = true;  // "train": parameters free, gradients coupled to them; "compile": all replicated
-  // Parameters whose spec the caller fixed (hand plans, user constraints), by name.
+  bool train = true;  // "train": state and outputs free, tied to their gradients; "compile": all replicated
+  // Parameters and buffers whose spec the caller fixed (hand plans, user
+  // constraints, the placements of an already parallelized module), by FQN.
   std::map<std::string, PlacementSpec> fixed_params;
+  // User inputs that arrive in a given spec (data-loader shards, DTensor
+  // inputs), by flat input index; the others arrive replicated.
+  std::map<std::string, PlacementSpec> input_specs;
 };
 
 // Redistribution time between specs of one tensor meta, cached. Specs and
@@ -59,15 +67,14 @@ class RedistCostCache {
 };
 
 // A graph output: the problem node standing for "where it must leave", one
-// candidate spec per sink strategy (forward outputs: replicated; gradients in
-// train mode: their parameter's specs, coupled to the parameter's choice).
+// candidate spec per sink strategy (add_sinks says which, per role).
 struct OutputSink {
   TensorRef ref;
   std::string role;    // "output" | "grad" | "input_grad"
   std::string target;  // parameter name for grads
   int problem_node = -1;
   std::vector<PlacementSpec> specs;
-  int coupled_param = -1;  // IR node of the parameter (grads)
+  int coupled_param = -1;  // IR node whose spec this sink's spec equals: parameter, buffer or tangent
 };
 
 struct CostTables {

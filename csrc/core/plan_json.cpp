@@ -33,6 +33,9 @@ PlanOptions read_plan_options(const json::Value& v) {
   if (auto* x = v.find("fixed_params"))
     for (const auto& kv : x->as_object("options.fixed_params"))
       o.fixed_params[kv.first] = parse_spec(kv.second.as_string("options.fixed_params." + kv.first));
+  if (auto* x = v.find("input_specs"))
+    for (const auto& kv : x->as_object("options.input_specs"))
+      o.input_specs[kv.first] = parse_spec(kv.second.as_string("options.input_specs." + kv.first));
   return o;
 }
 

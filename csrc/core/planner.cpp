@@ -6,7 +6,9 @@ namespace tlm {
 
 namespace {
 
-BoundaryPolicy policy_of(const PlanOptions& o) { return BoundaryPolicy{o.mode == "train", o.fixed_params}; }
+BoundaryPolicy policy_of(const PlanOptions& o) {
+  return BoundaryPolicy{o.mode == "train", o.fixed_params, o.input_specs};
+}
 
 StrategyOptions strategy_options(const PlanOptions& o) {
   StrategyOptions so;

@@ -41,6 +41,8 @@ struct PlanOptions {
   // Parameters whose spec is fixed by the caller (hand plans such as DDP or
   // FSDP, or user constraints), by parameter name.
   std::map<std::string, PlacementSpec> fixed_params;
+  // User inputs that arrive sharded (data loaders, DTensor inputs), by flat input index.
+  std::map<std::string, PlacementSpec> input_specs;
 };
 
 // Strategies, cost tables and the solve: the plan.

@@ -194,30 +194,6 @@ OpStrategy replicate_all(const Graph& g, const IrNode& n) {
 
 // Every Replicate / Shard spec of a tensor of this shape (no Partial: a
 // placeholder holds real values).
-std::vector<PlacementSpec> all_rs_specs(const std::vector<int64_t>& shape, const Mesh& mesh) {
-  const size_t k = mesh.ndim();
-  std::vector<std::vector<Placement>> options(k);
-  for (size_t m = 0; m < k; ++m) {
-    options[m].push_back(Placement::replicate());
-    if (mesh.shape[m] == 1) continue;
-    for (size_t d = 0; d < shape.size(); ++d)
-      if (shape[d] >= mesh.shape[m]) options[m].push_back(Placement::shard(static_cast<int>(d)));
-  }
-  std::vector<PlacementSpec> out;
-  std::vector<size_t> idx(k, 0);
-  PlacementSpec cur(k);
-  std::vector<int64_t> shards;
-  while (true) {
-    for (size_t m = 0; m < k; ++m) cur[m] = options[m][idx[m]];
-    shards.assign(shape.size(), 1);
-    bool ok = true;
-    for (size_t m = 0; m < k; ++m)
-      if (cur[m].is_shard()) shards[cur[m].dim] *= mesh.shape[m];
-    for (size_t d = 0; d < shape.size() && ok; ++d) ok = shards[d] == 1 || shards[d] <= shape[d];
-    if (ok) out.push_back(cur);
-    if (!next_combination(idx, [&](size_t m) { return options[m].size(); })) return out;
-  }
-}
 
 const IrNode& node_at(const Graph& g, int id) {
   if (id < 0 || id >= static_cast<int>(g.nodes.size()))
@@ -258,6 +234,31 @@ auto run_rule(const IrNode& n, F&& f) -> decltype(f()) {
 }
 
 }  // namespace
+
+std::vector<PlacementSpec> all_rs_specs(const std::vector<int64_t>& shape, const Mesh& mesh) {
+  const size_t k = mesh.ndim();
+  std::vector<std::vector<Placement>> options(k);
+  for (size_t m = 0; m < k; ++m) {
+    options[m].push_back(Placement::replicate());
+    if (mesh.shape[m] == 1) continue;
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (shape[d] >= mesh.shape[m]) options[m].push_back(Placement::shard(static_cast<int>(d)));
+  }
+  std::vector<PlacementSpec> out;
+  std::vector<size_t> idx(k, 0);
+  PlacementSpec cur(k);
+  std::vector<int64_t> shards;
+  while (true) {
+    for (size_t m = 0; m < k; ++m) cur[m] = options[m][idx[m]];
+    shards.assign(shape.size(), 1);
+    bool ok = true;
+    for (size_t m = 0; m < k; ++m)
+      if (cur[m].is_shard()) shards[cur[m].dim] *= mesh.shape[m];
+    for (size_t d = 0; d < shape.size() && ok; ++d) ok = shards[d] == 1 || shards[d] <= shape[d];
+    if (ok) out.push_back(cur);
+    if (!next_combination(idx, [&](size_t m) { return options[m].size(); })) return out;
+  }
+}
 
 static NodeStrategies enumerate_impl(const Graph& g, int id, const StrategyOptions& options,
                               const std::vector<uint8_t>* input_kinds) {

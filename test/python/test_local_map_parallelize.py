@@ -37,7 +37,7 @@ def _parallel_step(rank, world_size):
         if node.fixed is not None:
             pinned.append((node.fixed["region"], node.fixed["role"], node.fixed["inputs"], node.fixed["outputs"],
                            {"inputs": list(planned.inputs), "outputs": list(planned.outputs)}))
-    return {"loss": loss.detach(), "out": out.detach(), "grads": grads, "pinned": pinned}
+    return {"loss": loss.detach().full_tensor(), "out": out.detach().full_tensor(), "grads": grads, "pinned": pinned}
 
 
 @pytest.fixture(scope="module")

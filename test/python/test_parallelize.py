@@ -26,7 +26,7 @@ def _train(model, x, y, steps):
         if step == 0:
             first_grads = {k: _full(p.grad) for k, p in model.named_parameters()}
         opt.step()
-        losses.append(loss.detach().clone())
+        losses.append(_full(loss.detach()))
     return torch.stack(losses), first_grads, {k: _full(p.detach()) for k, p in model.named_parameters()}
 
 

@@ -21,6 +21,14 @@ from torch.fx.experimental.proxy_tensor import ProxyTorchDispatchMode, make_fx  
 from torch.utils import _pytree as pytree  # noqa: E402,F401
 
 
+def implicit_replication():
+    """torch.distributed.tensor.experimental.implicit_replication (2.13, experimental):
+    plain tensors mixed into DTensor ops count as replicated."""
+    from torch.distributed.tensor.experimental import implicit_replication as ctx
+
+    return ctx()
+
+
 def functional_collectives():
     """torch.ops._c10d_functional (2.13): collectives as graph ops (all_gather_into_tensor,
     reduce_scatter_tensor, all_reduce, all_to_all_single, wait_tensor) on group names."""
@@ -43,20 +51,84 @@ def aot_autograd_backend(**kwargs):
     return aot_autograd(**kwargs)
 
 
-def export_joint(stack: contextlib.ExitStack, module: torch.nn.Module, args: tuple):
-    """Joint forward+backward aten graph of `module(*args)` with input/output descriptors.
+def export_joint(stack: contextlib.ExitStack, module: torch.nn.Module, args: tuple, kwargs: dict):
+    """Joint forward+backward aten graph of `module(*args, **kwargs)` with descriptors.
 
     torch._functorch.aot_autograd.aot_export_joint_with_descriptors (2.13). The graph's
-    placeholders carry meta["desc"] (ParamAOTInput / BufferAOTInput / PlainAOTInput /
-    TangentAOTInput) and the output node's meta["desc"] lists PlainAOTOutput / GradAOTOutput.
+    placeholders carry meta["desc"] (ParamAOTInput / BufferAOTInput / PlainAOTInput(idx:
+    position in the flat leaves of (args, kwargs)) / TangentAOTInput(output)); the output
+    node's meta["desc"] lists InputMutationAOTOutput (buffers written in forward, first),
+    PlainAOTOutput(idx), GradAOTOutput. Under torch.no_grad() the graph is forward-only.
+    The result's `out_spec` is the pytree spec of the module's output.
     """
     from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
 
-    return aot_export_joint_with_descriptors(stack, module, args)
+    return aot_export_joint_with_descriptors(stack, module, args, kwargs)
+
+
+def reparametrized(module: torch.nn.Module, tensors: dict):
+    """Context in which `module`'s parameters and buffers (by FQN, tied weights included) are
+    `tensors` (torch.nn.utils.stateless._reparametrize_module, 2.13; what torch.func.
+    functional_call uses)."""
+    from torch.nn.utils.stateless import _reparametrize_module
+
+    return _reparametrize_module(module, tensors, tie_weights=True)
+
+
+@contextlib.contextmanager
+def exporting():
+    """The flags torch.export sets while it traces (torch._export.utils._compiling_state_context,
+    2.13): torch.compiler.is_compiling() and is_exporting() are True, so libraries take their
+    trace-friendly paths (transformers skips data-dependent mask shortcuts)."""
+    from torch._export.utils import _compiling_state_context
+
+    with _compiling_state_context():
+        yield
+
+
+_grouped_mm_depth = [0, None]
+
+
+@contextlib.contextmanager
+def grouped_mm_shapes_for_every_dtype():
+    """aten._grouped_mm's meta kernel (torch._meta_registrations.meta_grouped_mm, 2.13)
+    insists on bfloat16 -- a constraint of its CUDA kernel -- while the CPU kernel computes
+    float32 too (transformers' MoE experts call it so). Fake tensors run the meta kernel,
+    so tracing such a model fails. While this context is active the Meta kernel computes
+    the same shapes for any floating dtype; torch's own registration is back afterwards
+    (torch.library.Library registrations end when the library is destroyed)."""
+    import warnings
+
+    from torch._meta_registrations import meta_grouped_mm
+
+    if _grouped_mm_depth[0] == 0:
+        def meta(a, b, offs=None, bias=None, out_dtype=None):
+            if a.dtype == torch.bfloat16 and b.dtype == torch.bfloat16:
+                return meta_grouped_mm(a, b, offs=offs, bias=bias, out_dtype=out_dtype)
+            bf16 = torch.bfloat16
+            out = meta_grouped_mm(a.to(bf16), b.to(bf16), offs=offs, bias=None if bias is None else bias.to(bf16),
+                                  out_dtype=bf16)
+            return out.to(out_dtype or a.dtype)
+
+        lib = torch.library.Library("aten", "IMPL")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "overriding a previously registered kernel": on purpose, undone below
+            lib.impl("_grouped_mm", meta, "Meta")
+        _grouped_mm_depth[1] = lib
+    _grouped_mm_depth[0] += 1
+    try:
+        yield
+    finally:
+        _grouped_mm_depth[0] -= 1
+        if _grouped_mm_depth[0] == 0:
+            _grouped_mm_depth[1]._destroy()
+            _grouped_mm_depth[1] = None
 
 
 def describe_input(desc) -> tuple[str, str]:
-    """(role, name) of a joint-graph placeholder descriptor."""
+    """(role, target) of a joint-graph placeholder descriptor (torch._functorch._aot_autograd.
+    descriptors, 2.13): ("param" | "buffer", FQN), ("input", flat index), ("tangent",
+    index of the output it is the gradient of); ("unknown", repr) for anything else."""
     from torch._functorch._aot_autograd import descriptors as d
 
     if isinstance(desc, d.ParamAOTInput):
@@ -64,14 +136,17 @@ def describe_input(desc) -> tuple[str, str]:
     if isinstance(desc, d.BufferAOTInput):
         return "buffer", desc.target
     if isinstance(desc, d.TangentAOTInput):
-        return "tangent", ""
+        out = desc.output
+        return "tangent", str(out.idx) if isinstance(out, d.PlainAOTOutput) else repr(out)
     if isinstance(desc, d.PlainAOTInput):
         return "input", str(desc.idx)
-    return "input", ""
+    return "unknown", repr(desc)
 
 
 def describe_output(desc) -> tuple[str, str]:
-    """(role, name) of a joint-graph output descriptor: ("output", idx) or ("grad", param fqn)."""
+    """(role, target) of a joint-graph output descriptor: ("output", index), ("grad", param
+    FQN), ("input_grad", flat input index), ("mutation", buffer FQN), ("input_mutation", flat
+    input index), ("none", ""); ("unknown", repr) for anything else."""
     from torch._functorch._aot_autograd import descriptors as d
 
     if desc is None:
@@ -81,7 +156,10 @@ def describe_output(desc) -> tuple[str, str]:
         return ("grad", name) if role == "param" else ("input_grad", name)
     if isinstance(desc, d.PlainAOTOutput):
         return "output", str(desc.idx)
-    return "output", ""
+    if isinstance(desc, d.InputMutationAOTOutput):
+        role, name = describe_input(desc.mutated_input)
+        return ("mutation", name) if role == "buffer" else ("input_mutation", f"{role} {name}")
+    return "unknown", repr(desc)
 
 
 def partition_joint(joint: fx.GraphModule, num_fwd_outputs: int) -> tuple[fx.GraphModule, fx.GraphModule]:

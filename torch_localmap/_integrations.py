@@ -1,0 +1,36 @@
+"""What tracing needs from the libraries users' models come from.
+
+Only libraries the user already imported are touched (we never import them), and
+only through their own public helpers.
+
+- transformers: causal LMs return a `DynamicCache` (past_key_values) from forward, also
+  in training. It holds tensors, so our outputs must flatten it; transformers ships the
+  pytree registration it uses for torch.export
+  (`transformers.integrations.executorch.register_dynamic_cache_export_support`).
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+
+from . import _torch_private
+
+__all__ = ["tracing_context"]
+
+
+def _register_transformers_outputs() -> None:
+    if "transformers" not in sys.modules:
+        return
+    try:
+        from transformers.integrations.executorch import register_dynamic_cache_export_support
+    except ImportError:  # an older transformers without it: its outputs then fail with a clear pytree error
+        return
+    register_dynamic_cache_export_support()  # idempotent
+
+
+@contextlib.contextmanager
+def tracing_context():
+    """Everything active while we trace a user's model (and its per-rank program)."""
+    _register_transformers_outputs()
+    with _torch_private.exporting(), _torch_private.grouped_mm_shapes_for_every_dtype():
+        yield
