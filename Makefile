@@ -13,7 +13,11 @@ JOBS ?= 2
 REQUIREMENTS = "torch==2.13.*" "numpy>=1.24,<3" "highspy>=1.7,<1.16" "pybind11>=2.12,<4" "ninja>=1.11,<2" \
     "setuptools>=64,<90" "wheel<1"
 TEST_REQUIREMENTS = "pytest>=7,<10" "pytest-xdist>=3,<4" "pytest-timeout>=2,<3" "hypothesis>=6,<7" "rich>=13,<16" \
-    "tqdm>=4.60,<5"
+    "tqdm>=4.60,<5" "transformers==5.23.0" "pillow>=9,<13" "expecttest>=0.2,<1"
+# The model zoo's vision models. timm requires torchvision, whose PyPI wheels are CUDA builds:
+# installed without dependencies (no second torch) and made importable next to the CPU torch
+# by tools/torchvision_cpu_shim.py (installed as a .pth start-up hook of the venv).
+ZOO_NO_DEPS = "timm==1.0.31" "torchvision==0.28.0"
 
 .PHONY: install venv versions demo test test-cpp test-py test-fuzz gtest-dev verify-strategies
 
@@ -24,6 +28,9 @@ venv: $(PY)
 
 install: $(PY)
 	$(PIP) install --quiet $(REQUIREMENTS) $(TEST_REQUIREMENTS)
+	$(PIP) install --quiet --no-deps $(ZOO_NO_DEPS)
+	@SITE=$$($(PY) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])") && \
+	    cp tools/torchvision_cpu_shim.py $$SITE/ && echo "import torchvision_cpu_shim" > $$SITE/torchvision_cpu_shim.pth
 	$(PIP) install --quiet --no-build-isolation -e .
 
 # What a run actually used: the torch, highspy and HiGHS library versions.

@@ -18,6 +18,7 @@ from ._ir_export import decode_arg
 from ._integrations import tracing_context
 from .plan import Plan
 from ._runtime.failures import failure_scope
+from ._runtime.random_ops import is_random, run_sharded
 from ._runtime.redistribute import redistribute_local
 
 
@@ -69,7 +70,11 @@ def make_rank_program(plan: Plan, device_mesh, coord):
             call = call_args[i]
             args = decode_arg(call["args"], lambda _ref: next(local_inputs))
             kwargs = {k: decode_arg(v, lambda _ref: next(local_inputs)) for k, v in call["kwargs"].items()}
-            result = _run_node(fx_nodes[i], args, kwargs)
+            if is_random(node.op):  # draws the global tensor's numbers, keeps this rank's piece
+                result = run_sharded(node.op, fx_nodes[i].target, args, kwargs, [m.shape for m in node.outputs],
+                                     pnodes[i].outputs, plan.mesh_shape, coord)
+            else:
+                result = _run_node(fx_nodes[i], args, kwargs)
             env[i] = [result] if isinstance(result, torch.Tensor) else [result[p] for p in node.output_positions]
         raise AssertionError("graph has no output node")
 

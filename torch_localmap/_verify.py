@@ -26,6 +26,7 @@ import dataclasses
 import functools
 import itertools
 import json
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -33,10 +34,12 @@ import torch.fx as fx
 
 from . import _C
 from ._ir_export import decode_arg
+from ._runtime.random_ops import is_random, run_sharded
 
-# Ops whose outputs cannot be compared value by value, with the reason.
+# Ops whose outputs cannot be compared value by value, with the reason. (Random ops the
+# runtime runs sharded -- _runtime/random_ops.py -- are verified: every coordinate and
+# the reference draw from the same generator state.)
 EXCLUDED_OPS = {
-    "aten.native_dropout.default": "random: each call draws a new mask, so shards cannot match the global mask",
     "aten.bernoulli.default": "random: draws from the RNG",
     "aten.bernoulli.p": "random: draws from the RNG",
     "aten.rand_like.default": "random: draws from the RNG",
@@ -247,6 +250,72 @@ def _hand_programs():
                                 F.hardtanh(a), torch.sign(a), torch.atan(a), a / -4.0, (a * 3).to(torch.int64)),
          (r(3, 5),)),
         ("monotone_binary", lambda a, b: (a - b, torch.rsub(a, b), torch.add(a, b, alpha=-2)), (r(3, 5), r(5))),
+        # ops of the front-door model zoo (transformers, timm, torchtitan-style models)
+        ("dropout", lambda a: grad_of(lambda x: torch.ops.aten.native_dropout(x, 0.3, True)[0], a), (r(4, 6),)),
+        ("safe_softmax", lambda a: torch.ops.aten._safe_softmax(a, -1), (r(3, 5),)),
+        ("pad", lambda a: grad_of(lambda x: F.pad(x, (1, 2)), a) + (F.pad(a, (0, 0, 1, 0), value=-1.5),), (r(4, 5),)),
+        ("index_gather", lambda w, i, j: grad_of(lambda w: w[i], w) + (w[i.view(-1, 1), j.view(1, -1)],),
+         (r(6, 4), torch.tensor([5, 0, 2, 2, 1]), torch.tensor([3, 0, 1]))),
+        ("index_put", lambda a, i, v: (a.index_put((i,), v, accumulate=True), a.index_put((i,), v)),
+         (r(6, 4), torch.tensor([4, 0, 2, 5]), r(4, 4))),
+        ("histc", lambda a: (torch.histc(a, bins=5, min=-2, max=2),), (r(4, 6),)),
+        ("complex_rope", lambda x, f: grad_of(lambda x: torch.view_as_real(torch.view_as_complex(x) * f), x),
+         (r(4, 3, 2), torch.polar(torch.ones(3, dtype=torch.float64), torch.arange(3, dtype=torch.float64)))),
+    ] + _grouped_mm_programs(grad_of)
+
+
+def _grouped_mm_programs(grad_of):
+    """torch._grouped_mm computes float32 on CPU (not float64), and transformers' fallback of it
+    exists only once transformers registered it."""
+    f = lambda *s: torch.randn(*s, dtype=torch.float32)  # noqa: E731
+    offs = torch.tensor([2, 2, 6], dtype=torch.int32)
+    out = [("grouped_mm", lambda x, w, o: (torch._grouped_mm(x, w, offs=o),), (f(6, 8), f(3, 8, 8), offs))]
+    try:
+        import transformers.integrations.moe  # noqa: F401  (registers transformers::grouped_mm_fallback)
+    except ImportError:
+        return out
+    if hasattr(torch.ops, "transformers") and hasattr(torch.ops.transformers, "grouped_mm_fallback"):
+        d = lambda *s: torch.randn(*s, dtype=torch.float64)  # noqa: E731
+        op = torch.ops.transformers.grouped_mm_fallback
+        out.append(("grouped_mm_fallback", lambda x, w, o: grad_of(lambda x, w: op(x, w, offs=o), x, w),
+                    (d(6, 4), d(3, 4, 5), offs)))
+    return out
+
+
+def _direct_programs():
+    """Overloads that tracing to aten decomposes or that no OpInfo sample reaches, called
+    directly and traced at pre-dispatch level (where they stay whole)."""
+    import torch.nn.functional as F
+
+    a_ = torch.ops.aten
+    r = lambda *s: torch.randn(*s, dtype=torch.float64)  # noqa: E731
+    i = lambda *s: torch.randint(-20, 20, s)  # noqa: E731
+    return [
+        ("aliases", lambda a: (a_.alias.default(a), a_.contiguous.default(a), a_.lift_fresh_copy.default(a)),
+         (r(3, 4),)),
+        ("scalar_ops", lambda a, b, w: (a_.div.Scalar_mode(a, 3, rounding_mode="floor"), a_.fmod.Scalar(a, 2.5),
+                                        a_.remainder.Scalar(a, 2.5), a_.xlogy.Scalar_Other(a.abs(), 2.0),
+                                        a_.lerp.Tensor(a, b, w), a_.clamp_max.default(a, 0.3)),
+         (r(3, 4), r(3, 4), r(3, 4))),
+        ("bool_reductions", lambda a: (a_.all.dims(a > 0, [0]), a_.any.dims(a > 0, [1])), (r(3, 4),)),
+        ("bitwise", lambda x, y: (a_.bitwise_and.Scalar(x, 6), a_.bitwise_or.Scalar(x, 5), a_.bitwise_or.Tensor(x, y),
+                                  a_.bitwise_xor.Tensor(x, y), a_.bitwise_left_shift.Tensor(x.abs() % 4, y.abs() % 3),
+                                  a_.bitwise_right_shift.Tensor(x.abs(), y.abs() % 3)), (i(3, 4), i(3, 4))),
+        ("arange_sort", lambda a: (a_.arange.start(1, 7), a_.sort.stable(a, stable=True, dim=1)), (r(3, 5),)),
+        ("nll_loss2d", lambda x, t: (a_.nll_loss2d_forward.default(x, t, None, 1, -100),),
+         (torch.log_softmax(r(2, 3, 4, 5), 1), torch.randint(0, 3, (2, 4, 5)))),
+        ("nll_loss2d_backward", lambda g, x, t, w: (a_.nll_loss2d_backward.default(g, x, t, None, 1, -100, w),),
+         (r(()), torch.log_softmax(r(2, 3, 4, 5), 1), torch.randint(0, 3, (2, 4, 5)), torch.tensor(40.0,
+                                                                                                  dtype=torch.float64))),
+        ("batch_norm_variants", lambda x, w, b, m, v: (
+            a_._native_batch_norm_legit.no_stats(x, w, b, True, 0.1, 1e-5),
+            a_._native_batch_norm_legit_no_training.default(x, w, b, m, v, 0.1, 1e-5)),
+         (r(4, 3, 5), r(3), r(3), r(3), r(3).abs() + 0.5)),
+        ("fused_rms_norm", lambda x, w: a_._fused_rms_norm.default(x, [6], w, 1e-6), (r(3, 4, 6), r(6))),
+        ("sdpa_math", lambda q, k, v: (a_._scaled_dot_product_attention_math.default(q, k, v, None, 0.0, True)[0],),
+         (r(2, 3, 5, 4), r(2, 3, 5, 4), r(2, 3, 5, 4))),
+        ("functional_nll2d", lambda x, t: (F.nll_loss(x, t),), (torch.log_softmax(r(2, 3, 4, 5), 1),
+                                                                torch.randint(0, 3, (2, 4, 5)))),
     ]
 
 
@@ -255,14 +324,112 @@ def _hand_cases(seed: int) -> list:
 
     cases = []
     torch.manual_seed(seed)  # the programs' inputs are drawn from the global generator
-    for name, fn, inputs in _hand_programs():
-        inputs = tuple(x.clone() for x in inputs)
-        gm = make_fx(fn)(*inputs)
-        cases += cases_from_graph(gm, [x.clone() for x in inputs], f"hand:{name}")
+    for pre_dispatch, programs in ((False, _hand_programs()), (True, _direct_programs())):
+        for name, fn, inputs in programs:
+            inputs = tuple(x.clone() for x in inputs)
+            gm = make_fx(fn, pre_dispatch=pre_dispatch)(*inputs)
+            cases += cases_from_graph(gm, [x.clone() for x in inputs], f"hand:{name}")
     return cases
 
 
-def collect_cases(seed: int = 0, op_filter: str | None = None, sources=("models", "edge", "hand"),
+# Rules no CPU instance can exercise (their kernels run on CUDA only), with the reason.
+CUDA_ONLY_OPS = {
+    "aten._fused_rms_norm_backward.default": "no CPU kernel (CPU autograd decomposes rms_norm)",
+    "aten._scaled_dot_product_flash_attention.default": "flash attention has a CUDA kernel only",
+    "aten._scaled_dot_product_flash_attention_backward.default": "flash attention has a CUDA kernel only",
+    "aten._scaled_dot_product_efficient_attention.default": "memory-efficient attention has a CUDA kernel only",
+    "aten._scaled_dot_product_efficient_attention_backward.default": "memory-efficient attention has a CUDA kernel only",
+}
+
+
+def _opinfo_cases(wanted: set, seed: int, samples_per_op: int = 2) -> tuple[list, str]:
+    """Instances of the ops in `wanted` from torch's OpInfo sample inputs, traced like the
+    hand programs: first to aten (forward, and the backward ops through autograd), then
+    for ops that tracing decomposes (reshape, square, ...) at pre-dispatch level, where they
+    stay whole. Returns (cases, note): the note says why no OpInfo could be used (then the
+    caller reports it loudly)."""
+    from ._torch_private import opinfo_database
+
+    try:
+        db = opinfo_database()
+    except ImportError as e:
+        return [], f"torch's OpInfo database is not importable ({e}); install expecttest"
+    with warnings.catch_warnings():  # deprecation notices of the sampled ops are not ours to show
+        warnings.simplefilter("ignore")
+        cases = [c for c in _opinfo_pass(db, wanted, seed, samples_per_op, pre_dispatch=False) if c.op in wanted]
+        left = wanted - {c.op for c in cases}
+        if left:
+            cases += [c for c in _opinfo_pass(db, left, seed, samples_per_op, pre_dispatch=True) if c.op in left]
+    return cases, ""
+
+
+def _opinfo_pass(db, wanted: set, seed: int, samples_per_op: int, pre_dispatch: bool) -> list:
+    from ._torch_private import make_fx
+
+    bases = {op.split(".")[1].lstrip("_") for op in wanted}
+    cases = []
+    torch.manual_seed(seed)
+    for info in db:
+        name = info.name.replace("nn.functional.", "").replace(".", "_")
+        if not any(b and (b == name or b in name or name in b) for b in bases):
+            continue
+        dtype = next((d for d in (torch.float64, torch.int64, torch.bool) if d in info.dtypes), None)
+        if dtype is None:
+            continue
+        diff = info.supports_autograd and not pre_dispatch and dtype.is_floating_point
+        try:
+            generator = info.sample_inputs("cpu", dtype, requires_grad=diff)
+            samples = list(itertools.islice(generator, samples_per_op))
+            # Closed here, outside tracing: a generator collected later would run its
+            # cleanup under whatever trace is active then.
+            close = getattr(generator, "close", None)
+            if close is not None:
+                close()
+        except Exception:  # noqa: BLE001  (a sample generator that needs more than CPU float64)
+            continue
+        for sample in samples:
+            leaves, spec = torch.utils._pytree.tree_flatten((sample.input, sample.args, sample.kwargs))
+            tensors = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+            values = [leaves[i].detach().clone() for i in tensors]
+
+            def program(*ts, _leaves=leaves, _tensors=tensors, _spec=spec, _op=info.op, _diff=diff):
+                flat = list(_leaves)
+                for k, i in enumerate(_tensors):
+                    flat[i] = ts[k]
+                x, args, kwargs = torch.utils._pytree.tree_unflatten(flat, _spec)
+                out = _op(x, *args, **kwargs)
+                outs = [o for o in torch.utils._pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
+                grads = ()
+                need = [t for t in ts if t.requires_grad]
+                floating = [o for o in outs if o.is_floating_point() and o.requires_grad]
+                if _diff and need and floating:
+                    g = [torch.cos(torch.arange(o.numel(), dtype=o.dtype) * 1.3).reshape(o.shape) for o in floating]
+                    grads = tuple(x for x in torch.autograd.grad(floating, need, g, allow_unused=True)
+                                  if x is not None)
+                return tuple(outs) + grads
+
+            try:
+                inputs = [v.requires_grad_() if diff and v.is_floating_point() else v for v in values]
+                gm = make_fx(program, pre_dispatch=pre_dispatch)(*inputs)
+                cases += cases_from_graph(gm, [v.detach().clone() for v in values], f"opinfo:{info.name}")
+            except Exception:  # noqa: BLE001  (samples torch itself marks as failing for some ops)
+                continue
+    return cases
+
+
+def unverified_rules(cases: list) -> dict:
+    """{op: why} for ops with a C++ rule but no verification case among `cases`."""
+    have = {c.op for c in cases}
+    out = {}
+    for op in _C.ops_with_rules():
+        if op in have:
+            continue
+        out[op] = CUDA_ONLY_OPS.get(op, "no instance of the op in the reference models, the hand-made programs "
+                                        "or torch's OpInfo samples")
+    return out
+
+
+def collect_cases(seed: int = 0, op_filter: str | None = None, sources=("models", "edge", "hand", "opinfo"),
                   max_per_op: int = 6) -> list:
     """Distinct op instances (op, arguments, input shapes/dtypes) with real input values.
 
@@ -299,6 +466,12 @@ def _distinct_cases(seed: int, sources: tuple) -> tuple:
             if hasattr(cfg, "n_layers"):  # one layer holds every op of the stack
                 cfg = dataclasses.replace(cfg, n_layers=1)
             cases += _model_cases(name, cfg, 2, seed, name)
+    if "opinfo" in sources:  # the rules nothing above reached
+        wanted = set(_C.ops_with_rules()) - {c.op for c in cases} - set(CUDA_ONLY_OPS)
+        extra, note = _opinfo_cases(wanted, seed)
+        if note:
+            raise RuntimeError(f"verify-strategies: {note} ({len(wanted)} rules would go unverified)")
+        cases += extra
     seen, out = set(), []
     for c in cases:
         key = _case_key(c)
@@ -414,6 +587,10 @@ def _split(value: torch.Tensor, n: int, reduce: str, gen: torch.Generator) -> li
     """n tensors whose `reduce` over the list equals `value` elementwise, exactly."""
     if n == 1:
         return [value.clone()]
+    if value.is_complex():  # real and imaginary parts split alike (sum/avg only: no order on complex numbers)
+        if reduce not in ("sum", "avg"):
+            raise ValueError(f"Partial({reduce}) of a complex tensor")
+        return [torch.view_as_complex(p.contiguous()) for p in _split(torch.view_as_real(value), n, reduce, gen)]
     if value.dtype == torch.bool:
         raise ValueError("Partial placement of a bool tensor")
     is_float = value.is_floating_point()
@@ -475,6 +652,8 @@ def local_inputs(value: torch.Tensor, spec: str, mesh_shape, layouts: Layouts, g
 def _reduce(tensors: list, how: str) -> torch.Tensor:
     """The Partial reduction; float sums accumulate in float64 so exact pieces reassemble exactly."""
     stacked = torch.stack(tensors)
+    if stacked.is_complex() and how in ("sum", "avg"):
+        return torch.view_as_complex(_reduce([torch.view_as_real(t.resolve_conj()) for t in tensors], how).contiguous())
     if how in ("sum", "avg"):
         acc = stacked.to(torch.float64) if stacked.is_floating_point() else stacked
         if how == "sum":
@@ -604,7 +783,13 @@ def verify_case(case: OpCase, mesh_shape, seed: int = 0, strategies: list | None
             return res
     fn = _op_callable(case.op)
     ref_args, ref_kwargs = _decode(case.node, case.inputs)
+    random = is_random(case.op)
+    rng_seed = seed + 7919
+    if random:
+        torch.manual_seed(rng_seed)
     ref_outs = _outputs_of(fn(*ref_args, **ref_kwargs), case.node)
+    if case.op in SHAPE_ONLY_OPS:
+        ref_outs = [torch.zeros_like(o) for o in ref_outs]
     coords = list(itertools.product(*[range(n) for n in mesh_shape]))
     gen = torch.Generator().manual_seed(seed)
     local_cache = {}
@@ -625,7 +810,15 @@ def verify_case(case: OpCase, mesh_shape, seed: int = 0, strategies: list | None
                 locals_ = [per_input[i][c] for i in range(len(case.inputs))]
                 args = decode_arg(call["args"], lambda r: locals_[r[0]])
                 kwargs = {k: decode_arg(v, lambda r: locals_[r[0]]) for k, v in call["kwargs"].items()}
-                outs = _outputs_of(fn(*args, **kwargs), case.node)
+                if random:  # the same generator state as the reference: the same global numbers
+                    torch.manual_seed(rng_seed)
+                    out_shapes = [o["shape"] for o in case.node["outputs"]]
+                    result = run_sharded(case.op, fn, args, kwargs, out_shapes, s["outputs"], mesh_shape, c)
+                else:
+                    result = fn(*args, **kwargs)
+                outs = _outputs_of(result, case.node)
+                if case.op in SHAPE_ONLY_OPS:  # uninitialized memory: only shapes and dtypes count
+                    outs = [torch.zeros_like(o) for o in outs]
                 for j, o in enumerate(outs):
                     outs_by_coord[j][c] = o
             for j, (ref, spec) in enumerate(zip(ref_outs, s["outputs"])):

@@ -31,6 +31,8 @@ const strategies::Registry& registry() {
     strategies::register_loss(r);
     strategies::register_conv(r);
     strategies::register_indexing(r);
+    strategies::register_advanced_indexing(r);
+    strategies::register_random(r);
     return r;
   }();
   return reg;
@@ -46,6 +48,17 @@ bool next_combination(std::vector<size_t>& idx, SizeOf size_of) {
     idx[m] = 0;
   }
   return false;
+}
+
+// P(max)/P(min) reduce by an order, and complex numbers have none: such rows are
+// dropped for complex tensors whatever the rule lists.
+bool orders_partials(const RuleCtx& c, const Placement* row, int width) {
+  for (int t = 0; t < width; ++t) {
+    if (!row[t].is_partial() || row[t].reduce == ReduceOp::Sum || row[t].reduce == ReduceOp::Avg) continue;
+    const DType dt = t < c.num_inputs() ? c.in(t).dtype : c.out(t - c.num_inputs()).dtype;
+    if (is_complex(dt)) return false;
+  }
+  return true;
 }
 
 bool row_is_replicate(const Placement* row, int width) {
@@ -105,6 +118,7 @@ std::vector<OpStrategy> combine(const RuleCtx& c, const DimRows& raw, const stra
   std::vector<Placement> all_r(static_cast<size_t>(width), Placement::replicate());
   for (size_t i = 0; i < raw.size(); ++i) {
     const Placement* r = raw.row(i);
+    if (!orders_partials(c, r, width)) continue;
     if (input_kinds != nullptr) {
       bool reachable = true;
       for (int t = 0; t < n_in && reachable; ++t)
@@ -234,6 +248,13 @@ auto run_rule(const IrNode& n, F&& f) -> decltype(f()) {
 }
 
 }  // namespace
+
+std::vector<std::string> ops_with_rules() {
+  std::vector<std::string> out;
+  for (const auto& kv : registry()) out.push_back(kv.first);
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 std::vector<PlacementSpec> all_rs_specs(const std::vector<int64_t>& shape, const Mesh& mesh) {
   const size_t k = mesh.ndim();

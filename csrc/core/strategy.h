@@ -47,6 +47,9 @@ NodeStrategies enumerate_strategies(const Graph& g, int id, const StrategyOption
 // counts practical on 3-D/4-D meshes. The planner should use this.
 std::vector<NodeStrategies> enumerate_graph_strategies(const Graph& g, const StrategyOptions& options = {});
 
+// Ops with a sharding rule, sorted (coverage reports, verification bookkeeping).
+std::vector<std::string> ops_with_rules();
+
 // Every Replicate/Shard spec of a tensor of `shape` on `mesh` (what a
 // placeholder may be placed as), in deterministic order; replicated first.
 std::vector<PlacementSpec> all_rs_specs(const std::vector<int64_t>& shape, const Mesh& mesh);

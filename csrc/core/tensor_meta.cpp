@@ -58,6 +58,8 @@ void check_shape(const std::vector<int64_t>& shape, const std::string& what) {
   }
 }
 
+bool is_complex(DType d) { return d == DType::Complex64 || d == DType::Complex128; }
+
 bool is_floating(DType d) {
   switch (d) {
     case DType::Float64: case DType::Float32: case DType::Float16: case DType::BFloat16:

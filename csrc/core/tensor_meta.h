@@ -18,6 +18,7 @@ DType parse_dtype(const std::string& name);
 const char* to_string(DType d);  // "float32"
 int64_t element_size(DType d);   // bytes
 bool is_floating(DType d);
+bool is_complex(DType d);
 
 // Largest element count a tensor may have: shard arithmetic and the cost model
 // add and multiply sizes freely, so counts stay far below int64's limit (2^53

@@ -64,6 +64,7 @@ void append_strategies(std::string& out, const NodeStrategies& ns) {
 }  // namespace
 
 void bind_strategy(py::module_& m) {
+  m.def("ops_with_rules", &ops_with_rules, "Every op with a C++ sharding rule, sorted.");
   m.def(
       "enumerate_strategies",
       [](const std::string& ir_json, bool fallback_replicate, bool prune_partials) {

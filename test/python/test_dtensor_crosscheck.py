@@ -38,9 +38,12 @@ EXCEPTIONS = [
     (r".*", r"^\[[^\]]*'bool'[^\]]*\] .*P\(",
      "a Partial bool tensor has no meaning (there is no sum/avg/max of bools that casts back exactly); "
      "DTensor's pointwise rule ignores dtypes, ours refuses Partial bool inputs"),
-    (r"aten\.embedding\.default", r"MaskPartial",
-     "vocab-parallel embedding (weight S(0) -> MaskPartial output) needs a per-rank index mask that "
-     "local_call_args does not model; the weight is gathered or sharded on the embedding dim instead"),
+    (r"aten\.(embedding|gather)\.default", r"MaskPartial",
+     "vocab-parallel lookups (table S(dim) -> MaskPartial output) need a per-rank index mask that "
+     "local_call_args does not model; the table is gathered or sharded on another dim instead"),
+    (r"aten\.(_to_copy\.default|to\.dtype)", r"^\['u?int\d+'\] \['[^']*P\((sum|avg)\)",
+     "an integer -> float cast of a Partial(sum/avg) is not exact: the integer sum wraps around on "
+     "overflow and an int64 sum rounds above 2**53 after the cast; ours passes max/min (monotone) only"),
 ]
 
 

@@ -48,6 +48,13 @@ def run(args) -> int:
                 print(f"    {fam:<16} {n_cases:5d} instances {n_strats:7d} strategies {n_fail:5d} failures")
     if fallback:
         print(f"not verified (replicate-only fallback, no C++ rule): {', '.join(sorted(fallback))}")
+    uncovered = {} if args.op else verify.unverified_rules(cases)
+    cuda_only = sorted(op for op in uncovered if op in verify.CUDA_ONLY_OPS)
+    if cuda_only:
+        print(f"not verified (kernels exist on CUDA only; this verifier runs on CPU): {', '.join(cuda_only)}")
+    # A rule no case reaches is a rule nobody checked: that fails the run like a wrong strategy.
+    failures += [f"{op}: C++ rule never verified ({why})" for op, why in sorted(uncovered.items())
+                 if op not in verify.CUDA_ONLY_OPS]
     for line in failures[: args.show]:
         print(line)
     if len(failures) > args.show:

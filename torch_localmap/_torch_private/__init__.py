@@ -66,6 +66,15 @@ def export_joint(stack: contextlib.ExitStack, module: torch.nn.Module, args: tup
     return aot_export_joint_with_descriptors(stack, module, args, kwargs)
 
 
+def opinfo_database() -> list:
+    """torch.testing._internal.common_methods_invocations.op_db (2.13): torch's own OpInfos,
+    each with a callable and sample inputs. The strategy verifier draws op instances from
+    them for rules the reference models do not reach. Needs the `expecttest` package."""
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    return op_db
+
+
 def reparametrized(module: torch.nn.Module, tensors: dict):
     """Context in which `module`'s parameters and buffers (by FQN, tied weights included) are
     `tensors` (torch.nn.utils.stateless._reparametrize_module, 2.13; what torch.func.

@@ -10,6 +10,7 @@
 // Pooling works on each (batch, channel) plane independently: those dims
 // shard freely; average pooling and the backward ops are linear.
 #include "core/strategies/rule.h"
+#include "core/strategies/shard_math.h"
 
 namespace tlm::strategies {
 
@@ -135,10 +136,26 @@ void pool_rows(const RuleCtx& c, DimRows& rows, int spatial, bool linear_in_firs
   add_partial_rows(c, rows, {{{0}}});
 }
 
+// Pooling kernels (adaptive max pooling among them) refuse inputs with an empty
+// non-batch dim, which an uneven shard of the channel dim can leave on a rank.
+bool no_empty_non_batch_shard(const RuleCtx& c, const OpStrategy& s) {
+  auto ok = [&](const TensorMeta& t, const PlacementSpec& spec) {
+    for (int d = 1; d < static_cast<int>(t.ndim()); ++d)
+      if (!no_empty_shard(t.shape[d], c.mesh(), spec, d)) return false;
+    return true;
+  };
+  for (int k = 0; k < c.num_inputs(); ++k)
+    if (!ok(c.in(k), s.inputs[k])) return false;
+  for (int k = 0; k < c.num_outputs(); ++k)
+    if (!ok(c.out(k), s.outputs[k])) return false;
+  return true;
+}
+
 Rule pool_rule(int spatial, bool linear) {
   Rule r;
   r.family = "conv";
   r.dims = [=](const RuleCtx& c, DimRows& rows) { pool_rows(c, rows, spatial, linear); };
+  r.valid = no_empty_non_batch_shard;
   return r;
 }
 
@@ -158,26 +175,20 @@ void register_conv(Registry& r) {
   // Its gradients: the same three splits, seen from grad_output.
   add_rule(r, {"aten.convolution_backward.default"}, b);
 
-  // 2-D pooling: batch and channel dims shard; spatial dims stay whole.
+  // Max pooling: batch and channel dims shard; spatial dims stay whole.
   add_rule(r,
-           {"aten._adaptive_avg_pool2d.default",
-            "aten.adaptive_max_pool2d.default",
-            "aten.avg_pool2d.default",
+           {"aten.adaptive_max_pool2d.default",
             "aten.max_pool2d.default",
             "aten.max_pool2d_with_indices.default"},
            pool_rule(2, false));
-  // Average pooling is linear in its input.
+  add_rule(r, {"aten.max_pool3d_with_indices.default"}, pool_rule(3, false));
+  add_rule(r, {"aten.max_pool1d.default"}, pool_rule(1, false));
+  // Average pooling: the same shards, and linear in its input (Partial sum/avg pass).
   add_rule(r,
            {"aten._adaptive_avg_pool2d.default",
             "aten.avg_pool2d.default"}, pool_rule(2, true));
-  // 3-D pooling: batch and channel dims shard.
-  add_rule(r,
-           {"aten.avg_pool3d.default",
-            "aten.max_pool3d_with_indices.default"}, pool_rule(3, false));
-  // 1-D pooling: batch and channel dims shard.
-  add_rule(r,
-           {"aten.avg_pool1d.default",
-            "aten.max_pool1d.default"}, pool_rule(1, false));
+  add_rule(r, {"aten.avg_pool3d.default"}, pool_rule(3, true));
+  add_rule(r, {"aten.avg_pool1d.default"}, pool_rule(1, true));
   // Backward ops: linear in grad_output.
   add_rule(r,
            {"aten._adaptive_avg_pool2d_backward.default",

@@ -89,12 +89,12 @@ void register_indexing(Registry& r) {
              along_dim_rows(c, rows, wrap_dim(c.int_arg(1, "dim", 0), c.in(0).ndim()), {0, 1});
            }));
   // index_select(self, dim, index): other dims follow self; the selected dim
-  // follows the (1-D) index; linear in self.
+  // follows the (1-D) index. It copies elements of self, so every Partial kind passes.
   add_rule(r, {"aten.index_select.default"}, make([](const RuleCtx& c, DimRows& rows) {
              const int dim = wrap_dim(c.int_arg(1, "dim", 0), c.in(0).ndim());
              along_dim_rows(c, rows, dim, {0});
              if (c.in(1).ndim() == 1) rows.add({R(), S(0), S(dim)});
-             add_partial_rows(c, rows, {{{0}}});
+             add_partial_rows(c, rows, {{{0}}, PartialOutputs::All, kAllReduceOps});
            }));
   // slice_backward(grad, input_sizes, dim, start, end, step): zeros + grad in a
   // slice of `dim`; other dims shard alike, shapes rewritten per rank.

@@ -7,6 +7,9 @@
 // operand. The optional bias (addmm/baddbmm) broadcasts like an elementwise
 // operand and must be Partial whenever the product is.
 #include "core/strategies/rule.h"
+#include "core/strategies/shard_math.h"
+
+#include <algorithm>
 
 namespace tlm::strategies {
 
@@ -95,6 +98,83 @@ Rule contraction_rule(std::function<Contraction(const RuleCtx&)> layout, bool ha
   return r;
 }
 
+// Grouped contractions (MoE experts): out[m, n] = sum_k in[m, k] * w[g(m), k, n],
+// the rows m grouped by the cumulative ends in `offs` (values known only at run
+// time, so rows are never split). Shardable: k (Partial out), n, and for the
+// batched 3-D x 3-D form the group dim; linear in each operand.
+void grouped_rows(const RuleCtx& c, DimRows& rows) {
+  const int64_t a = c.in(0).ndim(), b = c.in(1).ndim();
+  const int out = c.num_inputs();
+  std::vector<Placement> row(static_cast<size_t>(rows.width()));
+  auto add = [&](std::initializer_list<std::pair<int, Placement>> set) {
+    std::fill(row.begin(), row.end(), R());
+    for (const auto& [t, p] : set) row[t] = p;
+    rows.add(row);
+  };
+  if (a == 2 && b == 3) {  // (M, K) x (G, K, N) -> (M, N)
+    add({{0, S(1)}, {1, S(1)}, {out, P()}});
+    add({{1, S(2)}, {out, S(1)}});
+  } else if (a == 3 && b == 3) {  // (G, M, K) x (G, K, N) -> (G, M, N)
+    add({{0, S(0)}, {1, S(0)}, {out, S(0)}});
+    add({{0, S(2)}, {1, S(1)}, {out, P()}});
+    add({{1, S(2)}, {out, S(2)}});
+    add({{0, S(1)}, {out, S(1)}});
+  } else if (a == 2 && b == 2 && c.out(0).ndim() == 3) {  // (K, M) x (M, N) -> (G, K, N), groups over M
+    add({{0, S(0)}, {out, S(1)}});
+    add({{1, S(1)}, {out, S(2)}});
+  } else if (a == 3 && b == 2) {  // (G, M, K) x (K, N) -> (M, N)? unsupported layout: replicated only
+  }
+  add_partial_rows(c, rows, {{{0}, {1}}});
+}
+
+// transformers::grouped_mm_fallback_backward(input (M,K), weight (G,K,N), offs, grad_out (M,N))
+//   -> (grad_input (M,K), grad_weight (G,K,N)).
+void grouped_backward_rows(const RuleCtx& c, DimRows& rows) {
+  if (c.num_inputs() != 4 || c.num_outputs() != 2 || c.in(0).ndim() != 2 || c.in(1).ndim() != 3) return;
+  rows.add({S(1), S(1), R(), R(), S(1), S(1)});  // k: each rank its slice of both gradients
+  rows.add({R(), S(2), R(), S(1), P(), S(2)});   // n: grad_input sums over n
+  add_partial_rows(c, rows, {{{3}}});            // linear in grad_out
+}
+
+// torch._grouped_mm's kernels (CPU and CUDA) want every row stride a multiple of 16
+// bytes: each rank's piece of a sharded trailing dim must keep that, or the local
+// call fails.
+bool keeps_16_byte_rows(const RuleCtx& c, const OpStrategy& s) {
+  for (int k = 0; k < 2 && k < c.num_inputs(); ++k) {
+    const TensorMeta& t = c.in(k);
+    if (t.ndim() == 0) continue;
+    const int64_t per = 16 / std::max<int64_t>(1, element_size(t.dtype));
+    const int last = static_cast<int>(t.ndim()) - 1;
+    for (const auto& e : all_extents(t.shape[last], c.mesh(), s.inputs[k], last))
+      if (e.length % per != 0) return false;
+  }
+  return true;
+}
+
+Rule grouped_rule(bool backward, bool aligned_rows) {
+  Rule r;
+  r.family = "matmul";
+  r.dims = backward ? grouped_backward_rows : grouped_rows;
+  if (aligned_rows) r.valid = keeps_16_byte_rows;
+  r.work = [](const RuleCtx& c, const OpStrategy& s) {
+    // Every row meets one group's matrix: 2 * M * K * N per product (twice in backward).
+    auto in = local_shape_in(c, s, 0);
+    auto w = local_shape_in(c, s, 1);
+    double m = 1, k = 1, n = 1;
+    if (in.size() == 2 && w.size() == 3) m = static_cast<double>(in[0]), k = static_cast<double>(in[1]),
+                                         n = static_cast<double>(w[2]);
+    else if (in.size() == 3 && w.size() == 3) m = static_cast<double>(in[0] * in[1]), k = static_cast<double>(in[2]),
+                                              n = static_cast<double>(w[2]);
+    else if (in.size() == 2 && w.size() == 2) m = static_cast<double>(in[1]), k = static_cast<double>(in[0]),
+                                              n = static_cast<double>(w[1]);
+    OpWork out;
+    out.flops = 2.0 * m * k * n * (c.num_outputs() == 2 ? 2.0 : 1.0);
+    out.bytes = io_bytes(c, s);
+    return out;
+  };
+  return r;
+}
+
 }  // namespace
 
 void register_matmul(Registry& r) {
@@ -110,6 +190,11 @@ void register_matmul(Registry& r) {
   // addmm(bias, A, B): tensor inputs are bias, A, B.
   add_rule(r, {"aten.addmm.default"},
            contraction_rule([](const RuleCtx&) { return Contraction{1, 2, 0, "mk", "kn", "mn"}; }, true));
+  // Grouped matmuls of MoE experts (torch._grouped_mm, and transformers' fallback of it).
+  add_rule(r, {"aten._grouped_mm.default"}, grouped_rule(false, /*aligned_rows=*/true));
+  add_rule(r, {"transformers.grouped_mm_fallback.default"}, grouped_rule(false, false));
+  // transformers' backward of its fallback: both gradients at once.
+  add_rule(r, {"transformers.grouped_mm_fallback_backward.default"}, grouped_rule(true, false));
   // baddbmm(bias, A, B): batched addmm.
   add_rule(r, {"aten.baddbmm.default"},
            contraction_rule([](const RuleCtx&) { return Contraction{1, 2, 0, "bmk", "bkn", "bmn"}; }, true));

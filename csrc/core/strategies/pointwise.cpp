@@ -68,6 +68,10 @@ void monotone_rows(const RuleCtx& c, DimRows& rows, const MonotoneFn& direction)
 MonotoneFn unary(int dir) {
   return [dir](const RuleCtx&, int k) { return k == 0 ? dir : 0; };
 }
+// Every tensor input in the same direction.
+MonotoneFn all_operands(int dir) {
+  return [dir](const RuleCtx&, int) { return dir; };
+}
 // Unary ops scaled by a scalar argument (x * s, x / s): the scalar's sign.
 MonotoneFn scaled_by(size_t pos, const char* name) {
   return [pos, name](const RuleCtx& c, int k) { return k == 0 ? sign_of(c.double_arg(pos, name, 0.0)) : 0; };
@@ -140,6 +144,19 @@ Rule pointwise_rule(PointwiseSpec spec) {
     shard_rows(c, rows);
     partial_rows(c, rows, spec);
     monotone_rows(c, rows, spec.monotone);
+  };
+  return r;
+}
+
+// Elementwise max (or min) of its operands: non-decreasing in each, and the
+// reduction itself, so all operands of its own kind together pass as well.
+Rule lattice_rule(ReduceOp joint) {
+  Rule r = pointwise_rule({Linear::None, {}, all_operands(+1)});
+  r.dims = [joint](const RuleCtx& c, DimRows& rows) {
+    if (c.num_outputs() == 0) return;
+    shard_rows(c, rows);
+    monotone_rows(c, rows, all_operands(+1));
+    if (c.num_inputs() > 1) rows.add_uniform(P(joint));
   };
   return r;
 }
@@ -222,9 +239,6 @@ void register_pointwise(Registry& r) {
             "aten.bitwise_or.Tensor",
             "aten.bitwise_right_shift.Tensor",
             "aten.bitwise_xor.Tensor",
-            "aten.clamp.Tensor",
-            "aten.clamp_max.Tensor",
-            "aten.clamp_min.Tensor",
             "aten.cos.default",
             "aten.cosh.default",
             "aten.div.Scalar_mode",
@@ -234,8 +248,6 @@ void register_pointwise(Registry& r) {
             "aten.eq.Tensor",
             "aten.erfinv.default",
             "aten.floor_divide.default",
-            "aten.fmax.default",
-            "aten.fmin.default",
             "aten.fmod.Scalar",
             "aten.fmod.Tensor",
             "aten.frac.default",
@@ -266,10 +278,7 @@ void register_pointwise(Registry& r) {
             "aten.lt.Tensor",
             "aten.masked_fill.Scalar",
             "aten.masked_fill.Tensor",
-            "aten.maximum.default",
-            "aten.minimum.default",
             "aten.mish.default",
-            "aten.nan_to_num.default",
             "aten.ne.Scalar",
             "aten.ne.Tensor",
             "aten.pow.Scalar",
@@ -279,7 +288,6 @@ void register_pointwise(Registry& r) {
             "aten.remainder.Scalar",
             "aten.remainder.Tensor",
             "aten.rsqrt.default",
-            "aten.sgn.default",
             "aten.silu.default",
             "aten.sin.default",
             "aten.sqrt.default",
@@ -305,13 +313,27 @@ void register_pointwise(Registry& r) {
             "aten.relu.default",
             "aten.relu6.default",
             "aten.round.decimals",
+            "aten.nan_to_num.default",
             "aten.round.default",
+            "aten.sgn.default",
             "aten.sigmoid.default",
             "aten.sign.default",
             "aten.sinh.default",
             "aten.tanh.default",
             "aten.trunc.default"},
            pointwise_rule({Linear::None, {}, unary(+1)}));
+  // Non-decreasing in every operand: one P(max)/P(min) operand with the others replicated.
+  add_rule(r, {"aten.clamp.Tensor"}, pointwise_rule({Linear::None, {}, all_operands(+1)}));
+  // max-like: also every operand P(max), since max_i max(a_i, b_i) = max(max_i a_i, max_i b_i).
+  add_rule(r,
+           {"aten.clamp_min.Tensor",
+            "aten.fmax.default",
+            "aten.maximum.default"}, lattice_rule(ReduceOp::Max));
+  // min-like: also every operand P(min).
+  add_rule(r,
+           {"aten.clamp_max.Tensor",
+            "aten.fmin.default",
+            "aten.minimum.default"}, lattice_rule(ReduceOp::Min));
   // Monotone decreasing: P(max) and P(min) swap.
   add_rule(r, {"aten.erfc.default"}, pointwise_rule({Linear::None, {}, unary(-1)}));
   // x + alpha * c, x - alpha * c: non-decreasing in x; c - alpha * x: the sign of -alpha.
@@ -356,7 +378,8 @@ void register_pointwise(Registry& r) {
   add_rule(r, {"aten.neg.default"}, pointwise_rule({Linear::Operand, {0}, unary(-1)}));
   // Linear in the first operand (numerator / incoming gradient).
   add_rule(r,
-           {"aten.div.Tensor",
+           {"aten._conj.default",
+            "aten.div.Tensor",
             "aten.elu_backward.default",
             "aten.gelu_backward.default",
             "aten.hardsigmoid_backward.default",
@@ -364,6 +387,7 @@ void register_pointwise(Registry& r) {
             "aten.hardtanh_backward.default",
             "aten.leaky_relu_backward.default",
             "aten.mish_backward.default",
+            "aten.native_dropout_backward.default",
             "aten.sigmoid_backward.default",
             "aten.silu_backward.default",
             "aten.softplus_backward.default",

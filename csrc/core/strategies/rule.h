@@ -135,5 +135,7 @@ void register_embedding(Registry& r);
 void register_loss(Registry& r);
 void register_conv(Registry& r);
 void register_indexing(Registry& r);
+void register_advanced_indexing(Registry& r);
+void register_random(Registry& r);
 
 }  // namespace tlm::strategies

@@ -33,6 +33,7 @@ void register_softmax(Registry& r) {
   // (Log-)softmax over `dim`: every other dim shards.
   add_rule(r,
            {"aten._log_softmax.default",
+            "aten._safe_softmax.default",
             "aten._softmax.default"}, softmax_rule(false));
   // Their gradients: every dim but `dim`; linear in grad_output.
   add_rule(r,

@@ -242,6 +242,48 @@ std::vector<int> slice_map(const RuleCtx& c) {
   return m;
 }
 
+// flip(dims): a flipped dim reverses which rank holds which piece, so it stays
+// whole; the others keep their shards.
+std::vector<int> flip_map(const RuleCtx& c) {
+  const int64_t nd = c.in(0).ndim();
+  auto m = identity_map(nd);
+  if (nd == 0) return m;
+  for (int64_t d : c.int_list_arg(1, "dims")) m[wrap_dim(d, nd)] = -1;
+  return m;
+}
+
+// view_as_complex: the trailing (real, imag) pair of size 2 becomes one complex
+// element; view_as_real the reverse. Other dims map one to one.
+std::vector<int> view_as_complex_map(const RuleCtx& c) {
+  auto m = identity_map(c.in(0).ndim());
+  if (!m.empty()) m.back() = -1;
+  return m;
+}
+
+std::vector<int> view_as_real_map(const RuleCtx& c) { return identity_map(c.in(0).ndim()); }
+
+// constant_pad_nd(self, pad, value): dims whose size the pad changes stay whole.
+// Padding with `value` commutes with a Partial kind when the reduction of the
+// ranks' pads is the pad: max/min always, avg always, sum only for value 0.
+Rule constant_pad_rule() {
+  Rule r;
+  r.family = "view";
+  r.dims = [](const RuleCtx& c, DimRows& rows) {
+    const auto& in = c.in(0).shape;
+    const auto& out = c.out(0).shape;
+    std::vector<Placement> row(2);
+    for (size_t d = 0; d < in.size() && d < out.size(); ++d) {
+      if (in[d] != out[d]) continue;
+      row[0] = row[1] = S(static_cast<int>(d));
+      rows.add(row);
+    }
+    const bool zero = c.double_arg(2, "value", 0.0) == 0.0;
+    add_partial_rows(c, rows, {{{0}}, PartialOutputs::All,
+                               zero ? kAllReduceOps : std::vector<ReduceOp>{ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min}});
+  };
+  return r;
+}
+
 // expand: broadcast dims (new or size 1) become sharded outputs of a replicated input.
 void expand_rows(const RuleCtx& c, DimRows& rows) {
   const auto& is = c.in(0).shape;
@@ -375,6 +417,13 @@ void register_view(Registry& r) {
     // unbind(dim): the dim goes from every piece.
     add_rule(r, {"aten.unbind.int"}, s);
   }
+  // (Real, imag) pairs as complex elements and back: a view; the other dims map one to one.
+  add_rule(r, {"aten.view_as_complex.default"}, mapped_rule(view_as_complex_map));
+  add_rule(r, {"aten.view_as_real.default"}, mapped_rule(view_as_real_map));
+  // Reversal along `dims` (a copy, not a view): other dims keep their shards.
+  add_rule(r, {"aten.flip.default"}, mapped_rule(flip_map, false));
+  // Padding: unpadded dims shard; see constant_pad_rule for the Partial kinds.
+  add_rule(r, {"aten.constant_pad_nd.default"}, constant_pad_rule());
 }
 
 }  // namespace tlm::strategies

@@ -1,0 +1,127 @@
+"""The model zoo of the front-door tests: models people train, built from tiny configs with
+random weights, called the way their libraries' documentation calls them.
+
+Each entry builds (model, args, kwargs, loss): `loss(output, args, kwargs)` turns the
+model's output into the training loss -- `output.loss` for Hugging Face models that take
+`labels`, a loss computed outside the model for timm and the torchtitan-style model.
+
+transformers and timm are pinned test dependencies (Makefile TEST_REQUIREMENTS). timm
+imports torchvision, whose PyPI wheels are CUDA builds; `make install` installs a start-up
+hook (tools/torchvision_cpu_shim.py) that makes it importable next to the CPU torch.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+BATCH, SEQ, VOCAB = 4, 12, 96
+
+
+def _import_timm():
+    try:
+        import timm
+    except Exception as e:  # noqa: BLE001
+        raise ImportError(f"timm does not import ({e}); `make install` installs it with the torchvision "
+                          "shim for the CPU torch (tools/torchvision_cpu_shim.py)") from e
+    return timm
+
+
+def _tokens(seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
+
+
+def _hf_loss(out, args, kwargs):
+    return out.loss
+
+
+def hf_llama(seed=0):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, vocab_size=VOCAB, max_position_embeddings=64, attn_implementation="sdpa")
+    ids = _tokens(seed)
+    return LlamaForCausalLM(cfg), (), {"input_ids": ids, "labels": ids}, _hf_loss
+
+
+def gpt2(seed=0):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    cfg = GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=VOCAB, n_positions=64, bos_token_id=0,
+                     eos_token_id=0, attn_implementation="sdpa")
+    ids = _tokens(seed)
+    return GPT2LMHeadModel(cfg), (), {"input_ids": ids, "labels": ids}, _hf_loss
+
+
+def bert(seed=0):
+    from transformers import BertConfig, BertForMaskedLM
+
+    torch.manual_seed(seed)
+    cfg = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                     vocab_size=VOCAB, max_position_embeddings=64, attn_implementation="sdpa")
+    ids = _tokens(seed)
+    labels = ids.clone()
+    labels[:, ::3] = -100
+    mask = torch.ones(BATCH, SEQ, dtype=torch.long)
+    mask[0, -3:] = 0  # padding in one sequence: the attention mask matters
+    return BertForMaskedLM(cfg), (), {"input_ids": ids, "attention_mask": mask, "labels": labels}, _hf_loss
+
+
+def mixtral(seed=0):
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = MixtralConfig(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                        num_key_value_heads=2, vocab_size=VOCAB, max_position_embeddings=64, num_local_experts=4,
+                        num_experts_per_tok=2, attn_implementation="sdpa")
+    ids = _tokens(seed)
+    return MixtralForCausalLM(cfg), (), {"input_ids": ids, "labels": ids}, _hf_loss
+
+
+def _classification_loss(out, args, kwargs):
+    g = torch.Generator().manual_seed(123)
+    labels = torch.randint(0, out.shape[-1], (out.shape[0],), generator=g)
+    return F.cross_entropy(out, labels)
+
+
+def vit(seed=0):
+    timm = _import_timm()
+    torch.manual_seed(seed)
+    model = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32, patch_size=8, num_classes=10,
+                              depth=2)
+    g = torch.Generator().manual_seed(seed)
+    return model, (torch.randn(BATCH, 3, 32, 32, generator=g),), {}, _classification_loss
+
+
+def resnet(seed=0):
+    timm = _import_timm()
+    torch.manual_seed(seed)
+    model = timm.create_model("resnet18", pretrained=False, num_classes=10)
+    g = torch.Generator().manual_seed(seed)
+    return model, (torch.randn(BATCH, 3, 32, 32, generator=g),), {}, _classification_loss
+
+
+def _lm_loss(out, args, kwargs):
+    tokens = args[0]
+    return F.cross_entropy(out.flatten(0, 1), tokens.flatten())
+
+
+def titan_llama(seed=0):
+    from torch_localmap.models.titan_llama import TitanConfig, TitanLlama
+
+    torch.manual_seed(seed)
+    cfg = TitanConfig.debug(vocab_size=VOCAB)
+    return TitanLlama(cfg), (_tokens(seed),), {}, _lm_loss
+
+
+MODELS = {
+    "hf_llama": hf_llama,
+    "gpt2": gpt2,
+    "bert": bert,
+    "mixtral": mixtral,
+    "vit": vit,
+    "resnet": resnet,
+    "titan_llama": titan_llama,
+}
