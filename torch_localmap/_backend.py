@@ -1,60 +1,268 @@
 """torch.compile(model, backend="localmap", options={"mesh": mesh}).
 
-Registered through the `torch_dynamo_backends` entry point (pyproject.toml), so it
-works right after `pip install`. The backend plans the joint graph that aot_autograd
-traces ("compile" mode: every graph input arrives replicated and every output leaves
-replicated, so the compiled module computes exactly what the eager module computes),
-rewrites it into this rank's SPMD program with collectives, and hands that to
-aot_autograd's partitioner.
+Registered through the `torch_dynamo_backends` entry point (pyproject.toml), so it works
+right after `pip install`. Dynamo hands the backend one FX graph per compiled region with
+the tensors it reads: the model's own parameters and buffers, and the region's inputs.
+Each graph is planned the way parallelize plans a module -- parameters in placements of
+their own, inputs as they arrive -- and runs as this rank's SPMD program. Outputs come back
+whole on every rank (plain tensors; DTensors where Dynamo traced DTensors), so the Python
+code around the graph (graph breaks, a loss outside the model) computes what it did eagerly.
+
+* Parameters. torch.compile gives a backend tensors, not modules: it cannot replace a
+  module's parameters. A plain parameter is planned in a placement of its own; each call
+  takes this rank's piece of it (a local slice: no weight is gathered in) and its gradient
+  is gathered whole into `.grad`, so the optimizer the user built keeps working. Every graph
+  of a model (graph breaks, recompiles, eval graphs) uses the placement the first plan chose
+  for a parameter. DTensor parameters are planned in their own placements and their
+  gradients stay sharded (the memory saving; `parallelize` gives it for plain modules).
+* Buffers are replicated; a buffer the graph writes (BatchNorm statistics) is written back.
+* Forward-only graphs (eval, torch.no_grad) get forward programs of their own.
+* Shapes: each distinct call signature (shapes, dtypes, non-tensor values, grad mode) is
+  planned once and cached -- `dynamic=True` graphs re-plan per shape, never fail on one.
 """
 from __future__ import annotations
 
+import dataclasses
+import re
+import weakref
+
 import torch
+import torch.nn as nn
+from torch.distributed.tensor import DTensor, Replicate
+
+from . import _torch_private
+from ._runtime.failures import failure_scope
+from ._runtime.groups import DEFAULT_TIMEOUT, as_timeout, runtime_mesh
+from ._runtime.redistribute import redistribute_local, shard_local
+from ._spmd import RankProgram, local_example_inputs, trace_rank_program
+from .placements import as_spec, spec_to_placements
+
+_KNOWN_OPTIONS = {"device", "time_limit", "memory_limit", "calibration", "fallback_replicate", "seed", "timeout"}
+
+# One placement per plain parameter, shared by every graph that reads it: (mesh shape, spec).
+_PARAM_PLACEMENTS: "weakref.WeakKeyDictionary[torch.Tensor, tuple]" = weakref.WeakKeyDictionary()
 
 
-def _nop_compiler(gm, _example_inputs):
-    from functorch.compile import make_boxed_func
-
-    return make_boxed_func(gm.forward)
-
-
-def localmap_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **kwargs):
-
-    from .plan import plan_joint
-    from ._spmd import trace_rank_program
-    from ._trace import JointGraph
-    from . import _torch_private
-
+def localmap_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **_kwargs):
     options = dict(options or {})
     mesh = options.pop("mesh", None)
     on_plan = options.pop("on_plan", None)  # callback(Plan), e.g. to print or test the plan
     if mesh is None:
         raise ValueError('backend "localmap" needs options={"mesh": DeviceMesh}')
-    from ._runtime.groups import DEFAULT_TIMEOUT, as_timeout, runtime_mesh
-
-    options["timeout"] = as_timeout(options.get("timeout", DEFAULT_TIMEOUT))
-    mesh = runtime_mesh(mesh, options["timeout"])
-    known = {"device", "time_limit", "memory_limit", "calibration", "fallback_replicate", "seed", "timeout"}
-    unknown = set(options) - known
+    unknown = set(options) - _KNOWN_OPTIONS
     if unknown:
         raise ValueError(f"unknown localmap backend options {sorted(unknown)} "
-                         f"(expected mesh, on_plan, {', '.join(sorted(known))})")
+                         f"(expected mesh, on_plan, {', '.join(sorted(_KNOWN_OPTIONS))})")
+    options["timeout"] = as_timeout(options.get("timeout", DEFAULT_TIMEOUT))
+    return _CompiledGraph(gm, list(example_inputs), runtime_mesh(mesh, options["timeout"]), options, on_plan)
 
-    def partition(joint_module, joint_inputs, *, num_fwd_outputs, **_kw):
-        from ._local_map_glue import node_extra
 
-        joint = JointGraph(gm=joint_module, num_fwd_outputs=num_fwd_outputs, param_names=[], buffer_names=[])
-        plan = plan_joint(joint, mesh, node_extra=node_extra, mode="compile", **options)
-        if on_plan is not None:
-            on_plan(plan)
+# ---- the graph as a module whose state is the model's own tensors ---------------------
+
+_SOURCE_KEY = re.compile(r"\._(modules|parameters|buffers)\['([^']*)'\]")
+
+
+def _state_fqn(source: str | None) -> tuple[str, str] | None:
+    """("param" | "buffer", FQN) for a Dynamo input source naming module state
+    (L['self']._modules['0']._parameters['weight'] -> ("param", "0.weight")), else None."""
+    if not source:
+        return None
+    parts = _SOURCE_KEY.findall(source)
+    if not parts or parts[-1][0] == "modules":
+        return None
+    kind = "param" if parts[-1][0] == "parameters" else "buffer"
+    return kind, ".".join(key for _, key in parts)
+
+
+class _GraphAsModule(nn.Module):
+    """forward(*region inputs) = the Dynamo graph, with the model's parameters and buffers
+    registered under their FQNs: tracing then sees them as module state (parameter and buffer
+    roles, buffer writes), exactly as it sees a model's."""
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: list):
+        super().__init__()
+        object.__setattr__(self, "_gm", gm)  # not a submodule: its attributes are no state of ours
+        self._slots = []  # per graph input: ("state", FQN) or ("arg", position among the region inputs)
+        n_args = 0
+        for x, source in zip(example_inputs, _torch_private.dynamo_input_sources(gm)):
+            state = _state_fqn(source) if isinstance(x, torch.Tensor) else None
+            if state is not None and state[1] not in {fqn for kind, fqn in self._slots if kind == "state"}:
+                self._register(state[1], x, as_param=state[0] == "param" or isinstance(x, nn.Parameter))
+                self._slots.append(("state", state[1]))
+            else:
+                self._slots.append(("arg", n_args))
+                n_args += 1
+
+    def _register(self, fqn: str, tensor, as_param: bool) -> None:
+        owner = self
+        *path, leaf = fqn.split(".")
+        for part in path:
+            if part not in owner._modules:
+                owner.add_module(part, nn.Module())
+            owner = owner._modules[part]
+        if as_param:
+            owner._parameters[leaf] = tensor  # the model's own Parameter object
+        else:
+            owner._buffers[leaf] = tensor
+
+    def region_args(self, inputs) -> list:
+        return [x for (kind, _), x in zip(self._slots, inputs) if kind == "arg"]
+
+    def forward(self, *args):
+        full = [self.get_submodule_tensor(what) if kind == "state" else args[what] for kind, what in self._slots]
+        return tuple(self._gm(*full))
+
+    def get_submodule_tensor(self, fqn: str):
+        owner, _, leaf = fqn.rpartition(".")
+        mod = self.get_submodule(owner) if owner else self
+        return mod._parameters[leaf] if leaf in mod._parameters else mod._buffers[leaf]
+
+
+# ---- taking this rank's piece of a whole tensor ----------------------------------------
+
+class _TakePiece(torch.autograd.Function):
+    """This rank's piece of a whole tensor (a parameter or an input every rank holds); its
+    gradient comes back whole (the pieces' gradients gathered)."""
+
+    @staticmethod
+    def forward(ctx, whole, mesh, spec):
+        ctx.mesh, ctx.spec, ctx.shape = mesh, spec, tuple(whole.shape)
+        return shard_local(whole.detach(), mesh, spec)
+
+    @staticmethod
+    def backward(ctx, grad):
+        replicated = "R" * ctx.mesh.ndim
+        return redistribute_local(grad.contiguous(), ctx.shape, ctx.mesh, ctx.spec, replicated), None, None
+
+
+def _piece(x: torch.Tensor, mesh, spec: str):
+    if set(spec) == {"R"}:  # replicated: the whole tensor is the piece
+        return x
+    if x.requires_grad:
+        return _TakePiece.apply(x, mesh, spec)
+    return shard_local(x, mesh, spec)
+
+
+# ---- one compiled region ----------------------------------------------------------------
+
+@dataclasses.dataclass
+class _Entry:
+    plan: object
+    program: RankProgram
+    sources: list  # per program input: ("state", FQN) | ("arg", position) | ("constant", local tensor)
+    specs: list  # per program input: planned spec
+    mutated: list  # buffer FQNs, in the program's mutation-output order
+    output_spec: object
+
+
+class _CompiledGraph:
+    def __init__(self, gm, example_inputs, mesh, options, on_plan):
+        self.module = _GraphAsModule(gm, example_inputs)
+        self.mesh = mesh
+        self.options = options
+        self.on_plan = on_plan
+        self.entries: dict = {}
+        # Dynamo's view of each output: DTensor outputs go back as DTensors in these placements.
+        self.output_placements = [tuple(v.placements) if isinstance(v, DTensor) else None
+                                  for v in _torch_private.graph_output_examples(gm)]
+
+    def __call__(self, *inputs):
+        with failure_scope():
+            args = self.module.region_args(inputs)
+            entry = self._entry(args)
+            return self._run(entry, args)
+
+    def _entry(self, args) -> _Entry:
+        key = (_signature(args), torch.is_grad_enabled())
+        entry = self.entries.get(key)
+        if entry is None:
+            entry = self.entries[key] = self._plan(args)
+        return entry
+
+    def _plan(self, args) -> _Entry:
+        from ._local_map_glue import node_extra, use_mesh
+        from ._parallelize import _grad_slots, _tangent_outputs
+        from ._trace import trace_joint
+        from .plan import plan_joint
+
+        mesh, ndim = self.mesh, self.mesh.ndim
+        fixed, free_params = {}, []
+        for fqn, t in list(self.module.named_parameters()) + list(self.module.named_buffers()):
+            if isinstance(t, DTensor):
+                fixed[fqn] = as_spec(list(t.placements), ndim, t.dim(), fqn)
+            elif isinstance(t, nn.Parameter):
+                known = _PARAM_PLACEMENTS.get(t)
+                if known is not None and known[0] == tuple(mesh.shape):
+                    fixed[fqn] = known[1]
+                else:
+                    free_params.append((fqn, t))
+            else:
+                fixed[fqn] = "R" * ndim  # buffers stay whole: the graph may write them
+        input_specs = {str(i): as_spec(list(x.placements), ndim, x.dim(), f"input {i}")
+                       for i, x in enumerate(args) if isinstance(x, DTensor)}
+        with use_mesh(mesh):  # local_map regions without a mesh of their own use this one
+            joint = trace_joint(self.module, tuple(args), {})
+        plan = plan_joint(joint, mesh, node_extra=node_extra, outputs="replicated", fixed_params=fixed,
+                          input_specs=input_specs, **self.options)
+        placements = plan.state_placements()
+        for fqn, t in free_params:  # later graphs plan around this graph's choice
+            if fqn in placements:
+                _PARAM_PLACEMENTS[t] = (tuple(mesh.shape), placements[fqn])
+        if self.on_plan is not None:
+            self.on_plan(plan)
         coord = mesh.get_coordinate()
-        # aot_autograd hands (primals, tangents); the joint graph takes them flat.
-        flat_inputs = _torch_private.pytree.tree_leaves(joint_inputs)
-        spmd = trace_rank_program(plan, mesh, coord, flat_inputs)
-        return _torch_private.partition_joint(spmd, num_fwd_outputs)
+        fake_inputs = local_example_inputs(plan, _torch_private.FakeTensorMode(), coord)
+        program = RankProgram(trace_rank_program(plan, mesh, coord, fake_inputs), joint.num_fwd_outputs,
+                              backward=joint.backward, tangent_outputs=_tangent_outputs(plan),
+                              grad_slots=_grad_slots(plan))
+        sources, specs = [], []
+        for (_, node), spec in zip(plan.graph.placeholders(), plan.placeholder_specs()):
+            if node.role == "tangent":
+                continue
+            specs.append(spec)
+            if node.role in ("param", "buffer"):
+                sources.append(("state", node.target))
+            elif node.role == "input":
+                sources.append(("arg", int(node.target)))
+            else:  # a tensor constant of the traced graph
+                sources.append(("constant", shard_local(getattr(joint.gm, node.target), mesh, spec)))
+        return _Entry(plan=plan, program=program, sources=sources, specs=specs,
+                      mutated=list(joint.mutated_buffers), output_spec=joint.output_spec)
 
-    from ._local_map_glue import use_mesh
+    def _run(self, entry: _Entry, args):
+        program_inputs = []
+        for (kind, what), spec in zip(entry.sources, entry.specs):
+            if kind == "constant":
+                program_inputs.append(what)
+                continue
+            x = self.module.get_submodule_tensor(what) if kind == "state" else args[what]
+            if isinstance(x, DTensor):
+                want = spec_to_placements(spec, mesh_ndim=self.mesh.ndim)
+                program_inputs.append((x if tuple(x.placements) == want else x.redistribute(self.mesh, want)).to_local())
+            else:
+                program_inputs.append(_piece(x, self.mesh, spec))
+        outs = entry.program(*program_inputs)
+        n_mut = len(entry.mutated)
+        with torch.no_grad():
+            for fqn, new in zip(entry.mutated, outs[:n_mut]):
+                self.module.get_submodule_tensor(fqn).copy_(new)  # replicated: the whole new value
+        results = []
+        for k, local in enumerate(outs[n_mut:]):
+            placements = self.output_placements[k] if k < len(self.output_placements) else None
+            if placements is not None:  # Dynamo traced a DTensor here: hand one back
+                whole = DTensor.from_local(local, self.mesh, [Replicate()] * self.mesh.ndim, run_check=False)
+                local = whole.redistribute(self.mesh, placements)
+            results.append(local)
+        return list(_torch_private.pytree.tree_unflatten(results, entry.output_spec))
 
-    with use_mesh(mesh):  # aot_autograd traces here; local_map regions default to this mesh
-        return _torch_private.aot_autograd_backend(fw_compiler=_nop_compiler, bw_compiler=_nop_compiler, partition_fn=partition)(
-            gm, example_inputs)
+
+def _signature(args) -> tuple:
+    parts = []
+    for x in args:
+        if isinstance(x, DTensor):
+            parts.append(("dtensor", tuple(x.shape), x.dtype, tuple(x.placements), x.requires_grad))
+        elif isinstance(x, torch.Tensor):
+            parts.append(("tensor", tuple(x.shape), x.dtype, x.requires_grad))
+        else:
+            parts.append(("value", type(x).__name__, x if isinstance(x, (int, float, bool, str, type(None))) else repr(x)))
+    return tuple(parts)

@@ -52,6 +52,21 @@ def make_rank_program(plan: Plan, device_mesh, coord):
         shape = ir_nodes[ref[0]].outputs[ref[1]].shape
         return redistribute_local(env[ref[0]][ref[1]], shape, device_mesh, src, want)
 
+    def run_node(i, node, want, env):
+        refs = []
+        _tensor_refs(node.args, refs)
+        _tensor_refs(node.kwargs, refs)
+        local_inputs = iter([moved(env, r, want[k]) for k, r in enumerate(refs)])
+        call = call_args[i]
+        args = decode_arg(call["args"], lambda _ref: next(local_inputs))
+        kwargs = {k: decode_arg(v, lambda _ref: next(local_inputs)) for k, v in call["kwargs"].items()}
+        if is_random(node.op):  # draws the global tensor's numbers, keeps this rank's piece
+            result = run_sharded(node.op, fx_nodes[i].target, args, kwargs, [m.shape for m in node.outputs],
+                                 pnodes[i].outputs, plan.mesh_shape, coord)
+        else:
+            result = _run_node(fx_nodes[i], args, kwargs)
+        return [result] if isinstance(result, torch.Tensor) else [result[p] for p in node.output_positions]
+
     def program(*inputs):
         env = {}
         for k, i in enumerate(placeholders):
@@ -61,21 +76,17 @@ def make_rank_program(plan: Plan, device_mesh, coord):
                 continue
             want = pnodes[i].inputs
             if node.op == "output":
+                # Untagged, after the last forward node: the partitioner computes a forward
+                # output's redistribution in the forward graph (its output needs it) and a
+                # gradient's in the backward. Tagged forward, they would make every backward
+                # node a forward one.
                 return [moved(env, tuple(a["t"]), want[j]) if isinstance(a, dict) and "t" in a else None
                         for j, a in enumerate(node.args[0])]
-            refs = []
-            _tensor_refs(node.args, refs)
-            _tensor_refs(node.kwargs, refs)
-            local_inputs = iter([moved(env, r, want[k]) for k, r in enumerate(refs)])
-            call = call_args[i]
-            args = decode_arg(call["args"], lambda _ref: next(local_inputs))
-            kwargs = {k: decode_arg(v, lambda _ref: next(local_inputs)) for k, v in call["kwargs"].items()}
-            if is_random(node.op):  # draws the global tensor's numbers, keeps this rank's piece
-                result = run_sharded(node.op, fx_nodes[i].target, args, kwargs, [m.shape for m in node.outputs],
-                                     pnodes[i].outputs, plan.mesh_shape, coord)
-            else:
-                result = _run_node(fx_nodes[i], args, kwargs)
-            env[i] = [result] if isinstance(result, torch.Tensor) else [result[p] for p in node.output_positions]
+            # The node's local ops and its inputs' collectives carry the joint graph node's meta:
+            # its forward/backward tag tells the partitioner what forward computes and saves
+            # (untagged, the backward would recompute the forward -- random ops included).
+            with _torch_private.as_current_node(fx_nodes[i]):
+                env[i] = run_node(i, node, want, env)
         raise AssertionError("graph has no output node")
 
     return program
@@ -87,6 +98,12 @@ def _run_node(fx_node: fx.Node, args, kwargs):
     ran, out = run_region_local(fx_node, args, kwargs)
     if ran:
         return out
+    if fx_node.target is torch.ops.aten.view.default:
+        # The traced graph recorded a view where the global tensor's strides allowed one; a
+        # local shard can come out of a different kernel path (sharded heads, another SDPA
+        # backend) with strides that do not. reshape is the view when one exists and a copy
+        # otherwise -- the same values, and the joint graph is functional, so no aliasing is lost.
+        return torch.ops.aten.reshape.default(*args, **kwargs)
     return fx_node.target(*args, **kwargs)
 
 
@@ -105,7 +122,7 @@ def trace_rank_program(plan: Plan, device_mesh, coord, fake_inputs) -> fx.GraphM
     """The rank's SPMD joint graph, placeholders named primals_* / tangents_* like aot_autograd's."""
     program = make_rank_program(plan, device_mesh, coord)
     # Under the inputs' fake mode, ops without tensor inputs (arange, full) make fake tensors too.
-    with tracing_context(), _torch_private.fake_mode_of(fake_inputs):
+    with tracing_context(), _torch_private.fake_mode_of(fake_inputs), _torch_private.node_meta_preserved():
         gm = _torch_private.make_fx(program, tracing_mode="real", _allow_non_fake_inputs=False)(*fake_inputs)
     roles = [n.role for _, n in plan.graph.placeholders()]
     n_primal = n_tangent = 0

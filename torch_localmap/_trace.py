@@ -103,6 +103,7 @@ def trace_joint(module: torch.nn.Module, args, kwargs=None) -> JointGraph:
         gm = jd.graph_module
         out_spec = jd.out_spec
     _check_python_state(module, before)
+    _merge_tied_state(gm, module)
     return _joint_of(gm, leaves, in_spec, out_spec, module.training)
 
 
@@ -122,6 +123,63 @@ def _fake_state(module: torch.nn.Module, mode) -> dict:
     state = {n: _fake_like(p, mode) for n, p in module.named_parameters()}
     state.update({n: _fake_like(b, mode) for n, b in module.named_buffers()})
     return state
+
+
+def _merge_tied_state(gm: torch.fx.GraphModule, module: torch.nn.Module) -> None:
+    """One placeholder per tensor of state. Export lifts a tied weight (GPT-2's embedding and
+    LM head) once per FQN; planned apart, its aliases could get different placements for one
+    tensor. The aliases' uses move to the first FQN's placeholder (the name named_parameters()
+    keeps) and their gradients are summed into its gradient, as autograd sums them."""
+    canonical = {}
+    for name, t in list(module.named_parameters(remove_duplicate=False)) + \
+            list(module.named_buffers(remove_duplicate=False)):
+        canonical[name] = canonical.setdefault(id(t), name)
+    keep, merged = {}, {}
+    for n in gm.graph.nodes:
+        if n.op != "placeholder":
+            continue
+        role, name = _torch_private.describe_input(n.meta.get("desc"))
+        if role not in ("param", "buffer") or name not in canonical:
+            continue
+        first = canonical[name]
+        if first not in keep:
+            keep[first] = n
+        else:
+            merged[n] = keep[first]
+    if not merged:
+        return
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    outs, descs = list(out.args[0]), list(out.meta.get("desc") or [])
+    grad_at = {}
+    for k, d in enumerate(descs):
+        role, name = _torch_private.describe_output(d)
+        if role == "mutation" and name in {_torch_private.describe_input(m.meta.get("desc"))[1] for m in merged}:
+            raise UnsupportedModelError(f"forward writes into buffer '{name}', which is tied to another buffer; "
+                                        f"a planned program keeps one tensor per buffer")
+        if role == "grad":
+            grad_at[name] = k
+    drop = set()
+    for alias, target in merged.items():
+        alias_name = _torch_private.describe_input(alias.meta.get("desc"))[1]
+        target_name = _torch_private.describe_input(target.meta.get("desc"))[1]
+        alias.replace_all_uses_with(target)
+        ka, kt = grad_at.get(alias_name), grad_at.get(target_name)
+        if ka is not None:
+            ga, gt = outs[ka], outs[kt] if kt is not None else None
+            if ga is not None and gt is not None:
+                with gm.graph.inserting_before(out):
+                    total = gm.graph.call_function(torch.ops.aten.add.Tensor, (gt, ga))
+                total.meta = {k: v for k, v in gt.meta.items() if k in ("val", "tensor_meta", "partitioner_tag")}
+                outs[kt] = total
+            elif ga is not None and kt is not None:
+                outs[kt] = ga
+            drop.add(ka)
+    out.args = ([o for k, o in enumerate(outs) if k not in drop],)
+    out.meta["desc"] = [d for k, d in enumerate(descs) if k not in drop]
+    for alias in merged:
+        gm.graph.erase_node(alias)
+    gm.graph.lint()
+    gm.recompile()
 
 
 def _joint_of(gm, leaves, in_spec, out_spec, training) -> JointGraph:

@@ -429,6 +429,28 @@ def unverified_rules(cases: list) -> dict:
     return out
 
 
+def schema_mismatches(records) -> list:
+    """Lines for rule argument reads whose (position, name) disagree with the op's real schema.
+
+    `records` are `_C.arg_audit_records()` triples (op, position, name): rules name each
+    argument they read both ways, and torch's FunctionSchema is the authority on both.
+    """
+    out = []
+    for op, pos, name in records:
+        if op.startswith(("localmap.", "tlm.")) or "." not in op:
+            continue  # our own graph nodes (regions, markers) have no aten schema
+        try:
+            args = _op_callable(op)._schema.arguments
+        except (AttributeError, RuntimeError) as e:
+            out.append(f"{op}: rule reads argument {name!r} at position {pos}, but the op has no schema ({e})")
+            continue
+        actual = args[pos].name if pos < len(args) else None
+        if actual != name:
+            where = f"is {actual!r}" if actual is not None else f"does not exist ({len(args)} arguments)"
+            out.append(f"{op}: rule reads argument {name!r} at position {pos}; the schema's argument {pos} {where}")
+    return out
+
+
 def collect_cases(seed: int = 0, op_filter: str | None = None, sources=("models", "edge", "hand", "opinfo"),
                   max_per_op: int = 6) -> list:
     """Distinct op instances (op, arguments, input shapes/dtypes) with real input values.

@@ -14,9 +14,9 @@ from ._trace import JointGraph, trace_joint
 
 
 def plan_options(mode="train", device="H100", time_limit=10.0, memory_limit=None, fixed_params=None,
-                 calibration=None, fallback_replicate=True, seed=0, input_specs=None) -> str:
+                 calibration=None, fallback_replicate=True, seed=0, input_specs=None, outputs="free") -> str:
     opts = {"mode": mode, "device": device, "time_limit": float(time_limit), "seed": int(seed),
-            "fallback_replicate": bool(fallback_replicate)}
+            "fallback_replicate": bool(fallback_replicate), "outputs": outputs}
     if input_specs:
         opts["input_specs"] = {str(k): _spec_str(v) for k, v in input_specs.items()}
     if memory_limit is not None:

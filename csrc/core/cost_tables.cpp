@@ -130,7 +130,7 @@ Placeholders pin_placeholders(const Graph& g, const std::vector<NodeStrategies>&
       auto fixed = policy.fixed_params.find(target);
       if (fixed != policy.fixed_params.end()) pin(i, fixed->second, node.role == "param" ? "parameter '" + target + "'"
                                                                                       : "buffer '" + target + "'");
-    } else if (node.role == "tangent" && policy.train) {
+    } else if (node.role == "tangent" && policy.train && !policy.replicate_outputs) {
       if (const auto* of = node.extra.find("output")) out.tangent[of->as_string("tangent extra.output")] = i;
     } else if (node.role == "input") {
       out.inputs[target] = i;
@@ -212,7 +212,7 @@ void add_sinks(const Graph& g, const std::vector<NodeStrategies>& strat, const B
       s.coupled_param = find(ph.state, s.target);
     } else if (policy.train && s.role == "output") {
       s.coupled_param = find(ph.tangent, s.target);
-      if (s.coupled_param < 0) s.specs = all_rs_specs(g.meta(s.ref).shape, g.mesh);
+      if (s.coupled_param < 0 && !policy.replicate_outputs) s.specs = all_rs_specs(g.meta(s.ref).shape, g.mesh);
     } else if (s.role == "input_grad") {
       const int in = find(ph.inputs, s.target);
       if (in >= 0) s.specs.push_back(strat[in].strategies.at(t.problem.nodes[in].pinned).outputs.at(0));

@@ -42,6 +42,8 @@ struct BoundaryPolicy {
   // User inputs that arrive in a given spec (data-loader shards, DTensor
   // inputs), by flat input index; the others arrive replicated.
   std::map<std::string, PlacementSpec> input_specs;
+  // Forward outputs (and so their gradients) whole on every rank.
+  bool replicate_outputs = false;
 };
 
 // Redistribution time between specs of one tensor meta, cached. Specs and

@@ -36,6 +36,11 @@ PlanOptions read_plan_options(const json::Value& v) {
   if (auto* x = v.find("input_specs"))
     for (const auto& kv : x->as_object("options.input_specs"))
       o.input_specs[kv.first] = parse_spec(kv.second.as_string("options.input_specs." + kv.first));
+  if (auto* x = v.find("outputs")) {
+    o.outputs = x->as_string("options.outputs");
+    if (o.outputs != "free" && o.outputs != "replicated")
+      throw InvalidArgument("options.outputs: expected 'free' or 'replicated', got '" + o.outputs + "'");
+  }
   return o;
 }
 

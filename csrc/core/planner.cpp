@@ -7,7 +7,7 @@ namespace tlm {
 namespace {
 
 BoundaryPolicy policy_of(const PlanOptions& o) {
-  return BoundaryPolicy{o.mode == "train", o.fixed_params, o.input_specs};
+  return BoundaryPolicy{o.mode == "train", o.fixed_params, o.input_specs, o.outputs == "replicated"};
 }
 
 StrategyOptions strategy_options(const PlanOptions& o) {

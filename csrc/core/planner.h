@@ -43,6 +43,10 @@ struct PlanOptions {
   std::map<std::string, PlacementSpec> fixed_params;
   // User inputs that arrive sharded (data loaders, DTensor inputs), by flat input index.
   std::map<std::string, PlacementSpec> input_specs;
+  // "free": forward outputs leave in any R/S spec (parallelize returns DTensors);
+  // "replicated": whole on every rank (the compile backend hands plain tensors
+  // back to the Python code around the graph).
+  std::string outputs = "free";
 };
 
 // Strategies, cost tables and the solve: the plan.

@@ -7,6 +7,7 @@
 #include "core/graph.h"
 #include "core/json.h"
 #include "core/strategy.h"
+#include "core/strategies/rule.h"
 
 namespace py = pybind11;
 
@@ -65,6 +66,16 @@ void append_strategies(std::string& out, const NodeStrategies& ns) {
 
 void bind_strategy(py::module_& m) {
   m.def("ops_with_rules", &ops_with_rules, "Every op with a C++ sharding rule, sorted.");
+  m.def("set_arg_audit", &strategies::set_arg_audit, py::arg("on"),
+        "Record which (op, schema position, argument name) the rules read; switching on clears the record.");
+  m.def(
+      "arg_audit_records",
+      [] {
+        std::vector<std::tuple<std::string, size_t, std::string>> out;
+        for (const auto& a : strategies::arg_audit_records()) out.emplace_back(a.op, a.pos, a.name);
+        return out;
+      },
+      "The recorded (op, position, name) triples, sorted.");
   m.def(
       "enumerate_strategies",
       [](const std::string& ir_json, bool fallback_replicate, bool prune_partials) {

@@ -132,3 +132,28 @@ def test_every_rule_has_a_verification_instance():
     uncovered = verify.unverified_rules(verify.collect_cases(0))
     assert set(uncovered) <= set(verify.CUDA_ONLY_OPS), sorted(set(uncovered) - set(verify.CUDA_ONLY_OPS))
     assert set(_C.ops_with_rules()) >= set(verify.CUDA_ONLY_OPS), "CUDA_ONLY_OPS names an op with no rule"
+
+
+def test_schema_check_names_a_wrong_position_or_name():
+    assert verify.schema_mismatches([("aten.sum.dim_IntList", 2, "keepdim")]) == []
+    bad = verify.schema_mismatches([("aten.std.dim", 2, "keepdim"), ("aten.reshape.default", 1, "size"),
+                                    ("aten.mm.default", 5, "self")])
+    assert len(bad) == 3
+    assert "'unbiased'" in bad[0] and "'shape'" in bad[1] and "does not exist" in bad[2]
+
+
+@needs_rules
+def test_rules_read_arguments_where_the_schema_puts_them():
+    # Every (position, name) a rule reads on every verification instance, on two meshes,
+    # must be that argument's position and name in torch's own FunctionSchema.
+    cases = verify.collect_cases(0, max_per_op=2)
+    _C.set_arg_audit(True)
+    try:
+        for mesh in ((2,), (2, 2)):
+            for case in cases:
+                verify.enumerate_case(case, mesh)
+    finally:
+        _C.set_arg_audit(False)
+    records = _C.arg_audit_records()
+    assert len({op for op, _, _ in records}) > 50  # the audit really recorded the rules' reads
+    assert verify.schema_mismatches(records) == []

@@ -1,9 +1,9 @@
 """The model zoo of the front-door tests: models people train, built from tiny configs with
 random weights, called the way their libraries' documentation calls them.
 
-Each entry builds (model, args, kwargs, loss): `loss(output, args, kwargs)` turns the
-model's output into the training loss -- `output.loss` for Hugging Face models that take
-`labels`, a loss computed outside the model for timm and the torchtitan-style model.
+Each entry builds a Case: the model, its call's args and kwargs, and `loss(output, target)`
+-- `output.loss` for Hugging Face models that take `labels` (target None), a loss computed
+by the user outside the model for timm and the torchtitan-style model (target: the labels).
 
 transformers and timm are pinned test dependencies (Makefile TEST_REQUIREMENTS). timm
 imports torchvision, whose PyPI wheels are CUDA builds; `make install` installs a start-up
@@ -11,10 +11,20 @@ hook (tools/torchvision_cpu_shim.py) that makes it importable next to the CPU to
 """
 from __future__ import annotations
 
+from typing import Any, Callable, NamedTuple
+
 import torch
 import torch.nn.functional as F
 
 BATCH, SEQ, VOCAB = 4, 12, 96
+
+
+class Case(NamedTuple):
+    model: torch.nn.Module
+    args: tuple
+    kwargs: dict
+    target: Any  # labels for a loss outside the model, or None
+    loss: Callable  # loss(output, target) -> scalar tensor
 
 
 def _import_timm():
@@ -31,7 +41,7 @@ def _tokens(seed):
     return torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
 
 
-def _hf_loss(out, args, kwargs):
+def _hf_loss(out, _target):
     return out.loss
 
 
@@ -42,7 +52,7 @@ def hf_llama(seed=0):
     cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                       num_key_value_heads=2, vocab_size=VOCAB, max_position_embeddings=64, attn_implementation="sdpa")
     ids = _tokens(seed)
-    return LlamaForCausalLM(cfg), (), {"input_ids": ids, "labels": ids}, _hf_loss
+    return Case(LlamaForCausalLM(cfg), (), {"input_ids": ids, "labels": ids}, None, _hf_loss)
 
 
 def gpt2(seed=0):
@@ -52,7 +62,7 @@ def gpt2(seed=0):
     cfg = GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=VOCAB, n_positions=64, bos_token_id=0,
                      eos_token_id=0, attn_implementation="sdpa")
     ids = _tokens(seed)
-    return GPT2LMHeadModel(cfg), (), {"input_ids": ids, "labels": ids}, _hf_loss
+    return Case(GPT2LMHeadModel(cfg), (), {"input_ids": ids, "labels": ids}, None, _hf_loss)
 
 
 def bert(seed=0):
@@ -66,7 +76,7 @@ def bert(seed=0):
     labels[:, ::3] = -100
     mask = torch.ones(BATCH, SEQ, dtype=torch.long)
     mask[0, -3:] = 0  # padding in one sequence: the attention mask matters
-    return BertForMaskedLM(cfg), (), {"input_ids": ids, "attention_mask": mask, "labels": labels}, _hf_loss
+    return Case(BertForMaskedLM(cfg), (), {"input_ids": ids, "attention_mask": mask, "labels": labels}, None, _hf_loss)
 
 
 def mixtral(seed=0):
@@ -77,34 +87,37 @@ def mixtral(seed=0):
                         num_key_value_heads=2, vocab_size=VOCAB, max_position_embeddings=64, num_local_experts=4,
                         num_experts_per_tok=2, attn_implementation="sdpa")
     ids = _tokens(seed)
-    return MixtralForCausalLM(cfg), (), {"input_ids": ids, "labels": ids}, _hf_loss
+    return Case(MixtralForCausalLM(cfg), (), {"input_ids": ids, "labels": ids}, None, _hf_loss)
 
 
-def _classification_loss(out, args, kwargs):
-    g = torch.Generator().manual_seed(123)
-    labels = torch.randint(0, out.shape[-1], (out.shape[0],), generator=g)
+def _classification_loss(out, labels):
     return F.cross_entropy(out, labels)
+
+
+def _classes(seed, n):
+    g = torch.Generator().manual_seed(seed + 123)
+    return torch.randint(0, n, (BATCH,), generator=g)
 
 
 def vit(seed=0):
     timm = _import_timm()
     torch.manual_seed(seed)
+    # dropout on: its masks must equal the single-device ones (docs/user_guide.md, "Randomness")
     model = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32, patch_size=8, num_classes=10,
-                              depth=2)
+                              depth=2, drop_rate=0.1, proj_drop_rate=0.1, attn_drop_rate=0.1)
     g = torch.Generator().manual_seed(seed)
-    return model, (torch.randn(BATCH, 3, 32, 32, generator=g),), {}, _classification_loss
+    return Case(model, (torch.randn(BATCH, 3, 32, 32, generator=g),), {}, _classes(seed, 10), _classification_loss)
 
 
 def resnet(seed=0):
     timm = _import_timm()
     torch.manual_seed(seed)
-    model = timm.create_model("resnet18", pretrained=False, num_classes=10)
+    model = timm.create_model("resnet18", pretrained=False, num_classes=10)  # BatchNorm, training mode
     g = torch.Generator().manual_seed(seed)
-    return model, (torch.randn(BATCH, 3, 32, 32, generator=g),), {}, _classification_loss
+    return Case(model, (torch.randn(BATCH, 3, 32, 32, generator=g),), {}, _classes(seed, 10), _classification_loss)
 
 
-def _lm_loss(out, args, kwargs):
-    tokens = args[0]
+def _lm_loss(out, tokens):
     return F.cross_entropy(out.flatten(0, 1), tokens.flatten())
 
 
@@ -113,7 +126,8 @@ def titan_llama(seed=0):
 
     torch.manual_seed(seed)
     cfg = TitanConfig.debug(vocab_size=VOCAB)
-    return TitanLlama(cfg), (_tokens(seed),), {}, _lm_loss
+    tokens = _tokens(seed)
+    return Case(TitanLlama(cfg), (tokens,), {}, tokens, _lm_loss)
 
 
 MODELS = {

@@ -21,6 +21,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
+    from .. import _C
     from .. import _verify as verify
 
     meshes = [verify.parse_mesh(m) for m in args.mesh] if args.mesh else list(verify.DEFAULT_MESHES)
@@ -34,6 +35,7 @@ def run(args) -> int:
     for op in skipped:
         print(f"skipped {op}: {verify.EXCLUDED_OPS[op]}")
     all_ops, total, failures, fallback = set(), 0, [], set()
+    _C.set_arg_audit(True)
     for mesh in meshes:
         t = time.perf_counter()
         rep = verify.verify_cases(cases, mesh, seed=args.seed)
@@ -46,6 +48,9 @@ def run(args) -> int:
         if args.verbose:
             for fam, (n_cases, n_strats, n_fail) in sorted(rep.per_family.items()):
                 print(f"    {fam:<16} {n_cases:5d} instances {n_strats:7d} strategies {n_fail:5d} failures")
+    _C.set_arg_audit(False)
+    # Rules name every argument by schema position and name: both must match torch's schema.
+    failures += verify.schema_mismatches(_C.arg_audit_records())
     if fallback:
         print(f"not verified (replicate-only fallback, no C++ rule): {', '.join(sorted(fallback))}")
     uncovered = {} if args.op else verify.unverified_rules(cases)

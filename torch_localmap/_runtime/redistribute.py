@@ -140,7 +140,15 @@ def redistribute_local(local: torch.Tensor, global_shape: Sequence[int], device_
     for step in plan_for(shape, mesh_shape, src, dst, coord):
         mesh_dim = step["mesh_dim"]
         group = device_mesh.get_group(mesh_dim).group_name
-        local = _RUN_STEP[step["kind"]](local, step, device_mesh.size(mesh_dim), group)
+        run = _RUN_STEP[step["kind"]]
+        if local.is_complex() and not step["kind"].startswith("local_"):
+            # Collective backends (gloo, NCCL) move no complex dtypes: the (real, imag) view
+            # travels instead; its extra trailing dim is untouched by the step's dims, and
+            # sums of pairs are sums of complex numbers (complex values have no max/min kinds).
+            local = torch.view_as_complex(run(torch.view_as_real(local), step, device_mesh.size(mesh_dim),
+                                              group).contiguous())
+        else:
+            local = run(local, step, device_mesh.size(mesh_dim), group)
     return local
 
 

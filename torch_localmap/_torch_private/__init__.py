@@ -181,10 +181,70 @@ def partition_joint(joint: fx.GraphModule, num_fwd_outputs: int) -> tuple[fx.Gra
     from torch._functorch.partitioners import default_partition
 
     fw, bw = default_partition(joint, None, num_fwd_outputs=num_fwd_outputs)
-    for gm in (fw, bw):  # the partitioner can leave recomputed values nobody reads
-        gm.graph.eliminate_dead_code()
+    # The partitioner copies into the backward every forward node it can compute there (a
+    # chain from saved values, collectives and random ops on fresh tensors included), read
+    # or not, and keeps collectives as side effects. Dead code goes: functional collectives
+    # are values (every rank drops the same ones: the graphs come from one plan). Forward
+    # keeps its dead random draws (the RNG advances as in eager); backward must not draw.
+    fw.graph.eliminate_dead_code(is_impure_node=lambda n: _is_side_effect(n, keep_random=True))
+    bw.graph.eliminate_dead_code(is_impure_node=lambda n: _is_side_effect(n, keep_random=False))
+    redrawn = [n for n in bw.graph.nodes if _is_random(n)]
+    if redrawn:
+        raise RuntimeError(f"internal error: the backward graph would draw random numbers again "
+                           f"({', '.join(str(n.target) for n in redrawn)}); its masks would differ from forward's")
+    for gm in (fw, bw):
         gm.recompile()
     return fw, bw
+
+
+def _is_side_effect(node: fx.Node, keep_random: bool) -> bool:
+    if getattr(node.target, "namespace", None) == "_c10d_functional":
+        return False
+    return node.is_impure(impure_random=keep_random)
+
+
+def _is_random(node: fx.Node) -> bool:
+    return isinstance(node.target, OpOverload) and torch.Tag.nondeterministic_seeded in node.target.tags
+
+
+@contextlib.contextmanager
+def node_meta_preserved():
+    """While active, nodes traced by make_fx copy the "current" node's meta fields that
+    torch.fx.proxy._COPY_META_FIELDS lists (2.13: partitioner_tag, nn_module_stack,
+    recompute, ...) -- torch.fx.traceback.preserve_node_meta."""
+    from torch.fx import traceback as fx_traceback
+
+    with fx_traceback.preserve_node_meta():
+        yield
+
+
+def as_current_node(node: fx.Node):
+    """Context in which traced nodes inherit `node`'s meta (torch.fx.traceback.set_current_meta,
+    2.13; effective inside node_meta_preserved)."""
+    from torch.fx import traceback as fx_traceback
+
+    return fx_traceback.set_current_meta(node)
+
+
+def dynamo_input_sources(gm: fx.GraphModule) -> list:
+    """Per placeholder of a Dynamo graph, the name of the Python value it was read from
+    (node.meta["grapharg"].source, 2.13: "L['self']._modules['fc']._parameters['weight']",
+    "L['x']"), or None."""
+    out = []
+    for n in gm.graph.nodes:
+        if n.op == "placeholder":
+            arg = n.meta.get("grapharg")
+            source = getattr(arg, "source", None)
+            out.append(source.name if source is not None else None)
+    return out
+
+
+def graph_output_examples(gm: fx.GraphModule) -> list:
+    """The example value Dynamo recorded for each output of its graph (node.meta
+    ["example_value"], 2.13), None where absent; flattened like the graph's output."""
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    nodes = pytree.tree_leaves(out.args[0], is_leaf=lambda x: isinstance(x, fx.Node))
+    return [n.meta.get("example_value") if isinstance(n, fx.Node) else None for n in nodes]
 
 
 def mesh_from_groups(mesh, groups):

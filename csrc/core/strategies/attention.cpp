@@ -116,7 +116,7 @@ void register_attention(Registry& r) {
            attention_rule(
                [](const RuleCtx& c) {
                  AttnLayout a;
-                 a.mask = c.tensor_index(1000, "attn_mask");
+                 a.mask = c.tensor_index(5, "attn_mask");
                  a.cpu_flash = true;
                  return a;
                },
@@ -125,7 +125,7 @@ void register_attention(Registry& r) {
   add_rule(r, {"aten._scaled_dot_product_flash_attention_for_cpu_backward.default"},
            attention_rule(
                [](const RuleCtx& c) {
-                 AttnLayout a{1, 2, 3, 0, c.tensor_index(1000, "attn_mask"), 6, 7, true};
+                 AttnLayout a{1, 2, 3, 0, c.tensor_index(8, "attn_mask"), 6, 7, true};
                  return a;
                },
                true));

@@ -62,7 +62,8 @@ Rule arange_rule() {
   r.dims = [](const RuleCtx& c, DimRows& rows) {
     const json::Value* st = c.arg(0, "start");
     const json::Value* en = c.arg(1, "end");
-    const json::Value* sp = c.arg(2, "step");
+    // Only arange.start_step has a step (arange.start's position 2 is its dtype).
+    const json::Value* sp = c.n.op == "aten.arange.start_step" ? c.arg(2, "step") : nullptr;
     const bool ints = st && st->is_int() && en && en->is_int() && (!sp || sp->is_int());
     if (ints && c.num_outputs() == 1 && c.out(0).ndim() == 1) rows.add({S(0)});
   };
@@ -74,7 +75,7 @@ Rule arange_rule() {
       return out;
     }
     const int64_t start = c.int_arg(0, "start", 0);
-    const int64_t step = c.int_arg(2, "step", 1);
+    const int64_t step = c.n.op == "aten.arange.start_step" ? c.int_arg(2, "step", 1) : 1;
     const Extent e = local_extent(c.out(0).shape[0], c.mesh(), s.outputs[0], 0, coord);
     json::Value out = replace_arg(c, 0, "start", json::Value(start + e.offset * step));
     json::Value::Array a = out.at("args").as_array();

@@ -56,9 +56,9 @@ void register_indexing(Registry& r) {
   add_rule(r, {"aten.sort.default"}, make([](const RuleCtx& c, DimRows& rows) {
              along_dim_rows(c, rows, wrap_dim(c.int_arg(1, "dim", -1), c.in(0).ndim()), {0});
            }));
-  // sort.stable takes dim by keyword only.
+  // sort.stable(self, *, stable, dim, descending): dim keyword-only, schema position 2.
   add_rule(r, {"aten.sort.stable"}, make([](const RuleCtx& c, DimRows& rows) {
-             along_dim_rows(c, rows, wrap_dim(c.int_arg(1000, "dim", -1), c.in(0).ndim()), {0});
+             along_dim_rows(c, rows, wrap_dim(c.int_arg(2, "dim", -1), c.in(0).ndim()), {0});
            }));
   // argsort(self, dim=-1, descending), cumsum/cumprod(self, dim, *, dtype)
   add_rule(r,

@@ -37,12 +37,19 @@ std::vector<Role> present_outputs(const RuleCtx& c, const std::vector<Role>& sch
   return out;
 }
 
+// A tensor argument by schema position and name, and what it is to the norm.
+struct RoleArg {
+  size_t pos;
+  const char* name;
+  Role role;
+};
+
 // Roles of tensor inputs given by schema position.
-std::vector<Role> input_roles(const RuleCtx& c, const std::vector<std::pair<size_t, Role>>& by_pos) {
+std::vector<Role> input_roles(const RuleCtx& c, const std::vector<RoleArg>& args) {
   std::vector<Role> roles(static_cast<size_t>(c.num_inputs()), Role::Other);
-  for (const auto& pr : by_pos) {
-    const int k = c.tensor_index(pr.first, nullptr);
-    if (k >= 0) roles[k] = pr.second;
+  for (const auto& a : args) {
+    const int k = c.tensor_index(a.pos, a.name);
+    if (k >= 0) roles[k] = a.role;
   }
   return roles;
 }
@@ -72,7 +79,7 @@ void trailing_norm_rows(const RuleCtx& c, DimRows& rows, const std::vector<Role>
 // output_mask that drops outputs.
 struct TrailingNormSchema {
   size_t shape_pos;
-  std::vector<std::pair<size_t, Role>> inputs;
+  std::vector<RoleArg> inputs;
   std::vector<Role> outputs;
   size_t mask_pos = 0;
   const char* mask_name = nullptr;
@@ -123,11 +130,11 @@ void batch_norm_rows(const RuleCtx& c, DimRows& rows, int x_input, bool training
   if (backward) add_partial_rows(c, rows, {{{0}}});  // linear in grad_output
 }
 
-Rule batch_norm_rule(size_t training_pos, bool backward) {
+Rule batch_norm_rule(size_t training_pos, const char* training_name, bool backward) {
   Rule r;
   r.family = "norm";
   r.dims = [=](const RuleCtx& c, DimRows& rows) {
-    const bool training = c.bool_arg(training_pos, "training", true);
+    const bool training = c.bool_arg(training_pos, training_name, true);
     batch_norm_rows(c, rows, backward ? 1 : 0, training, backward);
   };
   r.work = [](const RuleCtx& c, const OpStrategy& s) { return elementwise_work(c, s, 8.0); };
@@ -140,36 +147,49 @@ void register_norm(Registry& r) {
   using R_ = Role;
   // native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd)
   add_rule(r, {"aten.native_layer_norm.default"},
-           trailing_norm_rule({1, {{0, R_::X}, {2, R_::Param}, {3, R_::Param}}, {R_::X, R_::Stat, R_::Stat}, 0,
+           trailing_norm_rule({1, {{0, "input", R_::X}, {2, "weight", R_::Param}, {3, "bias", R_::Param}},
+                               {R_::X, R_::Stat, R_::Stat}, 0,
                                nullptr, false, 8.0}));
   // native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight?, bias?, output_mask)
   add_rule(r, {"aten.native_layer_norm_backward.default"},
-           trailing_norm_rule({2, {{0, R_::X}, {1, R_::X}, {3, R_::Stat}, {4, R_::Stat}, {5, R_::Param}, {6, R_::Param}},
+           trailing_norm_rule({2,
+                               {{0, "grad_out", R_::X},
+                                {1, "input", R_::X},
+                                {3, "mean", R_::Stat},
+                                {4, "rstd", R_::Stat},
+                                {5, "weight", R_::Param},
+                                {6, "bias", R_::Param}},
                                {R_::X, R_::ParamGrad, R_::ParamGrad}, 7, "output_mask", true, 8.0}));
   // _fused_rms_norm(input, normalized_shape, weight?, eps) -> (out, rstd)
   add_rule(r, {"aten._fused_rms_norm.default"},
-           trailing_norm_rule({1, {{0, R_::X}, {2, R_::Param}}, {R_::X, R_::Stat}, 0, nullptr, false, 6.0}));
+           trailing_norm_rule({1, {{0, "input", R_::X}, {2, "weight", R_::Param}}, {R_::X, R_::Stat}, 0, nullptr, false,
+                               6.0}));
   // _fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight?, output_mask)
   add_rule(r, {"aten._fused_rms_norm_backward.default"},
-           trailing_norm_rule({2, {{0, R_::X}, {1, R_::X}, {3, R_::Stat}, {4, R_::Param}}, {R_::X, R_::ParamGrad}, 5,
+           trailing_norm_rule({2,
+                               {{0, "grad_out", R_::X},
+                                {1, "input", R_::X},
+                                {3, "rstd", R_::Stat},
+                                {4, "weight", R_::Param}},
+                               {R_::X, R_::ParamGrad}, 5,
                                "output_mask", true, 6.0}));
   // (input, weight, bias, running_mean, running_var, training, momentum, eps)
   add_rule(r,
            {"aten._native_batch_norm_legit.default",
             "aten._native_batch_norm_legit_functional.default",
             "aten.native_batch_norm.default"},
-           batch_norm_rule(5, false));
+           batch_norm_rule(5, "training", false));
   // _native_batch_norm_legit.no_stats(input, weight, bias, training, momentum, eps)
-  add_rule(r, {"aten._native_batch_norm_legit.no_stats"}, batch_norm_rule(3, false));
+  add_rule(r, {"aten._native_batch_norm_legit.no_stats"}, batch_norm_rule(3, "training", false));
   // Eval batch norm (input, weight, bias, running stats, momentum, eps): any dim of x.
   add_rule(r, {"aten._native_batch_norm_legit_no_training.default"}, [] {
-    Rule e = batch_norm_rule(0, false);
+    Rule e = batch_norm_rule(0, "input", false);
     e.dims = [](const RuleCtx& c, DimRows& rows) { batch_norm_rows(c, rows, 0, false, false); };
     return e;
   }());
   // native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd,
   //                            train, eps, output_mask)
-  add_rule(r, {"aten.native_batch_norm_backward.default"}, batch_norm_rule(7, true));
+  add_rule(r, {"aten.native_batch_norm_backward.default"}, batch_norm_rule(7, "train", true));
 }
 
 }  // namespace tlm::strategies

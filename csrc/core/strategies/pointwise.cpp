@@ -222,7 +222,7 @@ Rule cast_rule() {
 }  // namespace
 
 void register_pointwise(Registry& r) {
-  const Rule plain = pointwise_rule({Linear::None, {}});
+  const Rule plain = pointwise_rule({Linear::None, {}, {}});
   // Elementwise without a Partial row: neither linear nor monotone in every operand.
   add_rule(r,
            {"aten.abs.default",
@@ -359,7 +359,7 @@ void register_pointwise(Registry& r) {
   add_rule(r, {"aten.rsub.Tensor"}, pointwise_rule({Linear::Additive, {}, add_like(-1, +1, true)}));
   // where(cond, a, b) is linear in (a, b) jointly with cond replicated/sharded.
   add_rule(r, {"aten.where.self"}, [] {
-    Rule w = pointwise_rule({Linear::None, {}});
+    Rule w = pointwise_rule({Linear::None, {}, {}});
     w.dims = [](const RuleCtx& c, DimRows& rows) {
       shard_rows(c, rows);
       if (c.num_inputs() != 3) return;
@@ -368,7 +368,7 @@ void register_pointwise(Registry& r) {
     return w;
   }());
   // Bilinear: either operand may be the partial one.
-  add_rule(r, {"aten.mul.Tensor"}, pointwise_rule({Linear::Operand, {0, 1}}));
+  add_rule(r, {"aten.mul.Tensor"}, pointwise_rule({Linear::Operand, {0, 1}, {}}));
   // Linear in the first tensor (numerator / incoming gradient).
   // x * s, x / s: monotone with the scalar's sign; neg swaps max and min.
   add_rule(r,
@@ -393,7 +393,7 @@ void register_pointwise(Registry& r) {
             "aten.softplus_backward.default",
             "aten.tanh_backward.default",
             "aten.threshold_backward.default"},
-           pointwise_rule({Linear::Operand, {0}}));
+           pointwise_rule({Linear::Operand, {0}, {}}));
   // Copies: every Partial kind passes.
   add_rule(r,
            {"aten.alias.default",
@@ -402,7 +402,7 @@ void register_pointwise(Registry& r) {
             "aten.detach.default",
             "aten.lift_fresh_copy.default",
             "aten.positive.default"},
-           pointwise_rule({Linear::Copy, {}}));
+           pointwise_rule({Linear::Copy, {}, {}}));
   // Casts: exact ones copy (every kind passes), rounding ones keep order only.
   add_rule(r,
            {"aten._to_copy.default",

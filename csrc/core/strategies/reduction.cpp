@@ -23,7 +23,7 @@ struct Reduced {
 };
 
 // `dim_pos`: position of the dim argument (-1: reduces every dim);
-// `keep_pos`: position of keepdim (-1: keyword-only).
+// `keep_pos`: schema position of keepdim (-1: the overload has none).
 Reduced parse(const RuleCtx& c, int dim_pos, int keep_pos) {
   const int64_t nd = c.in(0).ndim();
   Reduced r;
@@ -37,8 +37,7 @@ Reduced parse(const RuleCtx& c, int dim_pos, int keep_pos) {
         if (nd > 0) r.reduced[wrap_dim(d, nd)] = true;
     }
   }
-  r.keepdim = keep_pos >= 0 ? c.bool_arg(static_cast<size_t>(keep_pos), "keepdim", false)
-                            : c.bool_arg(1000, "keepdim", false);
+  r.keepdim = keep_pos >= 0 && c.bool_arg(static_cast<size_t>(keep_pos), "keepdim", false);
   return r;
 }
 
@@ -135,22 +134,24 @@ void register_reduction(Registry& r) {
             "aten.logsumexp.default",
             "aten.max.dim",
             "aten.min.dim",
-            "aten.prod.dim_int",
-            "aten.std.dim",
-            "aten.var.dim"},
+            "aten.prod.dim_int"},
            reduction_rule(Kind::None, 1, 2));
+  // std/var(self, dim, unbiased, keepdim): keepdim after `unbiased`.
+  add_rule(r,
+           {"aten.std.dim",
+            "aten.var.dim"}, reduction_rule(Kind::None, 1, 3));
   // Full reductions of the same kind: no Partial for them (prod, boolean), kept dims only.
   add_rule(r,
            {"aten.all.default",
             "aten.any.default",
             "aten.prod.default"}, reduction_rule(Kind::None, -1, -1));
-  // Variance and std (dim at position 1, keepdim keyword-only): not a combination of local values.
+  // Variance and std (self, dim, *, correction, keepdim): not a combination of local values.
   add_rule(r,
            {"aten.std.correction",
             "aten.std_mean.correction",
             "aten.var.correction",
             "aten.var_mean.correction"},
-           reduction_rule(Kind::None, 1, -1));
+           reduction_rule(Kind::None, 1, 3));
   // Boolean reductions over a list of dims.
   add_rule(r,
            {"aten.all.dims",

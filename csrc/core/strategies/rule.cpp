@@ -3,6 +3,9 @@
 #include "core/strategies/shard_math.h"
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <set>
 
 namespace tlm::strategies {
 
@@ -37,7 +40,33 @@ void add_partial_rows(const RuleCtx& c, DimRows& rows, const PartialRows& spec) 
     }
 }
 
+namespace {
+std::atomic<bool> g_audit_on{false};
+std::mutex g_audit_mu;
+std::set<ArgAccess>& audit_set() {
+  static std::set<ArgAccess> s;
+  return s;
+}
+void audit(const std::string& op, size_t pos, const char* name) {
+  if (!g_audit_on.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> lock(g_audit_mu);
+  audit_set().insert(ArgAccess{op, pos, name ? name : ""});
+}
+}  // namespace
+
+void set_arg_audit(bool on) {
+  std::lock_guard<std::mutex> lock(g_audit_mu);
+  if (on) audit_set().clear();
+  g_audit_on.store(on);
+}
+
+std::vector<ArgAccess> arg_audit_records() {
+  std::lock_guard<std::mutex> lock(g_audit_mu);
+  return {audit_set().begin(), audit_set().end()};
+}
+
 const json::Value* RuleCtx::arg(size_t pos, const char* name) const {
+  audit(n.op, pos, name);
   const auto& a = n.args.as_array();
   if (pos < a.size()) return a[pos].is_null() ? nullptr : &a[pos];
   if (name == nullptr) return nullptr;
@@ -94,6 +123,7 @@ static int count_refs(const json::Value& v) {
 }
 
 int RuleCtx::tensor_index(size_t pos, const char* name) const {
+  audit(n.op, pos, name);
   const auto& a = n.args.as_array();
   int before = 0;
   if (pos < a.size()) {
@@ -155,6 +185,7 @@ OpWork elementwise_work(const RuleCtx& c, const OpStrategy& s, double flops_per_
 OpWork no_work(const RuleCtx&, const OpStrategy&) { return OpWork{}; }
 
 json::Value replace_arg(const RuleCtx& c, size_t pos, const char* name, json::Value v) {
+  audit(c.n.op, pos, name);
   json::Value args = c.n.args;
   json::Value kwargs = c.n.kwargs;
   // Copy-on-write: the IR's arrays are shared, so rebuild the containers we touch.

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <functional>
+#include <tuple>
 #include <initializer_list>
 #include <string>
 #include <unordered_map>
@@ -84,6 +85,21 @@ struct RuleCtx {
   // Throws InvalidArgument naming the node.
   [[noreturn]] void fail(const std::string& what) const;
 };
+
+// Which (op, schema position, argument name) pairs rules read: rules name an
+// argument by both, and a test compares every pair seen with the real op schema
+// (torch's FunctionSchema), so a typo'd position or name cannot hide. Off by
+// default (planning pays nothing); the strategy verifier switches it on.
+struct ArgAccess {
+  std::string op;
+  size_t pos;
+  std::string name;
+  bool operator<(const ArgAccess& o) const {
+    return std::tie(op, pos, name) < std::tie(o.op, o.pos, o.name);
+  }
+};
+void set_arg_audit(bool on);
+std::vector<ArgAccess> arg_audit_records();  // sorted, distinct
 
 // Normalizes a possibly negative dim against rank `ndim` (rank 0 accepts 0 and -1).
 int wrap_dim(int64_t d, int64_t ndim);

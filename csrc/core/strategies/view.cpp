@@ -33,7 +33,8 @@ void mapped_rows(const RuleCtx& c, DimRows& rows, const std::vector<int>& map) {
     for (int k = 0; k < c.num_outputs(); ++k) row[1 + k] = S(map[i]);
     rows.add(row);
   }
-  partial_passthrough(rows);
+  // A bool tensor has no Partial kind (sum/avg of flags means nothing).
+  if (c.in(0).dtype != DType::Bool) partial_passthrough(rows);
 }
 
 Rule mapped_rule(std::function<std::vector<int>(const RuleCtx&)> map_fn, bool is_view = true) {
@@ -196,7 +197,7 @@ std::vector<bool> squeeze_candidates(const RuleCtx& c) {
   if (c.n.op == "aten.squeeze.default") {
     cand.assign(static_cast<size_t>(nd), true);
   } else {
-    for (auto d : c.int_list_arg(1, c.n.op == "aten.squeeze.dim" ? "dim" : "dims"))
+    for (auto d : c.int_list_arg(1, "dim"))
       if (nd > 0) cand[wrap_dim(d, nd)] = true;
   }
   return cand;
@@ -249,6 +250,16 @@ std::vector<int> flip_map(const RuleCtx& c) {
   auto m = identity_map(nd);
   if (nd == 0) return m;
   for (int64_t d : c.int_list_arg(1, "dims")) m[wrap_dim(d, nd)] = -1;
+  return m;
+}
+
+// tril/triu(diagonal): which entries are zeroed depends on the global (row, col)
+// index, so the last two dims stay whole; leading (batch) dims keep their shards.
+// Zeroed entries are 0 on every rank, which every Partial kind reduces to 0.
+std::vector<int> triangle_map(const RuleCtx& c) {
+  const int64_t nd = c.in(0).ndim();
+  auto m = identity_map(nd);
+  for (int64_t d = std::max<int64_t>(0, nd - 2); d < nd; ++d) m[d] = -1;
   return m;
 }
 
@@ -344,8 +355,8 @@ void register_view(Registry& r) {
   // Reshapes: dims factored into groups; only a group's leading dim keeps a shard.
   add_rule(r,
            {"aten._unsafe_view.default",
-            "aten.reshape.default",
             "aten.view.default"}, reshape_rule(1, "size"));
+  add_rule(r, {"aten.reshape.default"}, reshape_rule(1, "shape"));
   // flatten(start_dim, end_dim): a reshape.
   add_rule(r, {"aten.flatten.using_ints"}, reshape_rule(-1, nullptr));
   {
@@ -422,6 +433,10 @@ void register_view(Registry& r) {
   add_rule(r, {"aten.view_as_real.default"}, mapped_rule(view_as_real_map));
   // Reversal along `dims` (a copy, not a view): other dims keep their shards.
   add_rule(r, {"aten.flip.default"}, mapped_rule(flip_map, false));
+  // Lower/upper triangle of the last two dims: batch dims keep their shards.
+  add_rule(r,
+           {"aten.tril.default",
+            "aten.triu.default"}, mapped_rule(triangle_map, false));
   // Padding: unpadded dims shard; see constant_pad_rule for the Partial kinds.
   add_rule(r, {"aten.constant_pad_nd.default"}, constant_pad_rule());
 }
