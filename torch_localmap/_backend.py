@@ -22,13 +22,14 @@ code around the graph (graph breaks, a loss outside the model) computes what it 
 """
 from __future__ import annotations
 
+import contextlib
+import copy
 import dataclasses
 import re
-import weakref
 
 import torch
 import torch.nn as nn
-from torch.distributed.tensor import DTensor, Replicate
+from torch.distributed.tensor import DTensor
 
 from . import _torch_private
 from ._runtime.failures import failure_scope
@@ -39,8 +40,10 @@ from .placements import as_spec, spec_to_placements
 
 _KNOWN_OPTIONS = {"device", "time_limit", "memory_limit", "calibration", "fallback_replicate", "seed", "timeout"}
 
-# One placement per plain parameter, shared by every graph that reads it: (mesh shape, spec).
-_PARAM_PLACEMENTS: "weakref.WeakKeyDictionary[torch.Tensor, tuple]" = weakref.WeakKeyDictionary()
+# One placement per plain parameter, shared by every graph that reads it: (mesh shape, spec),
+# kept on the Parameter object itself (it lives and dies with it; tensors cannot be keys of
+# a WeakKeyDictionary: their == is elementwise).
+_PLACEMENT_ATTR = "_localmap_backend_placement"
 
 
 def localmap_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **_kwargs):
@@ -92,6 +95,11 @@ class _GraphAsModule(nn.Module):
             else:
                 self._slots.append(("arg", n_args))
                 n_args += 1
+        self._n_args = n_args
+        self._constants: dict = {}  # region-input position -> value baked into the trace
+        # Region inputs that are Python numbers passed as 0-d tensors (read with .item()).
+        scalar = _torch_private.dynamo_scalar_inputs(gm)
+        self.scalar_args = {what for (kind, what), is_scalar in zip(self._slots, scalar) if kind == "arg" and is_scalar}
 
     def _register(self, fqn: str, tensor, as_param: bool) -> None:
         owner = self
@@ -108,7 +116,29 @@ class _GraphAsModule(nn.Module):
     def region_args(self, inputs) -> list:
         return [x for (kind, _), x in zip(self._slots, inputs) if kind == "arg"]
 
+    @contextlib.contextmanager
+    def bound(self, constants: dict, scalars: dict):
+        """Traces see the non-tensor region inputs (dynamic=True passes sizes as ints) as
+        these constants, and `.item()` of a number passed as a 0-d tensor as that number:
+        each signature is planned for its own values."""
+        gm = self._gm
+        self._constants = constants
+        if scalars:
+            object.__setattr__(self, "_gm", _bake_items(gm, {self._arg_placeholder(i): v for i, v in scalars.items()}))
+        try:
+            yield self
+        finally:
+            self._constants = {}
+            object.__setattr__(self, "_gm", gm)
+
+    def _arg_placeholder(self, position: int) -> str:
+        names = [n.name for n in self._gm.graph.nodes if n.op == "placeholder"]
+        return names[self._slots.index(("arg", position))]
+
     def forward(self, *args):
+        if self._constants:
+            rest = iter(args)
+            args = [self._constants[i] if i in self._constants else next(rest) for i in range(self._n_args)]
         full = [self.get_submodule_tensor(what) if kind == "state" else args[what] for kind, what in self._slots]
         return tuple(self._gm(*full))
 
@@ -116,6 +146,16 @@ class _GraphAsModule(nn.Module):
         owner, _, leaf = fqn.rpartition(".")
         mod = self.get_submodule(owner) if owner else self
         return mod._parameters[leaf] if leaf in mod._parameters else mod._buffers[leaf]
+
+
+def _bake_items(gm: torch.fx.GraphModule, values: dict) -> torch.fx.GraphModule:
+    """A copy of `gm` where `p.item()` of each placeholder named in `values` is that value."""
+    graph = copy.deepcopy(gm.graph)
+    for node in list(graph.nodes):
+        if node.op == "call_method" and node.target == "item" and node.args[0].name in values:
+            node.replace_all_uses_with(values[node.args[0].name])
+            graph.erase_node(node)
+    return torch.fx.GraphModule(gm, graph)
 
 
 # ---- taking this rank's piece of a whole tensor ----------------------------------------
@@ -173,7 +213,9 @@ class _CompiledGraph:
             return self._run(entry, args)
 
     def _entry(self, args) -> _Entry:
-        key = (_signature(args), torch.is_grad_enabled())
+        # Numbers passed as 0-d tensors are baked into the plan: their values are part of the key.
+        scalars = tuple(args[i].item() for i in sorted(self.module.scalar_args))
+        key = (_signature(args), scalars, torch.is_grad_enabled())
         entry = self.entries.get(key)
         if entry is None:
             entry = self.entries[key] = self._plan(args)
@@ -191,23 +233,28 @@ class _CompiledGraph:
             if isinstance(t, DTensor):
                 fixed[fqn] = as_spec(list(t.placements), ndim, t.dim(), fqn)
             elif isinstance(t, nn.Parameter):
-                known = _PARAM_PLACEMENTS.get(t)
+                known = getattr(t, _PLACEMENT_ATTR, None)
                 if known is not None and known[0] == tuple(mesh.shape):
                     fixed[fqn] = known[1]
                 else:
                     free_params.append((fqn, t))
             else:
                 fixed[fqn] = "R" * ndim  # buffers stay whole: the graph may write them
-        input_specs = {str(i): as_spec(list(x.placements), ndim, x.dim(), f"input {i}")
-                       for i, x in enumerate(args) if isinstance(x, DTensor)}
-        with use_mesh(mesh):  # local_map regions without a mesh of their own use this one
-            joint = trace_joint(self.module, tuple(args), {})
+        # Tensors are traced inputs; other region inputs (SymInt sizes under dynamic=True,
+        # flags) are constants of this signature's plan.
+        tensor_pos = [i for i, x in enumerate(args) if isinstance(x, torch.Tensor)]
+        constants = {i: x for i, x in enumerate(args) if not isinstance(x, torch.Tensor)}
+        scalars = {i: args[i].item() for i in self.module.scalar_args}
+        input_specs = {str(k): as_spec(list(args[i].placements), ndim, args[i].dim(), f"input {i}")
+                       for k, i in enumerate(tensor_pos) if isinstance(args[i], DTensor)}
+        with use_mesh(mesh), self.module.bound(constants, scalars):  # regions without a mesh of their own use this one
+            joint = trace_joint(self.module, tuple(args[i] for i in tensor_pos), {})
         plan = plan_joint(joint, mesh, node_extra=node_extra, outputs="replicated", fixed_params=fixed,
                           input_specs=input_specs, **self.options)
         placements = plan.state_placements()
         for fqn, t in free_params:  # later graphs plan around this graph's choice
             if fqn in placements:
-                _PARAM_PLACEMENTS[t] = (tuple(mesh.shape), placements[fqn])
+                setattr(t, _PLACEMENT_ATTR, (tuple(mesh.shape), placements[fqn]))
         if self.on_plan is not None:
             self.on_plan(plan)
         coord = mesh.get_coordinate()
@@ -223,7 +270,7 @@ class _CompiledGraph:
             if node.role in ("param", "buffer"):
                 sources.append(("state", node.target))
             elif node.role == "input":
-                sources.append(("arg", int(node.target)))
+                sources.append(("arg", tensor_pos[int(node.target)]))
             else:  # a tensor constant of the traced graph
                 sources.append(("constant", shard_local(getattr(joint.gm, node.target), mesh, spec)))
         return _Entry(plan=plan, program=program, sources=sources, specs=specs,
@@ -249,9 +296,10 @@ class _CompiledGraph:
         results = []
         for k, local in enumerate(outs[n_mut:]):
             placements = self.output_placements[k] if k < len(self.output_placements) else None
-            if placements is not None:  # Dynamo traced a DTensor here: hand one back
-                whole = DTensor.from_local(local, self.mesh, [Replicate()] * self.mesh.ndim, run_check=False)
-                local = whole.redistribute(self.mesh, placements)
+            if placements is not None:  # Dynamo traced a DTensor here: hand one back, in its placements
+                spec = as_spec(list(placements), self.mesh.ndim, local.dim(), f"output {k}")
+                local = DTensor.from_local(shard_local(local, self.mesh, spec), self.mesh, placements,
+                                           run_check=False, shape=local.shape, stride=local.stride())
             results.append(local)
         return list(_torch_private.pytree.tree_unflatten(results, entry.output_spec))
 

@@ -25,6 +25,8 @@ The class itself stays thin; helpers below do the work.
 """
 from __future__ import annotations
 
+import contextlib
+
 import math
 from dataclasses import dataclass
 
@@ -44,6 +46,57 @@ class RegionMutationError(RuntimeError):
         return cls(f"local_map region '{region_name}' mutates its tensor input {index} in place{how}; regions must "
                    f"not mutate their inputs (their local shards may be temporary copies). Clone the input inside "
                    f"the region and return the new value instead.")
+
+
+class RegionClosureError(RuntimeError):
+    """A local_map region body reads a tensor it was not passed (a closed-over parameter)."""
+
+    @classmethod
+    def of(cls, region_name: str, what: str) -> "RegionClosureError":
+        return cls(f"local_map region '{region_name}': the body reads {what} that is not one of its "
+                   f"arguments. A region sees only its arguments' local shards: a closed-over tensor (a module "
+                   f"parameter read inside the body) would get no gradient and no placement. Pass it as an "
+                   f"argument of the local_map function, with its in_placements (and in_grad_placements).")
+
+
+def _closed_over_leaves(outs, inputs) -> list:
+    """Leaf tensors requiring grad that the outputs' autograd graph reaches besides `inputs`."""
+    allowed = {id(t) for t in inputs}
+    found = [o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad and o.grad_fn is None
+             and id(o) not in allowed]
+    stack = [o.grad_fn for o in outs if isinstance(o, torch.Tensor) and o.grad_fn is not None]
+    seen = set()
+    while stack:
+        fn = stack.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        var = getattr(fn, "variable", None)  # AccumulateGrad: a leaf
+        if var is not None and id(var) not in allowed:
+            found.append(var)
+        stack.extend(f for f, _ in fn.next_functions)
+    return found
+
+
+# What tracers say when a body uses a tensor that is not among its inputs (2.13): make_fx
+# finds no proxy for it; functionalization meets a functional tensor outside its mode.
+_CLOSURE_SYMPTOMS = ("tensor_tracker", "FunctionalTensor on its own")
+
+
+@contextlib.contextmanager
+def _naming_closures(region: Region):
+    try:
+        yield
+    except RuntimeError as e:
+        if any(s in str(e) for s in _CLOSURE_SYMPTOMS):
+            raise RegionClosureError.of(region.name, "a tensor") from e
+        raise
+
+
+def _trace_body(region: Region, body, trace, *args) -> torch.fx.GraphModule:
+    """trace(body, *args), naming a closed-over tensor (the tracer cannot find it among its inputs)."""
+    with _naming_closures(region):
+        return trace(body, *args)
 
 
 class LocalMapHOP(HigherOrderOperator):
@@ -136,7 +189,7 @@ def _proxy(mode, body, region_json, *args):
     with _torch_private.proxy_tracing_disabled():
         local = _local_like(args, plan["local_shapes"][0], _torch_private.fake_mode_of(args))
     versions = [t._version for t in local]
-    body_gm = _torch_private.trace_subgraph(body, *local)
+    body_gm = _trace_body(region, body, _torch_private.trace_subgraph, *local)
     _check_versions(region, local, versions)
     _check_graph_pure(region, body_gm)
     name = _torch_private.add_subgraph(mode, body_gm, prefix="localmap_body")
@@ -306,11 +359,16 @@ def _trace_fw_bw(region: Region, body, args, needs) -> _RegionGraphs:
         with fake_mode, torch.enable_grad():
             # Non-leaf copies: an in-place write on a leaf that requires grad fails inside
             # autograd before _run_checked could name the region; on a copy it is caught.
-            outs = _run_checked(region, body, [t.clone() if t.requires_grad else t for t in local])
+            with _naming_closures(region):
+                outs = _run_checked(region, body, [t.clone() if t.requires_grad else t for t in local])
+        closed = _closed_over_leaves(outs, local)
+        if closed:
+            raise RegionClosureError.of(region.name, f"a tensor of shape {tuple(closed[0].shape)} that "
+                                        f"requires grad")
         _output_plan(region, outs)  # validates out_placements against the outputs
         diff_out = [j for j, o in enumerate(outs) if o.requires_grad]
         primals = [t.detach() for t in local]
-        fw_gm = _torch_private.trace_standalone(body, *primals)
+        fw_gm = _trace_body(region, body, _torch_private.trace_standalone, *primals)
         _check_graph_pure(region, fw_gm)
         with fake_mode:
             tangents = [torch.empty_like(outs[j]).detach() for j in diff_out]

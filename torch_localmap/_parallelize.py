@@ -97,6 +97,17 @@ class ParallelModule(nn.Module):
         self._last: _Compiled | None = None
         self._distributed = False
 
+    def __getattr__(self, name: str):
+        # Attributes the model has and we do not (a Hugging Face model's .config, what its
+        # hooks keep on it) read through to the model, as they would on the model itself.
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            model = self.__dict__.get("_model")
+            if model is None:
+                raise
+            return getattr(model, name)
+
     def train(self, mode: bool = True):
         super().train(mode)
         self._model.training = mode  # the model's root is what plans trace; its children are ours
@@ -190,7 +201,8 @@ class ParallelModule(nn.Module):
         plan = plan_module(self._model, self.mesh, g_args, g_kwargs, device=o.device, time_limit=o.time_limit,
                            memory_limit=o.memory_limit, fixed_params=fixed, calibration=o.calibration,
                            fallback_replicate=o.fallback_replicate, timeout=o.timeout,
-                           input_specs={str(i): s for i, s in input_specs.items()})
+                           input_specs={str(i): s for i, s in input_specs.items()},
+                           root_hooks=False)  # forward() runs them around the program
         if not self._distributed:
             self._distribute_state(plan)
         joint = plan.joint

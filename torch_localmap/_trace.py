@@ -80,8 +80,31 @@ def check_example_inputs(module, example_inputs) -> tuple:
     return args
 
 
-def trace_joint(module: torch.nn.Module, args, kwargs=None) -> JointGraph:
-    """Joint graph of module(*args, **kwargs), traced with fake tensors (no real compute)."""
+_ROOT_HOOK_DICTS = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks",
+                    "_forward_hooks_with_kwargs", "_forward_hooks_always_called")
+
+
+@contextlib.contextmanager
+def _root_hooks_off(module: torch.nn.Module):
+    """The root module's forward hooks removed for the duration (restored after)."""
+    saved = {k: dict(getattr(module, k)) for k in _ROOT_HOOK_DICTS if hasattr(module, k)}
+    for k in saved:
+        getattr(module, k).clear()
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            getattr(module, k).update(v)
+
+
+def trace_joint(module: torch.nn.Module, args, kwargs=None, root_hooks: bool = True) -> JointGraph:
+    """Joint graph of module(*args, **kwargs), traced with fake tensors (no real compute).
+
+    `root_hooks=False`: the root's forward hooks stay out of the graph (parallelize runs them
+    around the planned program, eagerly, at every call)."""
+    if not root_hooks:
+        with _root_hooks_off(module):
+            return trace_joint(module, args, kwargs)
     args, kwargs = normalize_call(module, args, kwargs)
     _refuse_submodule_hooks(module)
     leaves, in_spec = pytree.tree_flatten((args, kwargs))
@@ -309,6 +332,12 @@ _HINTS = (
                       "torch_localmap.local_map"),
     ("GuardOnDataDependent", "the model branches on a tensor's values; a planned program is fixed when "
                              "planned. Pass the decision as an argument instead"),
+    ("RegionClosureError", "pass every tensor a local_map body reads as an argument of the local_map "
+                           "function (with its in_placements), not through a closure"),
+    ("DynamicOutputShape", "an output's size depends on tensor values (nonzero, boolean-mask indexing, unique); "
+                           "a planned program has fixed shapes. Keep the shape fixed (torch.where or "
+                           "masked_fill with the mask) or move the code out of forward and pass its result as an "
+                           "argument"),
     ("not a known type", "the model returns an object torch cannot flatten; return tensors, tuples, dicts, "
                          "dataclasses or ModelOutput, or register the type with "
                          "torch.utils._pytree.register_pytree_node"),

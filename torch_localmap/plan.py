@@ -81,12 +81,14 @@ def plan_joint(joint: JointGraph, mesh, *, node_extra=None, timeout=None, **opti
     return plan
 
 
-def plan_module(module: torch.nn.Module, mesh, example_args=(), example_kwargs=None, **options) -> Plan:
+def plan_module(module: torch.nn.Module, mesh, example_args=(), example_kwargs=None, *, root_hooks=True,
+                **options) -> Plan:
     """Plans `module(*example_args, **example_kwargs)` on `mesh` (a DeviceMesh or a shape tuple
     for a simulated mesh). Tracing uses fake tensors (parameters too): no real compute, no
-    process group, and a module on the meta device plans like a real one."""
+    process group, and a module on the meta device plans like a real one. `root_hooks=False`
+    leaves the root module's forward hooks out of the plan (the caller runs them)."""
     from ._local_map_glue import node_extra, use_mesh  # local_map regions pin their placements
 
     with use_mesh(mesh):  # regions without device_mesh trace on the mesh being planned for
-        joint = trace_joint(module, example_args, example_kwargs)
+        joint = trace_joint(module, example_args, example_kwargs, root_hooks=root_hooks)
     return plan_joint(joint, mesh, node_extra=node_extra, **options)

@@ -19,6 +19,7 @@
 
 #include "core/cost_model.h"
 #include "core/graph.h"
+#include "core/plan_json.h"
 #include "core/planner.h"
 #include "fuzz_mutate.h"
 

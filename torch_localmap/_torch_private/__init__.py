@@ -239,6 +239,14 @@ def dynamo_input_sources(gm: fx.GraphModule) -> list:
     return out
 
 
+def dynamo_scalar_inputs(gm: fx.GraphModule) -> list:
+    """Per placeholder of a Dynamo graph, whether it is a Python number Dynamo passes as a
+    0-d tensor (node.meta["grapharg"].pass_arg_as_tensor, 2.13: unspecialized floats such
+    as BatchNorm's momentum under dynamic=True, read back with .item())."""
+    return [bool(getattr(n.meta.get("grapharg"), "pass_arg_as_tensor", False))
+            for n in gm.graph.nodes if n.op == "placeholder"]
+
+
 def graph_output_examples(gm: fx.GraphModule) -> list:
     """The example value Dynamo recorded for each output of its graph (node.meta
     ["example_value"], 2.13), None where absent; flattened like the graph's output."""
