@@ -378,13 +378,10 @@ def _opinfo_pass(db, wanted: set, seed: int, samples_per_op: int, pre_dispatch: 
             continue
         diff = info.supports_autograd and not pre_dispatch and dtype.is_floating_point
         try:
-            generator = info.sample_inputs("cpu", dtype, requires_grad=diff)
-            samples = list(itertools.islice(generator, samples_per_op))
-            # Closed here, outside tracing: a generator collected later would run its
-            # cleanup under whatever trace is active then.
-            close = getattr(generator, "close", None)
-            if close is not None:
-                close()
+            # Run to the end here, outside tracing: a half-consumed generator (or one it
+            # delegates to) collected later would run its cleanup under whatever trace is
+            # active then (a no_grad exit inside make_fx).
+            samples = list(info.sample_inputs("cpu", dtype, requires_grad=diff))[:samples_per_op]
         except Exception:  # noqa: BLE001  (a sample generator that needs more than CPU float64)
             continue
         for sample in samples:
