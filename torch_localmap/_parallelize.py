@@ -22,6 +22,7 @@ import torch.nn as nn
 from torch.distributed.tensor import DTensor, distribute_tensor
 
 from . import _torch_private
+from ._mixed_precision import check_policy as mp_check
 from ._runtime.failures import failure_scope
 from ._runtime.groups import DEFAULT_TIMEOUT, as_timeout, runtime_mesh
 from ._runtime.redistribute import shard_local
@@ -51,6 +52,7 @@ class _Options:
     fallback_replicate: bool
     timeout: object
     input_placements: dict  # argument name or flat index -> placements of the local shards
+    mp_policy: object = None  # torch.distributed.fsdp.MixedPrecisionPolicy or None
 
 
 @dataclasses.dataclass
@@ -202,7 +204,8 @@ class ParallelModule(nn.Module):
                            memory_limit=o.memory_limit, fixed_params=fixed, calibration=o.calibration,
                            fallback_replicate=o.fallback_replicate, timeout=o.timeout,
                            input_specs={str(i): s for i, s in input_specs.items()},
-                           root_hooks=False)  # forward() runs them around the program
+                           root_hooks=False,  # forward() runs them around the program
+                           mp_policy=o.mp_policy)
         if not self._distributed:
             self._distribute_state(plan)
         joint = plan.joint
@@ -385,7 +388,7 @@ def _aliases(module, tensor) -> list:
 
 def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *, device="H100", time_limit=10.0,
                 memory_limit=None, fixed_params=None, calibration=None, fallback_replicate=True,
-                timeout=DEFAULT_TIMEOUT, input_placements=None) -> ParallelModule:
+                timeout=DEFAULT_TIMEOUT, input_placements=None, mp_policy=None) -> ParallelModule:
     """Plans `model(*example_args, **example_kwargs)` on `mesh` and returns the parallel
     module. Parameters and buffers become DTensors in the planned placements; every rank must
     call this with the same model state and example arguments.
@@ -394,7 +397,10 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
     each rank's local shard (a data loader's batch), e.g. {"input_ids": [Shard(0), Replicate()]}.
     `timeout` (seconds or a timedelta): how long a rank waits in one of the runtime's
     collectives before it gives up; when another rank failed inside the planned program,
-    the error then names that rank (_runtime/failures.py)."""
+    the error then names that rank (_runtime/failures.py).
+    `mp_policy` (torch.distributed.fsdp.MixedPrecisionPolicy): parameters and optimizer
+    state keep their dtype; compute runs in `param_dtype`; parameter gradients are reduced
+    in `reduce_dtype` (None: in `param_dtype`), as FSDP2 does (_mixed_precision.py)."""
     _check_mesh(mesh)
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -403,7 +409,7 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
     _sync_rng_state(mesh)
     options = _Options(device=device, time_limit=time_limit, memory_limit=memory_limit, fixed_params=fixed_params,
                        calibration=calibration, fallback_replicate=fallback_replicate, timeout=timeout,
-                       input_placements=dict(input_placements or {}))
+                       input_placements=dict(input_placements or {}), mp_policy=mp_check(mp_policy))
     pmodel = ParallelModule(model, mesh, options)
     args = example_args if isinstance(example_args, (tuple, list)) else (example_args,)
     pmodel._compiled_for(tuple(args), dict(example_kwargs or {}))  # plans and shards the state; runs nothing

@@ -82,13 +82,21 @@ def plan_joint(joint: JointGraph, mesh, *, node_extra=None, timeout=None, **opti
 
 
 def plan_module(module: torch.nn.Module, mesh, example_args=(), example_kwargs=None, *, root_hooks=True,
-                **options) -> Plan:
+                mp_policy=None, **options) -> Plan:
     """Plans `module(*example_args, **example_kwargs)` on `mesh` (a DeviceMesh or a shape tuple
     for a simulated mesh). Tracing uses fake tensors (parameters too): no real compute, no
     process group, and a module on the meta device plans like a real one. `root_hooks=False`
-    leaves the root module's forward hooks out of the plan (the caller runs them)."""
+    leaves the root module's forward hooks out of the plan (the caller runs them).
+    `mp_policy` (torch.distributed.fsdp.MixedPrecisionPolicy): compute in its param_dtype,
+    parameter gradients reduced in its reduce_dtype (_mixed_precision.py)."""
+    from . import _mixed_precision as mp
     from ._local_map_glue import node_extra, use_mesh  # local_map regions pin their placements
 
+    if mp.check_policy(mp_policy) is not None:
+        with use_mesh(mesh), mp.root_hooks_of(module, root_hooks):
+            joint = trace_joint(mp.CastParameters(module, mp_policy), example_args, example_kwargs)
+        mp.mark_gradient_upcasts(joint, mp_policy)
+        return plan_joint(joint, mesh, node_extra=mp.node_extra_with_upcasts(node_extra), **options)
     with use_mesh(mesh):  # regions without device_mesh trace on the mesh being planned for
         joint = trace_joint(module, example_args, example_kwargs, root_hooks=root_hooks)
     return plan_joint(joint, mesh, node_extra=node_extra, **options)

@@ -149,6 +149,21 @@ Placeholders pin_placeholders(const Graph& g, const std::vector<NodeStrategies>&
   return out;
 }
 
+// A node marked "keep_partial_inputs" (mixed precision: the upcast of a parameter's
+// gradient, so the gradient is reduced in the wider dtype after it) takes a Partial
+// input as Partial: no edge into it may reduce a pending sum.
+void forbid_reductions(const RedistCostCache& cache, const std::vector<int>& src_ids, const std::vector<int>& dst_ids,
+                       std::vector<solver::Cost>& m) {
+  for (size_t a = 0; a < src_ids.size(); ++a) {
+    const PlacementSpec& s = cache.spec(src_ids[a]);
+    for (size_t b = 0; b < dst_ids.size(); ++b) {
+      const PlacementSpec& d = cache.spec(dst_ids[b]);
+      for (size_t md = 0; md < s.size() && md < d.size(); ++md)
+        if (s[md].is_partial() && !d[md].is_partial()) m[a * dst_ids.size() + b] = solver::kInfiniteCost;
+    }
+  }
+}
+
 // Edges accumulate here: several inputs from one producer share one summed edge.
 class EdgeBuilder {
  public:
@@ -289,11 +304,14 @@ void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat,
   EdgeBuilder edges(t, materialize_edges);
   for (int v = 0; v + 1 < n; ++v) {
     const IrNode& node = g.nodes[v];
+    const json::Value* keep = node.extra.is_object() ? node.extra.find("keep_partial_inputs") : nullptr;
+    const bool keep_partial = keep != nullptr && keep->is_bool() && keep->as_bool();
     for (size_t k = 0; k < node.tensor_inputs.size(); ++k) {
       const TensorRef& r = node.tensor_inputs[k];
-      edges.add(r.node, v,
-                edge_matrix(t.redist, t.redist.meta_id(g.meta(r)), column(ids[r.node].out, r.output),
-                            column(ids[v].in, k), materialize_edges));
+      const auto src = column(ids[r.node].out, r.output), dst = column(ids[v].in, k);
+      auto m = edge_matrix(t.redist, t.redist.meta_id(g.meta(r)), src, dst, materialize_edges);
+      if (keep_partial && materialize_edges) forbid_reductions(t.redist, src, dst, m);
+      edges.add(r.node, v, std::move(m));
     }
   }
   add_sinks(g, strat, policy, placeholders, ids, edges, t);

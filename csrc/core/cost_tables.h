@@ -58,6 +58,7 @@ class RedistCostCache {
     return get(meta_id(t), spec_id(src), spec_id(dst));
   }
   size_t size() const { return cache_.size(); }
+  const PlacementSpec& spec(int id) const { return specs_.at(static_cast<size_t>(id)); }
 
  private:
   const CostModel& cm_;
