@@ -32,5 +32,25 @@ def _register_transformers_outputs() -> None:
 def tracing_context():
     """Everything active while we trace a user's model (and its per-rank program)."""
     _register_transformers_outputs()
-    with _torch_private.exporting(), _torch_private.grouped_mm_shapes_for_every_dtype():
+    with _torch_private.exporting(), _torch_private.grouped_mm_shapes_for_every_dtype(), \
+            _torch_private.torch_local_map_calls_go_to(_torch_region_as_ours):
         yield
+
+
+def _torch_region_as_ours(original, func, out_placements, in_placements, in_grad_placements, device_mesh,
+                          redistribute_inputs, *args, **kwargs):
+    """A region of torch's local_map met while tracing: on plain (fake) tensors torch would
+    run the body on whole tensors and the region would vanish from the graph; it becomes
+    our local_map region instead, pinned by the planner like ours. DTensor calls keep
+    torch's own behaviour."""
+    from torch.distributed.tensor import DTensor
+
+    from ._local_map import local_map
+
+    if any(isinstance(a, DTensor) for a in _torch_private.pytree.tree_leaves((args, kwargs))):
+        return original(func, out_placements, in_placements, in_grad_placements, device_mesh, redistribute_inputs,
+                        *args, **kwargs)
+    region = local_map(func, out_placements=out_placements, in_placements=in_placements,
+                       in_grad_placements=in_grad_placements, device_mesh=device_mesh,
+                       redistribute_inputs=redistribute_inputs)
+    return region(*args, **kwargs)

@@ -35,7 +35,7 @@ from . import _C, _torch_private
 from ._torch_private import pytree
 from ._mesh import MeshSpec, mesh_shape_and_names
 from ._hop import RegionMutationError, localmap_hop
-from ._region import Region, region_of, spec_of
+from ._region import FORWARD, Region, region_of, spec_of
 
 __all__ = ["local_map", "use_mesh", "current_mesh", "MeshSpec", "node_fixed_placements", "run_region_local",
            "RegionMutationError"]
@@ -382,7 +382,12 @@ def node_fixed_placements(node) -> dict | None:
                     else int(isinstance(val, torch.Tensor)))
     outs = list(region.out_placements)
     outs += [None] * (n_tensor_out - len(outs))
-    return {"fixed": {"inputs": ins, "outputs": outs, "region": region.name, "role": region.role}}
+    out = {"fixed": {"inputs": ins, "outputs": outs, "region": region.name, "role": region.role}}
+    if region.role == FORWARD and not region.redistribute_inputs:
+        # As torch's local_map refuses inputs in other placements, the plan must produce
+        # each input in its in_placements: no redistribution on the way in.
+        out["extra"] = {"no_input_redistribution": True}
+    return out
 
 
 def region_body(node) -> torch.fx.GraphModule:

@@ -18,7 +18,7 @@ def node_extra(fx_node):
     inside the region (so the planner charges its interior compute), or None."""
     extra = node_fixed_placements(fx_node)
     if extra is not None:
-        extra["extra"] = {"work": region_work(fx_node)}
+        extra["extra"] = {**(extra.get("extra") or {}), "work": region_work(fx_node)}
     return extra
 
 

@@ -149,17 +149,40 @@ Placeholders pin_placeholders(const Graph& g, const std::vector<NodeStrategies>&
   return out;
 }
 
-// A node marked "keep_partial_inputs" (mixed precision: the upcast of a parameter's
-// gradient, so the gradient is reduced in the wider dtype after it) takes a Partial
-// input as Partial: no edge into it may reduce a pending sum.
-void forbid_reductions(const RedistCostCache& cache, const std::vector<int>& src_ids, const std::vector<int>& dst_ids,
-                       std::vector<solver::Cost>& m) {
+// What may happen on the edges into a node, from flags its exporter set:
+// "keep_partial_inputs" (mixed precision: the upcast of a parameter's gradient, so the
+// gradient is reduced in the wider dtype after it): a pending sum arrives unreduced;
+// "no_input_redistribution" (a local_map region with redistribute_inputs=False, as
+// torch's local_map refuses mismatched inputs): no collective on the way in.
+enum class InputEdgeRule { Any, KeepPartial, AsProduced };
+
+InputEdgeRule input_edge_rule(const IrNode& node) {
+  auto flag = [&](const char* key) {
+    const json::Value* v = node.extra.is_object() ? node.extra.find(key) : nullptr;
+    return v != nullptr && v->is_bool() && v->as_bool();
+  };
+  if (flag("no_input_redistribution")) return InputEdgeRule::AsProduced;
+  if (flag("keep_partial_inputs")) return InputEdgeRule::KeepPartial;
+  return InputEdgeRule::Any;
+}
+
+void restrict_edge(const RedistCostCache& cache, InputEdgeRule rule, const std::vector<int>& src_ids,
+                   const std::vector<int>& dst_ids, std::vector<solver::Cost>& m) {
   for (size_t a = 0; a < src_ids.size(); ++a) {
     const PlacementSpec& s = cache.spec(src_ids[a]);
     for (size_t b = 0; b < dst_ids.size(); ++b) {
       const PlacementSpec& d = cache.spec(dst_ids[b]);
-      for (size_t md = 0; md < s.size() && md < d.size(); ++md)
-        if (s[md].is_partial() && !d[md].is_partial()) m[a * dst_ids.size() + b] = solver::kInfiniteCost;
+      bool ok = true;
+      if (rule == InputEdgeRule::AsProduced) {
+        // No communication: each mesh dim keeps its placement, or a replicated one is
+        // cut locally (a shard, or a Partial piece), which needs no collective.
+        for (size_t md = 0; md < s.size() && md < d.size(); ++md)
+          if (!(s[md] == d[md] || s[md].is_replicate())) ok = false;
+      } else {
+        for (size_t md = 0; md < s.size() && md < d.size(); ++md)
+          if (s[md].is_partial() && !d[md].is_partial()) ok = false;
+      }
+      if (!ok) m[a * dst_ids.size() + b] = solver::kInfiniteCost;
     }
   }
 }
@@ -304,13 +327,12 @@ void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat,
   EdgeBuilder edges(t, materialize_edges);
   for (int v = 0; v + 1 < n; ++v) {
     const IrNode& node = g.nodes[v];
-    const json::Value* keep = node.extra.is_object() ? node.extra.find("keep_partial_inputs") : nullptr;
-    const bool keep_partial = keep != nullptr && keep->is_bool() && keep->as_bool();
+    const InputEdgeRule rule = input_edge_rule(node);
     for (size_t k = 0; k < node.tensor_inputs.size(); ++k) {
       const TensorRef& r = node.tensor_inputs[k];
       const auto src = column(ids[r.node].out, r.output), dst = column(ids[v].in, k);
       auto m = edge_matrix(t.redist, t.redist.meta_id(g.meta(r)), src, dst, materialize_edges);
-      if (keep_partial && materialize_edges) forbid_reductions(t.redist, src, dst, m);
+      if (rule != InputEdgeRule::Any && materialize_edges) restrict_edge(t.redist, rule, src, dst, m);
       edges.add(r.node, v, std::move(m));
     }
   }

@@ -100,3 +100,50 @@ TEST(Planner, RankCallArgsCoverEveryNode) {
   EXPECT_TRUE(args.as_array()[2].find("args") != nullptr);
   EXPECT_THROW(rank_call_args(g, plan_from_json(plan), {0, 0}), InvalidArgument);
 }
+
+namespace {
+
+// training_graph with the gradient passed through a transpose carrying `flag` in its extra.
+std::string flagged_gradient_graph(const char* flag) {
+  std::string t = R"({"shape": [4096, 4096], "dtype": "float32"})";
+  std::string x = R"({"shape": [65536, 4096], "dtype": "float32"})";
+  return std::string(R"({"mesh": {"shape": [4]}, "nodes": [
+    {"name": "w", "op": "placeholder", "role": "param", "extra": {"target": "w"}, "outputs": [)") + t + R"(]},
+    {"name": "x", "op": "placeholder", "role": "input", "extra": {"target": "0"}, "outputs": [)" + x + R"(]},
+    {"name": "y", "op": "aten.mm.default", "args": [{"t": [1, 0]}, {"t": [0, 0]}], "outputs": [)" + x + R"(]},
+    {"name": "loss", "op": "aten.sum.default", "args": [{"t": [2, 0]}], "outputs": [{"shape": [], "dtype": "float32"}]},
+    {"name": "xt", "op": "aten.t.default", "args": [{"t": [1, 0]}], "outputs": [{"shape": [4096, 65536], "dtype": "float32"}]},
+    {"name": "gw", "op": "aten.mm.default", "args": [{"t": [4, 0]}, {"t": [1, 0]}], "outputs": [)" + t + R"(]},
+    {"name": "gwt", "op": "aten.t.default", "args": [{"t": [5, 0]}], "outputs": [)" + t + R"(], "extra": {)" +
+         flag + R"(: true}},
+    {"name": "output", "op": "output", "args": [[{"t": [3, 0]}, {"t": [6, 0]}]],
+     "extra": {"roles": ["output", "grad"], "targets": ["0", "w"]}}]})";
+}
+
+std::string in_spec(const json::Value& plan, size_t i) {
+  return node(plan, i).at("strategy").at("inputs").as_array().at(0).as_string();
+}
+
+}  // namespace
+
+TEST(Planner, KeepPartialInputsMovesTheReductionPastTheFlaggedNode) {
+  // Batch-sharded x: gw = x^T x is a pending sum; a node flagged keep_partial_inputs takes it unreduced.
+  PlanOptions opt;
+  opt.fixed_params["w"] = parse_spec("R");
+  opt.input_specs["0"] = parse_spec("S(0)");
+  json::Value free_plan = plan_to_json(plan_graph(read_graph(flagged_gradient_graph(R"("unused")")), opt));
+  EXPECT_EQ(out_spec(free_plan, 5), "P(sum)");
+  EXPECT_EQ(in_spec(free_plan, 6), "R");  // reduced on the way into the transpose
+  json::Value plan = plan_to_json(plan_graph(read_graph(flagged_gradient_graph(R"("keep_partial_inputs")")), opt));
+  EXPECT_EQ(out_spec(plan, 5), "P(sum)");
+  EXPECT_EQ(in_spec(plan, 6), "P(sum)");  // reduced after it
+}
+
+TEST(Planner, NoInputRedistributionForbidsCollectivesIntoTheNode) {
+  PlanOptions opt;
+  opt.fixed_params["w"] = parse_spec("R");
+  opt.input_specs["0"] = parse_spec("S(0)");
+  json::Value plan = plan_to_json(plan_graph(read_graph(flagged_gradient_graph(R"("no_input_redistribution")")), opt));
+  const std::string produced = out_spec(plan, 5), taken = in_spec(plan, 6);
+  EXPECT_TRUE(produced == taken || produced == "R") << produced << " -> " << taken;
+}

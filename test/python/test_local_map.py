@@ -382,3 +382,43 @@ def test_decorator_forms():
         torch.testing.assert_close(b(x), x + 1)
     assert a.__name__ == "a"
     assert tlm.local_map.use_mesh is use_mesh
+
+
+# ---- redistribute_inputs in the planner ----------------------------------------------------
+
+def _region_input_edge(redistribute: bool):
+    """(producer's output spec, region's input spec, estimated step) for a region that wants
+    its input replicated, fed by a matmul whose weight is pinned row-sharded: the cheap plan
+    leaves the matmul's sum pending and reduces it on the way into the region."""
+    from torch_localmap.plan import plan_module
+
+    @local_map(out_placements="RR", in_placements=("RR",), redistribute_inputs=redistribute)
+    def body(h):
+        return torch.tanh(h)
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(65536, 64))
+
+        def forward(self, x):
+            return body(x @ self.w).sum()
+
+    plan = plan_module(M(), (2, 2), (torch.randn(8, 65536),), fixed_params={"w": "S(0)R"}, time_limit=5)
+    g = plan.graph
+    for i, fx in enumerate(g.fx_nodes):
+        if plan.nodes[i].family == "local_map" and g.nodes[i].fixed["role"] == "forward":
+            src = [a for a in fx.args if isinstance(a, torch.fx.Node) and a.op != "get_attr"][0]
+            return plan.nodes[g.index_of[src]].outputs[0], plan.nodes[i].inputs[0], plan.summary.estimated_step_s
+    raise AssertionError("no forward region in the plan")
+
+
+def test_redistribute_inputs_false_means_no_collective_into_the_region():
+    # torch's local_map refuses inputs in other placements unless redistribute_inputs=True;
+    # the planner honours that: without it the matmul must produce the replicated value
+    # itself (here by gathering the weight, dearer); with it, the pending sum is reduced.
+    produced, taken, strict_cost = _region_input_edge(False)
+    assert (produced, taken) == ("RR", "RR")
+    produced, taken, free_cost = _region_input_edge(True)
+    assert produced.startswith("P(sum)") and taken == "RR"
+    assert free_cost < strict_cost
