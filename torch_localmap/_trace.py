@@ -14,8 +14,11 @@ control flow, in-place writes into inputs.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import os
+import re
+import sys
 import traceback
 from dataclasses import dataclass, field
 
@@ -105,6 +108,38 @@ def trace_joint(module: torch.nn.Module, args, kwargs=None, root_hooks: bool = T
     if not root_hooks:
         with _root_hooks_off(module):
             return trace_joint(module, args, kwargs)
+    try:
+        return _trace_joint(module, args, kwargs)
+    except UnsupportedModelError as e:
+        # A plain dataclass in the output (ModelOutput-like, never registered): register it
+        # as a pytree, as its fields are what the model returns, and trace again.
+        if _register_output_dataclass(e.__cause__):
+            return trace_joint(module, args, kwargs)
+        raise
+
+
+_UNKNOWN_OUTPUT = re.compile(r"Found <class '([\w.]+)'> in output, which is not a known type")
+
+
+def _register_output_dataclass(error) -> bool:
+    m = _UNKNOWN_OUTPUT.search(str(error)) if error is not None else None
+    if m is None:
+        return False
+    parts = m.group(1).split(".")
+    for cut in range(len(parts) - 1, 0, -1):  # module prefix, then attributes (nested classes)
+        obj = sys.modules.get(".".join(parts[:cut]))
+        if obj is None:
+            continue
+        for name in parts[cut:]:
+            obj = getattr(obj, name, None)
+        if isinstance(obj, type) and dataclasses.is_dataclass(obj):
+            _torch_private.register_dataclass_pytree(obj)
+            return True
+        return False
+    return False
+
+
+def _trace_joint(module: torch.nn.Module, args, kwargs) -> JointGraph:
     args, kwargs = normalize_call(module, args, kwargs)
     _refuse_submodule_hooks(module)
     leaves, in_spec = pytree.tree_flatten((args, kwargs))

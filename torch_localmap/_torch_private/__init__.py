@@ -456,3 +456,11 @@ def torch_local_map_calls_go_to(handler):
     finally:
         fn.__code__ = saved
         fn.__globals__.pop("_tlm_local_map_handler", None)
+
+
+def register_dataclass_pytree(cls) -> None:
+    """Makes a dataclass a pytree node (its fields the children), so tracing can flatten
+    model outputs of that type. torch.utils._pytree.register_dataclass (2.13)."""
+    from torch.utils import _pytree
+
+    _pytree.register_dataclass(cls)
