@@ -1,7 +1,8 @@
 """Builds torch_localmap and its C++ extension torch_localmap._C.
 
-The extension compiles the torch-free core (csrc/core) plus the pybind11
-bindings (csrc/python) with ninja. Build with
+The extension compiles the torch-free core (csrc/core), the libtorch layer
+(csrc/torch: the torch.ops.localmap ops and their per-dispatch-key kernels) and
+the pybind11 bindings (csrc/python) with ninja. Build with
 `pip install --no-build-isolation -e .` so the installed torch is used.
 """
 import glob
@@ -14,7 +15,8 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 
 
 def sources():
-    found = glob.glob("csrc/core/**/*.cpp", recursive=True) + glob.glob("csrc/python/*.cpp")
+    found = glob.glob("csrc/core/**/*.cpp", recursive=True) + glob.glob("csrc/torch/**/*.cpp", recursive=True) + \
+        glob.glob("csrc/python/*.cpp")
     return sorted(found)  # deterministic order, deterministic build
 
 

@@ -1,6 +1,7 @@
-"""Measure gloo collectives on local CPU ranks and write a calibration profile.
+"""Measure collectives on local ranks (gloo on CPU, or NCCL on GPUs) and write a calibration profile.
 
     python benchmarks/calibrate_collectives.py --out /tmp/gloo_profile.json
+    python benchmarks/calibrate_collectives.py --backend nccl --world 8 --device H100 --out /tmp/nccl.json
 
 Spawns `--world` processes bound to 127.0.0.1 (bounded timeouts), times
 all_gather / reduce_scatter / all_reduce / all_to_all at a few sizes, and
@@ -45,19 +46,29 @@ def _run_collective(name: str, buf: torch.Tensor, out: torch.Tensor) -> None:
         dist.all_to_all_single(out, buf)
 
 
-def _buffers(name: str, nbytes: int, world: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _buffers(name: str, nbytes: int, world: int, device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
     numel = max(world, nbytes // 4 // world * world)  # float32, divisible by the group size
     if name == "all_gather":
-        return torch.ones(numel // world), torch.empty(numel)
+        return torch.ones(numel // world, device=device), torch.empty(numel, device=device)
     if name == "reduce_scatter":
-        return torch.ones(numel), torch.empty(numel // world)
-    return torch.ones(numel), torch.empty(numel)
+        return torch.ones(numel, device=device), torch.empty(numel // world, device=device)
+    return torch.ones(numel, device=device), torch.empty(numel, device=device)
 
 
-def _worker(rank: int, world: int, port: int, sizes, reps: int, timeout_s: float, results) -> None:
+def _sync(device: str) -> None:
+    if device != "cpu":
+        torch.cuda.synchronize()
+
+
+def _worker(rank: int, world: int, port: int, sizes, reps: int, timeout_s: float, results,
+            backend: str = "gloo") -> None:
     try:
+        device = "cpu"
+        if backend == "nccl":  # one GPU per rank
+            torch.cuda.set_device(rank)
+            device = f"cuda:{rank}"
         dist.init_process_group(
-            "gloo",
+            backend,
             init_method=f"tcp://127.0.0.1:{port}",
             rank=rank,
             world_size=world,
@@ -66,18 +77,21 @@ def _worker(rank: int, world: int, port: int, sizes, reps: int, timeout_s: float
         rows = []
         for name in COLLECTIVES:
             for nbytes in sizes:
-                buf, out = _buffers(name, nbytes, world)
+                buf, out = _buffers(name, nbytes, world, device)
                 _run_collective(name, buf, out)  # warm-up: connections, allocations
+                _sync(device)
                 times = []
                 for _ in range(reps):
                     dist.barrier()
+                    _sync(device)
                     t0 = time.perf_counter()
                     _run_collective(name, buf, out)
+                    _sync(device)
                     times.append(time.perf_counter() - t0)
                 # Best of the repetitions rejects interference from other
                 # processes on a shared machine; the collective ends when its
                 # slowest rank does, hence the max over ranks.
-                t = torch.tensor([min(times)], dtype=torch.float64)
+                t = torch.tensor([min(times)], dtype=torch.float64, device=device)
                 dist.all_reduce(t, op=dist.ReduceOp.MAX)
                 rows.append(
                     {
@@ -101,12 +115,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def measure(world: int = 2, sizes=DEFAULT_SIZES, reps: int = 5, timeout_s: float = 60.0) -> list[dict]:
+def measure(world: int = 2, sizes=DEFAULT_SIZES, reps: int = 5, timeout_s: float = 60.0,
+            backend: str = "gloo") -> list[dict]:
+    if backend == "nccl" and torch.cuda.device_count() < world:
+        raise ValueError(f"--backend nccl runs one rank per GPU: {world} ranks need {world} GPUs, "
+                         f"{torch.cuda.device_count()} visible")
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     port = _free_port()
     procs = [
-        ctx.Process(target=_worker, args=(r, world, port, list(sizes), reps, timeout_s, results)) for r in range(world)
+        ctx.Process(target=_worker, args=(r, world, port, list(sizes), reps, timeout_s, results, backend)) for r in range(world)
     ]
     for p in procs:
         p.start()
@@ -121,15 +139,15 @@ def measure(world: int = 2, sizes=DEFAULT_SIZES, reps: int = 5, timeout_s: float
                 p.kill()  # only the processes this function started
                 p.join()
     if status != "ok":
-        raise RuntimeError(f"gloo calibration failed: {payload}")
+        raise RuntimeError(f"{backend} calibration failed: {payload}")
     return payload
 
 
-def profile(rows: list[dict], world: int, reps: int) -> dict:
+def profile(rows: list[dict], world: int, reps: int, backend: str = "gloo") -> dict:
     return {
         "version": 1,
         "meta": {
-            "backend": "gloo",
+            "backend": backend,
             "host": platform.node(),
             "cpu_count": os.cpu_count(),
             "torch": torch.__version__,
@@ -150,7 +168,9 @@ def main(argv=None) -> int:
         "--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES), help="per-rank buffer sizes in bytes"
     )
     parser.add_argument("--reps", type=int, default=5, help="timed repetitions per size (default 5)")
-    parser.add_argument("--timeout", type=float, default=60.0, help="gloo timeout in seconds (default 60)")
+    parser.add_argument("--timeout", type=float, default=60.0, help="process-group timeout in seconds (default 60)")
+    parser.add_argument("--backend", default="gloo", choices=["gloo", "nccl"],
+                        help="gloo: CPU ranks; nccl: one GPU per rank (default gloo)")
     parser.add_argument("--device", default="cpu", help="device of the cost model to print fits with")
     args = parser.parse_args(argv)
     if args.world < 2:
@@ -158,8 +178,8 @@ def main(argv=None) -> int:
     if len(set(args.sizes)) < 2 or min(args.sizes) <= 0:
         parser.error("--sizes needs at least two distinct positive sizes (latency and bandwidth are fitted)")
 
-    rows = measure(args.world, args.sizes, args.reps, args.timeout)
-    doc = profile(rows, args.world, args.reps)
+    rows = measure(args.world, args.sizes, args.reps, args.timeout, args.backend)
+    doc = profile(rows, args.world, args.reps, args.backend)
     with open(args.out, "w") as f:
         json.dump(doc, f, indent=1)
     print(f"wrote {len(rows)} measurements to {args.out}")

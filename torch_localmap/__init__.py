@@ -4,6 +4,7 @@ Public API (see docs/user_guide.md):
   parallelize(model, mesh, example_inputs)   plan + shard a module, train with DTensor params
   plan_module(model, mesh, example_inputs)   plan only (a mesh shape simulates a mesh)
   local_map(...)                             mark a function that runs on local shards
+  with_sharding_constraint(x, placements)    pin a value's placements (and its gradient's)
   solve(problem)                             the strategy solver on its own
   torch.compile(model, backend="localmap", options={"mesh": mesh})   via an entry point
 
@@ -14,10 +15,9 @@ names start with an underscore are internal.
 import torch  # noqa: F401  (loads libtorch before our extension)
 
 from . import _C  # noqa: F401
-from ._hop import RegionMutationError
-from ._local_map import MeshSpec, local_map, use_mesh
+from ._local_map import (MeshSpec, Region, RegionClosureError, RegionMutationError, local_map, region_of, use_mesh,
+                         with_sharding_constraint)
 from ._parallelize import ParallelModule, parallelize
-from ._region import Region, region_of
 from ._runtime.failures import PeerFailureError
 from .plan import NodePlan, Plan, PlanSummary, SolverSummary, plan_module
 from .solver import InfeasibleError, MilpUnavailableError, SolveResult, load_problem, solve
@@ -34,6 +34,7 @@ __all__ = [
     "Plan",
     "PlanSummary",
     "Region",
+    "RegionClosureError",
     "RegionMutationError",
     "SolveResult",
     "SolverSummary",
@@ -44,4 +45,5 @@ __all__ = [
     "region_of",
     "solve",
     "use_mesh",
+    "with_sharding_constraint",
 ]

@@ -32,6 +32,7 @@ import torch.nn as nn
 from torch.distributed.tensor import DTensor
 
 from . import _torch_private
+from ._device import check_mesh_backend, mesh_device
 from ._runtime.failures import failure_scope
 from ._runtime.groups import DEFAULT_TIMEOUT, as_timeout, runtime_mesh
 from ._runtime.redistribute import redistribute_local, shard_local
@@ -57,6 +58,8 @@ def localmap_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **_
         raise ValueError(f"unknown localmap backend options {sorted(unknown)} "
                          f"(expected mesh, on_plan, {', '.join(sorted(_KNOWN_OPTIONS))})")
     options["timeout"] = as_timeout(options.get("timeout", DEFAULT_TIMEOUT))
+    mesh_device(mesh)  # a CUDA mesh needs this rank's GPU
+    check_mesh_backend(mesh)
     return _CompiledGraph(gm, list(example_inputs), runtime_mesh(mesh, options["timeout"]), options, on_plan)
 
 
@@ -222,7 +225,7 @@ class _CompiledGraph:
         return entry
 
     def _plan(self, args) -> _Entry:
-        from ._local_map_glue import node_extra, use_mesh
+        from ._local_map import node_extra, use_mesh
         from ._parallelize import _grad_slots, _tangent_outputs
         from ._trace import trace_joint
         from .plan import plan_joint

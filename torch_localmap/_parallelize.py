@@ -22,6 +22,7 @@ import torch.nn as nn
 from torch.distributed.tensor import DTensor, distribute_tensor
 
 from . import _torch_private
+from ._device import check_mesh_backend, check_tensor_device, mesh_device
 from ._mixed_precision import check_policy as mp_check
 from ._runtime.failures import failure_scope
 from ._runtime.groups import DEFAULT_TIMEOUT, as_timeout, runtime_mesh
@@ -40,6 +41,8 @@ def _check_mesh(mesh):
     if dist.is_initialized() and mesh.size() != dist.get_world_size():
         raise ValueError(f"mesh has {mesh.size()} devices (shape {tuple(mesh.shape)}) but the world size is "
                          f"{dist.get_world_size()}; expected a mesh covering every rank")
+    mesh_device(mesh)  # a CUDA mesh needs this rank's GPU
+    check_mesh_backend(mesh)
 
 
 @dataclasses.dataclass
@@ -94,6 +97,7 @@ class ParallelModule(nn.Module):
         object.__setattr__(self, "_model", module)
         self._model_forward = module.forward
         self.mesh = mesh
+        self.device = mesh_device(mesh)  # where inputs and the planned program live
         self._options = options
         self._compiled: dict = {}
         self._last: _Compiled | None = None
@@ -185,6 +189,7 @@ class ParallelModule(nn.Module):
             if tuple(value.placements) != want:
                 value = value.redistribute(self.mesh, want)
             return value.to_local()
+        check_tensor_device(value, self.device, f"input {idx}")
         if kind == "local":
             return value  # already this rank's shard (input_placements)
         return shard_local(value, self.mesh, spec)  # a global value: take this rank's piece (no communication)
@@ -417,12 +422,15 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
 
 
 def _sync_rng_state(mesh) -> None:
-    """Every rank starts from rank 0's CPU generator state, so random ops (dropout) draw
+    """Every rank starts from rank 0's generator state (CPU, and the GPU's on a CUDA mesh), so random ops (dropout) draw
     the same numbers they would in one process (docs/user_guide.md, "Randomness")."""
     if not dist.is_initialized() or mesh.size() == 1:
         return
-    box = [torch.get_rng_state()]
+    cuda = mesh.device_type == "cuda"
+    box = [torch.get_rng_state(), torch.cuda.get_rng_state() if cuda else None]
     with _torch_private.outside_fake_mode():
         dist.broadcast_object_list(box, src=0)
     torch.set_rng_state(box[0])
+    if cuda:  # dropout on GPU draws from this device's generator
+        torch.cuda.set_rng_state(box[1])
 

@@ -50,7 +50,10 @@ def make_rank_program(plan: Plan, device_mesh, coord):
         """The value at `ref` ([node, output]) redistributed from its planned spec to `want`."""
         src = pnodes[ref[0]].outputs[ref[1]]
         shape = ir_nodes[ref[0]].outputs[ref[1]].shape
-        return redistribute_local(env[ref[0]][ref[1]], shape, device_mesh, src, want)
+        try:
+            return redistribute_local(env[ref[0]][ref[1]], shape, device_mesh, src, want)
+        except ValueError as e:
+            raise ValueError(f"output {ref[1]} of node '{ir_nodes[ref[0]].name}' ({ir_nodes[ref[0]].op}): {e}") from e
 
     def run_node(i, node, want, env):
         refs = []
@@ -93,9 +96,9 @@ def make_rank_program(plan: Plan, device_mesh, coord):
 
 
 def _run_node(fx_node: fx.Node, args, kwargs):
-    from ._local_map_glue import run_region_local
+    from ._local_map import run_region_node
 
-    ran, out = run_region_local(fx_node, args, kwargs)
+    ran, out = run_region_node(fx_node, args, kwargs)
     if ran:
         return out
     if fx_node.target is torch.ops.aten.view.default:

@@ -26,7 +26,7 @@ import torch
 import torch.fx as fx
 
 from . import _torch_private
-from ._hop import RegionMutationError
+from ._local_map import RegionMutationError
 from ._integrations import tracing_context
 from ._torch_private import pytree
 

@@ -1,15 +1,18 @@
-"""Run a function on N gloo CPU ranks (one process each) and collect the results.
+"""Run a function on N local ranks (one process each) and collect the results.
 
-    results = run_distributed(fn, world_size, *args, timeout=120.0)
+    results = run_distributed(fn, world_size, *args, timeout=120.0, backend="gloo")
 
 `fn` must be a picklable top-level function `fn(rank, world_size, *args)`; it runs after
-`init_process_group("gloo")` on 127.0.0.1 and its return values come back as a list indexed
+`init_process_group(backend)` on 127.0.0.1 (gloo: CPU ranks; nccl: rank r on GPU r, which
+needs `world_size` visible GPUs) and its return values come back as a list indexed
 by rank. Any rank raising (or dying) makes the call fail with an AssertionError that leads
 with the root cause: a rank that died, else one whose own code raised, before ranks that
 only saw a collective break or were told of another rank's failure (runtime/failures.py).
 A hang makes it fail after `timeout` seconds. Stragglers are killed either way.
 
-Inside `fn`, `make_mesh(shape, names)` builds a CPU DeviceMesh over all ranks.
+Inside `fn`, `make_mesh(shape, names)` builds a DeviceMesh over all ranks (CPU for gloo,
+CUDA for nccl). Training scripts launched by torchrun need none of this: they call
+init_process_group themselves (docs/user_guide.md, "torchrun").
 
 Why processes and not threads: gloo process groups are per process, and the spawn context keeps
 children clean of the parent's state (pytest, already-initialized groups). Why results are
@@ -26,7 +29,7 @@ import socket
 import time
 import traceback
 
-__all__ = ["run_distributed", "make_mesh", "free_port"]
+__all__ = ["run_distributed", "make_mesh", "free_port", "check_backend"]
 
 
 def free_port() -> int:
@@ -36,13 +39,34 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def make_mesh(shape, mesh_dim_names=None):
-    """A CPU DeviceMesh over all ranks of the current (gloo) process group."""
+def make_mesh(shape, mesh_dim_names=None, device_type=None):
+    """A DeviceMesh over all ranks of the current process group: CUDA when the group is
+    NCCL, else CPU (or `device_type` when given)."""
+    import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
 
     shape = tuple(shape) if not isinstance(shape, int) else (shape,)
     names = tuple(mesh_dim_names) if mesh_dim_names is not None else None
-    return init_device_mesh("cpu", shape, mesh_dim_names=names)
+    if device_type is None:
+        device_type = "cuda" if dist.is_initialized() and "nccl" in str(dist.get_backend()).lower() else "cpu"
+    return init_device_mesh(device_type, shape, mesh_dim_names=names)
+
+
+BACKENDS = ("gloo", "nccl")
+
+
+def check_backend(backend: str, world_size: int, cuda_devices: int | None = None) -> None:
+    """Refuses a backend these local ranks cannot run (ValueError naming what is missing)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == "nccl":
+        import torch
+
+        n = cuda_devices if cuda_devices is not None else (torch.cuda.device_count()
+                                                           if torch.cuda.is_available() else 0)
+        if n < world_size:
+            raise ValueError(f"backend 'nccl' runs one rank per GPU: {world_size} ranks need {world_size} GPUs but "
+                             f"{n} are visible; use backend='gloo' for CPU ranks")
 
 
 def _failure_kind(exc: BaseException) -> str:
@@ -56,7 +80,8 @@ def _failure_kind(exc: BaseException) -> str:
     return "collective" if is_collective_failure(exc) else "own"
 
 
-def _worker(fn, rank, world_size, port, pg_timeout, args, result_queue):
+def _worker(fn, rank, world_size, port, pg_timeout, args, result_queue, backend="gloo"):
+    import torch
     import torch.distributed as dist
 
     # Loopback only: gloo would otherwise resolve the hostname to a public interface.
@@ -67,8 +92,10 @@ def _worker(fn, rank, world_size, port, pg_timeout, args, result_queue):
     os.environ["WORLD_SIZE"] = str(world_size)
     os.environ["LOCAL_RANK"] = str(rank)
     try:
+        if backend == "nccl":
+            torch.cuda.set_device(rank)
         dist.init_process_group(
-            "gloo",
+            backend,
             init_method=f"tcp://127.0.0.1:{port}",
             rank=rank,
             world_size=world_size,
@@ -130,19 +157,21 @@ def _failure_report(name, world_size, errors, procs, results) -> str:
     return "\n".join(lines)
 
 
-def run_distributed(fn, world_size: int, *args, timeout: float = 120.0, pg_timeout: float = 60.0) -> list:
-    """Runs fn(rank, world_size, *args) on `world_size` gloo ranks; returns results by rank."""
+def run_distributed(fn, world_size: int, *args, timeout: float = 120.0, pg_timeout: float = 60.0,
+                    backend: str = "gloo") -> list:
+    """Runs fn(rank, world_size, *args) on `world_size` local ranks; returns results by rank."""
     import torch.multiprocessing as mp
 
     if world_size < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
+    check_backend(backend, world_size)
     ctx = mp.get_context("spawn")
     result_queue = ctx.Queue()
     port = free_port()
     procs = [
         ctx.Process(
             target=_worker,
-            args=(fn, rank, world_size, port, min(pg_timeout, timeout), args, result_queue),
+            args=(fn, rank, world_size, port, min(pg_timeout, timeout), args, result_queue, backend),
             daemon=True,
         )
         for rank in range(world_size)

@@ -24,7 +24,9 @@ def plan_options(mode="train", device="H100", time_limit=10.0, memory_limit=None
     if fixed_params:
         opts["fixed_params"] = {k: _spec_str(v) for k, v in fixed_params.items()}
     if calibration is not None:
-        opts["calibration"] = calibration if isinstance(calibration, str) else json.dumps(calibration)
+        from .cost_model import calibration_text
+
+        opts["calibration"] = calibration_text(calibration)  # a dict, JSON text or a profile's path
     return json.dumps(opts)
 
 
@@ -90,7 +92,7 @@ def plan_module(module: torch.nn.Module, mesh, example_args=(), example_kwargs=N
     `mp_policy` (torch.distributed.fsdp.MixedPrecisionPolicy): compute in its param_dtype,
     parameter gradients reduced in its reduce_dtype (_mixed_precision.py)."""
     from . import _mixed_precision as mp
-    from ._local_map_glue import node_extra, use_mesh  # local_map regions pin their placements
+    from ._local_map import node_extra, use_mesh  # local_map regions pin their placements
 
     if mp.check_policy(mp_policy) is not None:
         with use_mesh(mesh), mp.root_hooks_of(module, root_hooks):

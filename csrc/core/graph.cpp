@@ -1,5 +1,7 @@
 #include "core/graph.h"
 
+#include "core/sharding_constraint.h"
+
 namespace tlm {
 
 bool is_tensor_ref(const json::Value& arg) { return arg.is_object() && arg.find("t") != nullptr; }
@@ -94,6 +96,7 @@ Graph read_graph(const json::Value& doc) {
       for (size_t k = 0; k < n.fixed.outputs.size(); ++k)
         validate_spec(n.fixed.outputs[k], n.outputs[k].ndim(), g.mesh.ndim(), where + " fixed output " + std::to_string(k));
     }
+    if (n.op == kShardingConstraintOp && !n.has_fixed) pin_sharding_constraint(n, g, where);
     if (const auto* ex = jn.find("extra")) n.extra = *ex;
     g.nodes.push_back(std::move(n));
   }

@@ -3,6 +3,8 @@
 // mesh. Per-op knowledge lives in csrc/core/strategies/*.cpp.
 #include "core/strategy.h"
 
+#include "core/sharding_constraint.h"
+
 #include <algorithm>
 
 #include "core/strategies/rule.h"
@@ -288,7 +290,7 @@ static NodeStrategies enumerate_impl(const Graph& g, int id, const StrategyOptio
   if (n.op == "output")
     throw InvalidArgument("node '" + n.name + "' is the graph's output node; the planner places it, not a rule");
   if (n.has_fixed) {
-    out.family = "local_map";
+    out.family = n.op == kShardingConstraintOp ? "sharding_constraint" : "local_map";
     out.strategies.push_back(OpStrategy{n.fixed.inputs, n.fixed.outputs});
     return out;
   }

@@ -8,6 +8,7 @@
 #include "core/layout.h"
 #include "core/mesh.h"
 #include "core/placement.h"
+#include "core/rank_steps.h"
 #include "core/redistribute.h"
 #include "core/tensor_meta.h"
 
@@ -32,21 +33,6 @@ py::object reduce_or_none(const CollectiveStep& s) {
 }
 
 py::object dim_or_none(int d) { return d < 0 ? py::object(py::none()) : py::object(py::int_(d)); }
-
-// What one rank needs to run a step (the runtime does no shape arithmetic):
-// the shape the collective sees, the padded chunk sizes of uneven splits, and
-// this rank's piece of the newly sharded dim.
-void add_coordinate_fields(py::dict& d, const CollectiveStep& s, const Mesh& mesh, const std::vector<int64_t>& coord) {
-  std::vector<int64_t> logical = logical_shape(s.shape, mesh, s.before, s.mesh_dim, coord);
-  const int64_t n = mesh.shape[s.mesh_dim];
-  d["logical_shape"] = as_tuple(logical);
-  if (s.src_dim >= 0) d["src_full"] = (logical[s.src_dim] + n - 1) / n;
-  if (s.dst_dim >= 0) {
-    d["dst_full"] = (logical[s.dst_dim] + n - 1) / n;
-    ChunkExtent c = shard_chunk(logical[s.dst_dim], n, coord[s.mesh_dim]);
-    d["dst_chunk"] = py::make_tuple(c.start, c.size);
-  }
-}
 
 }  // namespace
 
@@ -85,9 +71,8 @@ void bind_placement(py::module_& m) {
          const std::string& dst, std::optional<std::vector<int64_t>> coord) {
         check_shape(global_shape, "global_shape");
         Mesh mesh = make_mesh(std::move(mesh_shape));
-        RedistributePlan plan = plan_redistribute(global_shape, mesh, parse_spec(src), parse_spec(dst));
-        py::list out;
-        for (const auto& s : plan.steps) {
+        const PlacementSpec from = parse_spec(src), to = parse_spec(dst);
+        auto describe = [](const CollectiveStep& s) {
           py::dict d;
           d["kind"] = to_string(s.kind);
           d["mesh_dim"] = s.mesh_dim;
@@ -97,7 +82,22 @@ void bind_placement(py::module_& m) {
           d["shape"] = as_tuple(s.shape);
           d["before"] = to_string(s.before);
           d["after"] = to_string(s.after);
-          if (coord) add_coordinate_fields(d, s, mesh, *coord);
+          return d;
+        };
+        py::list out;
+        if (!coord) {
+          for (const auto& s : plan_redistribute(global_shape, mesh, from, to).steps) out.append(describe(s));
+          return out;
+        }
+        // What one rank needs to run a step (the runtime does no shape arithmetic).
+        for (const RankStep& r : rank_redistribute_steps(global_shape, mesh, from, to, *coord)) {
+          py::dict d = describe(r.step);
+          d["logical_shape"] = as_tuple(r.logical_shape);
+          if (r.step.src_dim >= 0) d["src_full"] = r.src_full;
+          if (r.step.dst_dim >= 0) {
+            d["dst_full"] = r.dst_full;
+            d["dst_chunk"] = py::make_tuple(r.chunk_start, r.chunk_size);
+          }
           out.append(std::move(d));
         }
         return out;

@@ -5,7 +5,7 @@ import torch
 import torch.nn as nn
 
 from torch_localmap import local_map, use_mesh
-from torch_localmap._hop import RegionClosureError
+from torch_localmap._local_map import RegionClosureError
 from torch_localmap._trace import UnsupportedModelError
 from torch_localmap.plan import plan_module
 

@@ -11,9 +11,9 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 import torch_localmap as tlm
 from torch_localmap import local_map, region_of, use_mesh
-from torch_localmap._hop import localmap_hop
+from torch_localmap._local_map import localmap_hop
 from torch_localmap._local_map import MeshSpec, RegionMutationError, node_fixed_placements, run_region_local
-from torch_localmap._region import Region
+from torch_localmap._local_map import Region
 
 MESH = MeshSpec((2, 2), ("dp", "tp"))
 
@@ -173,6 +173,17 @@ def test_joint_graph_has_forward_and_backward_region_nodes():
     assert bw["inputs"] == ["S(0)R", "RR", "S(0)R"] and bw["outputs"] == ["P(sum)R"]
     assert fw["region"] == bw["region"] == region_of(nodes[0]).name
     assert node_fixed_placements(next(iter(jg.gm.graph.nodes))) is None
+
+
+def test_joint_graph_region_boundaries_are_constraint_nodes_with_gradient_placements():
+    jg = _joint()
+    sc = torch.ops.localmap.sharding_constraint.default
+    calls = [(n.args[1], n.args[2] if len(n.args) > 2 else None) for n in jg.gm.graph.nodes if n.target is sc]
+    # forward: x and w into the region (w's gradient declared Partial), the output out;
+    # backward (written by the op's C++ autograd kernel): the output's gradient in, and w's
+    # gradient pinned Partial -- the constraint the planner must keep (x needs no gradient).
+    assert calls == [("S(0)R", "S(0)R"), ("RR", "P(sum)R"), ("S(0)R", None),
+                     ("S(0)R", "S(0)R"), ("P(sum)R", "RR")]
 
 
 def test_joint_graph_exports_to_planner_ir_with_fixed_placements():
@@ -409,7 +420,12 @@ def _region_input_edge(redistribute: bool):
     for i, fx in enumerate(g.fx_nodes):
         if plan.nodes[i].family == "local_map" and g.nodes[i].fixed["role"] == "forward":
             src = [a for a in fx.args if isinstance(a, torch.fx.Node) and a.op != "get_attr"][0]
-            return plan.nodes[g.index_of[src]].outputs[0], plan.nodes[i].inputs[0], plan.summary.estimated_step_s
+            # The region's input boundary is a sharding-constraint node pinned like the region.
+            assert src.target is torch.ops.localmap.sharding_constraint.default
+            c = g.index_of[src]
+            assert plan.nodes[c].family == "sharding_constraint" and plan.nodes[c].inputs[0] == plan.nodes[i].inputs[0]
+            src = src.args[0]
+            return plan.nodes[g.index_of[src]].outputs[0], plan.nodes[c].inputs[0], plan.summary.estimated_step_s
     raise AssertionError("no forward region in the plan")
 
 

@@ -67,6 +67,12 @@ def test_joint_graph_region_boundaries_carry_declared_placements():
         ["S(0)S(1)S(2)", "S(0)S(1)R", "S(0)S(1)R", "S(0)S(1)S(2)"],
         ["S(0)S(1)S(2)", "S(0)S(1)P(sum)", "S(0)S(1)P(sum)"])
     assert fixed[("replicated_linear", "backward")][1] == ["RRR", "RRR"]
+    # the region boundaries are sharding-constraint nodes; k's and v's gradients are pinned
+    # Partial on cp in the backward, where the op's C++ autograd kernel put them
+    sc = torch.ops.localmap.sharding_constraint.default
+    calls = [(n.args[1], n.args[2] if len(n.args) > 2 else None) for n in jg.gm.graph.nodes if n.target is sc]
+    assert calls.count(("S(0)S(1)R", "S(0)S(1)P(sum)")) == 2
+    assert calls.count(("S(0)S(1)P(sum)", "S(0)S(1)R")) == 2
     # the model input needs no gradient, so the pointwise region has no backward node
     assert ("pointwise", "backward") not in fixed
     names = {region_of(n).name for n in jg.gm.graph.nodes if region_of(n)}

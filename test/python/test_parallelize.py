@@ -41,6 +41,17 @@ def _reference():
     return _train(model, x, y, STEPS)
 
 
+def _collectives_of(node) -> list:
+    """The communicating steps a localmap.redistribute node of a rank program runs."""
+    from torch_localmap import _C
+
+    if node.target is not torch.ops.localmap.redistribute.default:
+        return []
+    _, shape, src, dst, mesh_shape = node.args[:5]
+    return [s["kind"] for s in _C.plan_redistribute(list(shape), list(mesh_shape), src, dst)
+            if not s["kind"].startswith("local_")]
+
+
 def _rank_parallelize(rank, world_size, mesh_shape, cases):
     from torch_localmap import parallelize
 
@@ -49,8 +60,8 @@ def _rank_parallelize(rank, world_size, mesh_shape, cases):
     for fixed in cases:
         model, (x, y) = make_example(**CFG)
         pmodel = parallelize(model, mesh, (x, y), fixed_params=fixed, time_limit=3.0)
-        collectives = sorted({str(n.target).split(".")[1] for g in (pmodel._program.fw, pmodel._program.bw)
-                              for n in g.graph.nodes if "_c10d_functional" in str(n.target)})
+        collectives = sorted({kind for g in (pmodel._program.fw, pmodel._program.bw)
+                              for n in g.graph.nodes for kind in _collectives_of(n)})
         op_specs = {spec for n in pmodel.plan.nodes if n.op not in ("placeholder", "output") for spec in n.outputs}
         out.append((_train(pmodel, x, y, STEPS), pmodel.plan.param_placements(), collectives, op_specs))
     return out

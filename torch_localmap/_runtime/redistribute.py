@@ -3,11 +3,11 @@
     redistribute_local(local, global_shape, device_mesh, src_spec, dst_spec) -> Tensor
     shard_local(global_tensor, device_mesh, spec, coord=None) -> Tensor
 
-The plan (which collectives, on which mesh dims, in which order, with which
-padding) comes from `_C.plan_redistribute`, cached per (shape, mesh shape, specs,
-coordinate). Collectives are `torch.ops._c10d_functional` ops followed by
-`wait_tensor`, so the same code runs eagerly and under make_fx tracing (the
-traced graph then holds this rank's sizes: uneven shards differ per rank).
+redistribute_local is `torch.ops.localmap.redistribute` (csrc/torch/ops): C++ runs
+core's per-rank steps with `_c10d_functional` collectives through the dispatcher
+(gloo or NCCL, whatever the mesh's groups are); eagerly it communicates, under
+make_fx it is one node (its Meta kernel gives this rank's local shape) and its C++
+Autograd kernel is the transposed redistribution.
 
 Results equal DTensor's `redistribute` (torch 2.13): the same steps, the same
 torch.chunk-style uneven shards, zero padding for the collectives.
@@ -19,12 +19,11 @@ from typing import Sequence
 
 import torch
 
-from .. import _C, _torch_private
+from .. import _C
+from .._device import check_tensor_device
 from ..placements import SpecLike, as_spec
 
-__all__ = ["redistribute_local", "shard_local", "plan_for"]
-
-_funcol = _torch_private.functional_collectives()
+__all__ = ["redistribute_local", "shard_local", "plan_for", "group_names"]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -34,86 +33,12 @@ def plan_for(global_shape: tuple[int, ...], mesh_shape: tuple[int, ...], src: st
     return tuple(_C.plan_redistribute(list(global_shape), list(mesh_shape), src, dst, list(coord)))
 
 
-def _pad_end(t: torch.Tensor, dim: int, new_size: int) -> torch.Tensor:
-    """Zero-pads `t` at the end of `dim` up to `new_size` (collectives need equal sizes)."""
-    extra = new_size - t.size(dim)
-    if extra == 0:
-        return t
-    pad = [0, 0] * (t.dim() - 1 - dim) + [0, extra]
-    return torch.nn.functional.pad(t, pad)
-
-
-def _all_gather(local: torch.Tensor, step: dict, n: int, group: str) -> torch.Tensor:
-    dim, full = step["src_dim"], step["src_full"]
-    logical = step["logical_shape"][dim]
-    x = _pad_end(local, dim, full).contiguous()
-    # Gather along a new leading dim, then fold it into `dim` (rank-major).
-    out = _funcol.wait_tensor(_funcol.all_gather_into_tensor(x.unsqueeze(0), n, group))
-    out = out.movedim(0, dim).flatten(dim, dim + 1)
-    if out.size(dim) != logical:
-        out = out.narrow(dim, 0, logical)
-    return out.contiguous()
-
-
-def _reduce_scatter(local: torch.Tensor, step: dict, n: int, group: str) -> torch.Tensor:
-    dim, full = step["dst_dim"], step["dst_full"]
-    _, size = step["dst_chunk"]
-    # torch.chunk pieces are all full-sized except the tail, so padding each
-    # piece to `full` equals padding the whole dim at its end to n * full.
-    x = _pad_end(local, dim, n * full)
-    x = x.unflatten(dim, (n, full)).movedim(dim, 0).contiguous()
-    out = _funcol.wait_tensor(_funcol.reduce_scatter_tensor(x, step["reduce"], n, group))
-    out = out.squeeze(0)  # (1, ...) -> this rank's padded piece
-    if size != full:
-        out = out.narrow(dim, 0, size)
-    return out
-
-
-def _all_reduce(local: torch.Tensor, step: dict, n: int, group: str) -> torch.Tensor:
-    return _funcol.wait_tensor(_funcol.all_reduce(local.contiguous(), step["reduce"], group))
-
-
-def _all_to_all(local: torch.Tensor, step: dict, n: int, group: str) -> torch.Tensor:
-    a, b = step["src_dim"], step["dst_dim"]
-    a_full, b_full = step["src_full"], step["dst_full"]
-    a_logical = step["logical_shape"][a]
-    _, b_size = step["dst_chunk"]
-    x = _pad_end(local, a, a_full)
-    x = _pad_end(x, b, n * b_full)
-    # Piece j of dim b goes to rank j; pieces travel as rows of a leading dim.
-    x = x.unflatten(b, (n, b_full)).movedim(b, 0).contiguous()
-    rows = [1] * n
-    out = _funcol.wait_tensor(_funcol.all_to_all_single(x, rows, rows, group))
-    # Row j came from rank j: its piece of dim a. Concatenate them along a.
-    out = out.movedim(0, a).flatten(a, a + 1)
-    if out.size(a) != a_logical:
-        out = out.narrow(a, 0, a_logical)
-    if b_size != b_full:
-        out = out.narrow(b, 0, b_size)
-    return out.contiguous()
-
-
-def _local_chunk(local: torch.Tensor, step: dict, n: int, group: str) -> torch.Tensor:
-    start, size = step["dst_chunk"]
-    return local.narrow(step["dst_dim"], start, size).clone()
-
-
 def _local_partition(local: torch.Tensor, step: dict, n: int, group: str) -> torch.Tensor:
     # Replicate -> Partial: the n equal partial values must reduce back to the
     # value; only sum needs rewriting (avg/max/min of equal values are exact).
     if step["reduce"] == "sum":
         return local / n
     return local
-
-
-_RUN_STEP = {
-    "all_gather": _all_gather,
-    "reduce_scatter": _reduce_scatter,
-    "all_reduce": _all_reduce,
-    "all_to_all": _all_to_all,
-    "local_chunk": _local_chunk,
-    "local_partition": _local_partition,
-}
 
 
 def _mesh_coord(device_mesh, coord: Sequence[int] | None) -> tuple[int, ...] | None:
@@ -137,19 +62,14 @@ def redistribute_local(local: torch.Tensor, global_shape: Sequence[int], device_
     coord = _mesh_coord(device_mesh, None)
     if coord is None:  # this rank is not in the mesh: nothing to hold, as in DTensor
         return local
-    for step in plan_for(shape, mesh_shape, src, dst, coord):
-        mesh_dim = step["mesh_dim"]
-        group = device_mesh.get_group(mesh_dim).group_name
-        run = _RUN_STEP[step["kind"]]
-        if local.is_complex() and not step["kind"].startswith("local_"):
-            # Collective backends (gloo, NCCL) move no complex dtypes: the (real, imag) view
-            # travels instead; its extra trailing dim is untouched by the step's dims, and
-            # sums of pairs are sums of complex numbers (complex values have no max/min kinds).
-            local = torch.view_as_complex(run(torch.view_as_real(local), step, device_mesh.size(mesh_dim),
-                                              group).contiguous())
-        else:
-            local = run(local, step, device_mesh.size(mesh_dim), group)
-    return local
+    check_tensor_device(local, torch.device(device_mesh.device_type), "redistribute_local: the local tensor")
+    return torch.ops.localmap.redistribute(local, list(shape), src, dst, list(mesh_shape), list(coord),
+                                           group_names(device_mesh))
+
+
+def group_names(device_mesh) -> list[str]:
+    """The registered process-group name of each mesh dim (what functional collectives take)."""
+    return [device_mesh.get_group(d).group_name for d in range(device_mesh.ndim)]
 
 
 def shard_local(global_tensor: torch.Tensor, device_mesh, spec: SpecLike,

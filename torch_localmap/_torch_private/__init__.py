@@ -303,7 +303,7 @@ def outside_fake_mode():
 
 
 # ---- local_map HOP support (torch 2.13) ------------------------------------------------
-# Everything the HOP in torch_localmap/_hop.py needs beyond the public
+# Everything the HOP in torch_localmap/_local_map/hop.py needs beyond the public
 # HigherOrderOperator / py_impl surface.
 
 

@@ -172,6 +172,18 @@ void register_conv(Registry& r) {
   b.family = "conv";
   b.dims = conv_backward_rows;
   b.work = [](const RuleCtx& c, const OpStrategy& s) { return conv_work(c, s, true); };
+  // bias_sizes sets grad_bias's shape: on a rank it is the local number of output channels.
+  b.call_args = [](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
+    const auto outs = present_grads(c, 10);
+    for (size_t k = 0; k < outs.size(); ++k)
+      if (outs[k] == Out::GradBias)
+        return replace_arg(c, 3, "bias_sizes", json::Value(local_shape(c.out(static_cast<int>(k)).shape, c.mesh(),
+                                                                        s.outputs[k], coord)));
+    json::Value same = json::Value::Object{};
+    same.set("args", c.n.args);
+    same.set("kwargs", c.n.kwargs);
+    return same;
+  };
   // Its gradients: the same three splits, seen from grad_output.
   add_rule(r, {"aten.convolution_backward.default"}, b);
 

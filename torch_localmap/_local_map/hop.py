@@ -1,7 +1,7 @@
 """The local_map higher-order operator: `localmap_hop(body, region_json, *tensors)`.
 
 `body` takes the region's tensor inputs *as local shards* and returns a tuple of
-local tensors; `region_json` is a `Region` (torch_localmap/_region.py) in JSON;
+local tensors; `region_json` is a `Region` (region.py) in JSON;
 `tensors` are the region's inputs *as global tensors*, each placed as
 region.in_placements says. The HOP returns global tensors placed as
 region.out_placements says. Implementations:
@@ -32,9 +32,9 @@ from dataclasses import dataclass
 
 import torch
 
-from . import _C, _torch_private
-from ._torch_private import DispatchKey, FakeTensorMode, HigherOrderOperator, ProxyTorchDispatchMode
-from ._region import BACKWARD, Region
+from .. import _C, _torch_private
+from .._torch_private import DispatchKey, FakeTensorMode, HigherOrderOperator, ProxyTorchDispatchMode
+from .region import BACKWARD, Region
 
 
 class RegionMutationError(RuntimeError):

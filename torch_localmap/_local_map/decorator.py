@@ -12,15 +12,13 @@ Arguments mean what they mean for torch.distributed.tensor.experimental.local_ma
   DTensors placed as out_placements say.
 - Plain tensors while a mesh is known (`device_mesh=`, or the `use_mesh(...)`
   context that parallelize/the backend enters): the arguments are global tensors;
-  the call becomes our higher-order op (torch_localmap/_hop.py). Under make_fx /
+  the call becomes our higher-order op (hop.py) between sharding-constraint ops. Under make_fx /
   aot_autograd / torch.compile it is one graph node carrying the region's
   placements (forward and backward); on real tensors it simulates every rank.
 - Plain tensors and no mesh: `func(*args)` (a region on one device).
 
-Also here, for the planner and the SPMD executor: `use_mesh`, `current_mesh`,
-`node_fixed_placements(fx_node)`, `run_region_local(fx_node, local_args)`. They
-are attributes of the `local_map` function too, because `torch_localmap.local_map`
-names the function, not this module.
+Also here: `use_mesh`, `current_mesh` (the mesh regions default to); they are
+attributes of the `local_map` function too.
 """
 from __future__ import annotations
 
@@ -31,14 +29,14 @@ from dataclasses import dataclass
 
 import torch
 
-from . import _C, _torch_private
-from ._torch_private import pytree
-from ._mesh import MeshSpec, mesh_shape_and_names
-from ._hop import RegionMutationError, localmap_hop
-from ._region import FORWARD, Region, region_of, spec_of
+from .. import _C, _torch_private
+from .._torch_private import pytree
+from .._mesh import MeshSpec, mesh_shape_and_names
+from .hop import RegionMutationError, localmap_hop
+from .ops import constrain
+from .region import Region, spec_of
 
-__all__ = ["local_map", "use_mesh", "current_mesh", "MeshSpec", "node_fixed_placements", "run_region_local",
-           "RegionMutationError"]
+__all__ = ["local_map", "use_mesh", "current_mesh", "MeshSpec"]
 
 
 # ---- the mesh in use ---------------------------------------------------------------------
@@ -272,7 +270,7 @@ def _is_plain(a) -> bool:
 
 
 def _placements(spec):
-    from ._region import placements_of
+    from .region import placements_of
 
     return placements_of(spec)
 
@@ -354,81 +352,21 @@ def _call_hop(fn, name, cfg: _Config, mesh, flat, in_tree, kwargs):
         redistribute_inputs=cfg.redistribute_inputs,
     )
     body = _Body(fn, name, flat, in_tree, tensor_pos, kwargs, cfg.out_specs, shape, names)
-    outs = localmap_hop(body, region.to_json(), *[flat[i] for i in tensor_pos])
+    # The boundaries are localmap.sharding_constraint ops: the inputs' (with their gradient
+    # placements, which the op's C++ backward applies) and the outputs'. They are nodes of
+    # every traced graph, forward and backward, and the planner pins them.
+    grad_in = grads if grads is not None else (None,) * len(tensor_pos)
+    ins = [flat[i] if s is None else constrain(flat[i], s, g)
+           for i, s, g in zip(tensor_pos, region.in_placements, grad_in)]
+    outs = localmap_hop(body, region.to_json(), *ins)
+    outs = tuple(constrain(o, s, None) for o, s in zip(outs, region.out_placements))
     if body.out_tree is None:
         raise RuntimeError(f"local_map region '{name}': the body did not run")  # a HOP path skipped it
     return body.rebuild(outs)
 
 
-# ---- planner / executor interface --------------------------------------------------------
-
-def node_fixed_placements(node) -> dict | None:
-    """`ir_export.export_graph(..., node_extra=node_fixed_placements)` hook.
-
-    For a local_map HOP node (ours, forward or backward, or torch's local_map_hop):
-    {"fixed": {"inputs": [spec per tensor input, in argument order],
-               "outputs": [spec per tensor output],
-               "region": name, "role": "forward" | "backward"}}; None for other nodes.
-    """
-    region = region_of(node)
-    if region is None:
-        return None
-    n_tensor_in = sum(1 for a in node.args if isinstance(a, torch.fx.Node) and
-                      isinstance(a.meta.get("val"), torch.Tensor))
-    ins = list(region.in_placements)
-    ins += [None] * (n_tensor_in - len(ins))
-    val = node.meta.get("val")
-    n_tensor_out = (sum(1 for v in val if isinstance(v, torch.Tensor)) if isinstance(val, (tuple, list))
-                    else int(isinstance(val, torch.Tensor)))
-    outs = list(region.out_placements)
-    outs += [None] * (n_tensor_out - len(outs))
-    out = {"fixed": {"inputs": ins, "outputs": outs, "region": region.name, "role": region.role}}
-    if region.role == FORWARD and not region.redistribute_inputs:
-        # As torch's local_map refuses inputs in other placements, the plan must produce
-        # each input in its in_placements: no redistribution on the way in.
-        out["extra"] = {"no_input_redistribution": True}
-    return out
-
-
-def region_body(node) -> torch.fx.GraphModule:
-    """The subgraph (local shapes) of a local_map HOP node."""
-    body = node.args[0]
-    if isinstance(body, torch.fx.Node) and body.op == "get_attr":
-        root = node.graph.owning_module
-        if root is None:
-            raise ValueError(f"node '{node.name}' is not in a GraphModule; cannot find its region body")
-        return _torch_private_getattr(root, body.target)
-    if callable(body):
-        return body
-    raise ValueError(f"node '{node.name}' has no region body (got {body!r})")
-
-
-def _torch_private_getattr(root, target: str):
-    obj = root
-    for part in target.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-def run_region_local(node, local_args) -> tuple:
-    """Runs a local_map HOP node's body on this rank's local tensors (the HOP inlined).
-
-    `local_args` are the node's tensor inputs (node.args[2:] for ours), already in the
-    placements node_fixed_placements(node)["fixed"]["inputs"] gives; the result is the
-    tuple of local outputs, placed as its "outputs" say.
-    """
-    region = region_of(node)
-    if region is None:
-        raise ValueError(f"node '{node.name}' is not a local_map region node")
-    outs = region_body(node)(*local_args)
-    return tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
-
-
-# `torch_localmap.local_map` is the decorator; expose the helpers on it as well.
+# `torch_localmap.local_map` names this function, not the module: the mesh helpers
+# regions use are reachable from it too.
 local_map.use_mesh = use_mesh
 local_map.current_mesh = current_mesh
 local_map.MeshSpec = MeshSpec
-local_map.node_fixed_placements = node_fixed_placements
-local_map.run_region_local = run_region_local
-local_map.region_body = region_body
-local_map.RegionMutationError = RegionMutationError
