@@ -13,7 +13,7 @@ import itertools
 import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
-from torch.testing._internal.optests import opcheck
+from torch.library import opcheck
 
 import torch_localmap as tlm
 from torch_localmap import _C

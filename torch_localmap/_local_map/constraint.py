@@ -20,7 +20,7 @@ from .ops import constrain
 __all__ = ["with_sharding_constraint"]
 
 
-def _mesh_ndim(x, device_mesh) -> int | None:
+def _mesh_ndim(device_mesh) -> int | None:
     mesh = device_mesh if device_mesh is not None else current_mesh()
     if mesh is None:
         return None
@@ -48,7 +48,7 @@ def with_sharding_constraint(x: torch.Tensor, placements, grad_placements=None, 
             raise ValueError(f"with_sharding_constraint: device_mesh {device_mesh} differs from x's mesh "
                              f"{x.device_mesh}")
         return _constrain_dtensor(x, placements, grad_placements)
-    mesh_ndim = _mesh_ndim(x, device_mesh)
+    mesh_ndim = _mesh_ndim(device_mesh)
     spec = as_spec(placements, mesh_ndim, x.dim(), "with_sharding_constraint: placements")
     grad = None if grad_placements is None else as_spec(grad_placements, mesh_ndim if mesh_ndim is not None
                                                         else len(_C.spec_parts(spec)), x.dim(),
