@@ -33,6 +33,7 @@ from torch.distributed.tensor import DTensor
 
 from . import _torch_private
 from ._device import check_mesh_backend, mesh_device
+from ._module_tree import attach_tensor
 from ._runtime.failures import failure_scope
 from ._runtime.groups import DEFAULT_TIMEOUT, as_timeout, runtime_mesh
 from ._runtime.redistribute import redistribute_local, shard_local
@@ -93,7 +94,7 @@ class _GraphAsModule(nn.Module):
         for x, source in zip(example_inputs, _torch_private.dynamo_input_sources(gm)):
             state = _state_fqn(source) if isinstance(x, torch.Tensor) else None
             if state is not None and state[1] not in {fqn for kind, fqn in self._slots if kind == "state"}:
-                self._register(state[1], x, as_param=state[0] == "param" or isinstance(x, nn.Parameter))
+                attach_tensor(self, state[1], x, as_param=state[0] == "param" or isinstance(x, nn.Parameter))
                 self._slots.append(("state", state[1]))
             else:
                 self._slots.append(("arg", n_args))
@@ -103,18 +104,6 @@ class _GraphAsModule(nn.Module):
         # Region inputs that are Python numbers passed as 0-d tensors (read with .item()).
         scalar = _torch_private.dynamo_scalar_inputs(gm)
         self.scalar_args = {what for (kind, what), is_scalar in zip(self._slots, scalar) if kind == "arg" and is_scalar}
-
-    def _register(self, fqn: str, tensor, as_param: bool) -> None:
-        owner = self
-        *path, leaf = fqn.split(".")
-        for part in path:
-            if part not in owner._modules:
-                owner.add_module(part, nn.Module())
-            owner = owner._modules[part]
-        if as_param:
-            owner._parameters[leaf] = tensor  # the model's own Parameter object
-        else:
-            owner._buffers[leaf] = tensor
 
     def region_args(self, inputs) -> list:
         return [x for (kind, _), x in zip(self._slots, inputs) if kind == "arg"]

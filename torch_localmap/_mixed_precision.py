@@ -17,6 +17,7 @@ import contextlib
 import torch
 import torch.nn as nn
 
+from ._module_tree import attach_tensor
 from ._torch_private import pytree
 
 _KEEP_PARTIAL = "localmap_keep_partial_inputs"
@@ -42,18 +43,9 @@ class CastParameters(nn.Module):
         object.__setattr__(self, "policy", policy)
         self.training = module.training
         for name, p in module.named_parameters():
-            self._register(name, p, True)
+            attach_tensor(self, name, p, True)
         for name, b in module.named_buffers():
-            self._register(name, b, False)
-
-    def _register(self, fqn: str, tensor, as_param: bool) -> None:
-        owner = self
-        *path, leaf = fqn.split(".")
-        for part in path:
-            if part not in owner._modules:
-                owner.add_module(part, nn.Module())
-            owner = owner._modules[part]
-        (owner._parameters if as_param else owner._buffers)[leaf] = tensor
+            attach_tensor(self, name, b, False)
 
     def forward(self, *args, **kwargs):
         pd, policy = self.policy.param_dtype, self.policy

@@ -20,17 +20,6 @@ void check_shape(const std::vector<int64_t>& global_shape) {
                             std::to_string(global_shape[d]) + " (expected sizes >= 0)");
 }
 
-void check_coord(const Mesh& mesh, const std::vector<int64_t>& coord) {
-  if (coord.size() != mesh.ndim())
-    throw InvalidArgument("mesh coordinate has " + std::to_string(coord.size()) + " entries but mesh " +
-                          mesh.to_string() + " has " + std::to_string(mesh.ndim()) + " dims");
-  for (size_t i = 0; i < coord.size(); ++i)
-    if (coord[i] < 0 || coord[i] >= mesh.shape[i])
-      throw InvalidArgument("mesh coordinate " + std::to_string(coord[i]) + " on mesh dim " + std::to_string(i) +
-                            " is outside mesh " + mesh.to_string() + " (expected 0 <= c < " +
-                            std::to_string(mesh.shape[i]) + ")");
-}
-
 PlacementSpec checked_spec(const std::vector<int64_t>& global_shape, const Mesh& mesh, const PlacementSpec& spec) {
   check_shape(global_shape);
   PlacementSpec s = spec;
@@ -57,6 +46,17 @@ LocalLayout apply_shards(const std::vector<int64_t>& global_shape, const Mesh& m
 }
 
 }  // namespace
+
+void check_coord(const Mesh& mesh, const std::vector<int64_t>& coord) {
+  if (coord.size() != mesh.ndim())
+    throw InvalidArgument("mesh coordinate has " + std::to_string(coord.size()) + " entries but mesh " +
+                          mesh.to_string() + " has " + std::to_string(mesh.ndim()) + " dims");
+  for (size_t i = 0; i < coord.size(); ++i)
+    if (coord[i] < 0 || coord[i] >= mesh.shape[i])
+      throw InvalidArgument("mesh coordinate " + std::to_string(coord[i]) + " on mesh dim " + std::to_string(i) +
+                            " is outside mesh " + mesh.to_string() + " (expected 0 <= c < " +
+                            std::to_string(mesh.shape[i]) + ")");
+}
 
 ChunkExtent shard_chunk(int64_t size, int64_t num_chunks, int64_t index) {
   if (num_chunks <= 0) throw InvalidArgument("shard_chunk: num_chunks must be positive");

@@ -16,6 +16,9 @@ struct LocalLayout {
   std::vector<int64_t> offset;
 };
 
+// Throws InvalidArgument unless `coord` has one entry per mesh dim, each inside the mesh.
+void check_coord(const Mesh& mesh, const std::vector<int64_t>& coord);
+
 // Layout of the shard held at mesh coordinate `coord`. Throws InvalidArgument
 // when the spec does not fit (see validate_spec) or coord is outside the mesh.
 LocalLayout local_layout(const std::vector<int64_t>& global_shape, const Mesh& mesh, const PlacementSpec& spec,

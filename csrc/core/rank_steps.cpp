@@ -9,13 +9,7 @@ namespace tlm {
 std::vector<RankStep> rank_redistribute_steps(const std::vector<int64_t>& global_shape, const Mesh& mesh,
                                               const PlacementSpec& src, const PlacementSpec& dst,
                                               const std::vector<int64_t>& coord) {
-  if (coord.size() != mesh.ndim())
-    throw InvalidArgument("mesh coordinate has " + std::to_string(coord.size()) + " entries; the mesh " +
-                          mesh.to_string() + " has " + std::to_string(mesh.ndim()) + " dims");
-  for (size_t m = 0; m < coord.size(); ++m)
-    if (coord[m] < 0 || coord[m] >= mesh.shape[m])
-      throw InvalidArgument("mesh coordinate " + std::to_string(coord[m]) + " at dim " + std::to_string(m) +
-                            " is outside the mesh " + mesh.to_string());
+  check_coord(mesh, coord);
   std::vector<RankStep> out;
   for (const CollectiveStep& s : plan_redistribute(global_shape, mesh, src, dst).steps) {
     RankStep r;

@@ -29,12 +29,6 @@ def implicit_replication():
     return ctx()
 
 
-def functional_collectives():
-    """torch.ops._c10d_functional (2.13): collectives as graph ops (all_gather_into_tensor,
-    reduce_scatter_tensor, all_reduce, all_to_all_single, wait_tensor) on group names."""
-    return torch.ops._c10d_functional
-
-
 def async_collective_tensor_type() -> type:
     """torch.distributed._functional_collectives.AsyncCollectiveTensor (2.13): what a
     DTensor's to_local() may return before its collective finished."""

@@ -23,15 +23,18 @@ class RedistributeFunction : public torch::autograd::Function<RedistributeFuncti
   static Variable forward(AutogradContext* ctx, const Variable& x, std::vector<int64_t> global_shape, std::string src,
                           std::string dst, std::vector<int64_t> mesh_shape, std::vector<int64_t> coordinate,
                           std::vector<std::string> group_names, std::optional<std::string> grad_placements) {
-    const RedistributeCall call = check_redistribute(x, global_shape, src, dst, mesh_shape, coordinate,
-                                                     group_names.size(), grad_placements);
+    // Only what the backward needs is read here; the kernel below checks every argument.
+    const auto ndim = static_cast<int64_t>(global_shape.size());
+    const auto mdim = static_cast<int64_t>(mesh_shape.size());
+    const PlacementSpec from = parse_placements(src, ndim, mdim, "localmap.redistribute", "src_placements");
+    const PlacementSpec to = parse_placements(dst, ndim, mdim, "localmap.redistribute", "dst_placements");
     ctx->saved_data["global_shape"] = global_shape;
     ctx->saved_data["mesh_shape"] = mesh_shape;
     ctx->saved_data["coordinate"] = coordinate;
     ctx->saved_data["group_names"] = c10::List<std::string>(group_names);
     ctx->saved_data["grad_from"] =
-        grad_placements_of(call.dst, grad_placements, static_cast<int64_t>(global_shape.size()), "localmap.redistribute");
-    ctx->saved_data["grad_to"] = to_string(grad_spec(call.src));
+        grad_placements_of(to, grad_placements, ndim, "localmap.redistribute");
+    ctx->saved_data["grad_to"] = to_string(grad_spec(from));
     at::AutoDispatchBelowADInplaceOrView guard;
     return redistribute(x, global_shape, src, dst, mesh_shape, coordinate, group_names, grad_placements);
   }

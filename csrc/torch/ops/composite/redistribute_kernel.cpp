@@ -16,16 +16,28 @@ namespace {
 
 constexpr const char* kOp = "localmap.redistribute";
 
-// Calls _c10d_functional::<name> boxed (its group_name is an `Any` argument) and waits.
-at::Tensor collective(const char* name, std::vector<c10::IValue> args) {
-  static auto& dispatcher = c10::Dispatcher::singleton();
-  auto op = dispatcher.findSchemaOrThrow((std::string("_c10d_functional::") + name).c_str(), "");
+// The _c10d_functional ops, looked up once.
+struct Collectives {
+  c10::OperatorHandle all_gather, reduce_scatter, all_reduce, all_to_all, wait;
+};
+const Collectives& collectives() {
+  static const Collectives ops = [] {
+    auto& d = c10::Dispatcher::singleton();
+    return Collectives{d.findSchemaOrThrow("_c10d_functional::all_gather_into_tensor", ""),
+                       d.findSchemaOrThrow("_c10d_functional::reduce_scatter_tensor", ""),
+                       d.findSchemaOrThrow("_c10d_functional::all_reduce", ""),
+                       d.findSchemaOrThrow("_c10d_functional::all_to_all_single", ""),
+                       d.findSchemaOrThrow("_c10d_functional::wait_tensor", "")};
+  }();
+  return ops;
+}
+
+// Calls a collective boxed (its group_name is an `Any` argument) and waits for it.
+at::Tensor collective(const c10::OperatorHandle& op, std::vector<c10::IValue> args) {
   torch::jit::Stack stack(std::make_move_iterator(args.begin()), std::make_move_iterator(args.end()));
   op.callBoxed(&stack);
-  at::Tensor out = stack.back().toTensor();
-  static auto wait = dispatcher.findSchemaOrThrow("_c10d_functional::wait_tensor", "");
-  torch::jit::Stack w{c10::IValue(out)};
-  wait.callBoxed(&w);
+  torch::jit::Stack w{stack.back()};
+  collectives().wait.callBoxed(&w);
   return w.back().toTensor();
 }
 
@@ -51,7 +63,7 @@ at::Tensor run_step(const at::Tensor& local, const RankStep& r, const std::strin
       const int64_t d = s.src_dim;
       at::Tensor x = pad_end(local, d, r.src_full).contiguous().unsqueeze(0);
       // Gathered along a new leading dim, then folded into `d` rank-major.
-      at::Tensor out = collective("all_gather_into_tensor", {x, n, group});
+      at::Tensor out = collective(collectives().all_gather, {x, n, group});
       out = out.movedim(0, d).flatten(d, d + 1);
       return narrow_to(out, d, r.logical_shape[d]).contiguous();
     }
@@ -60,18 +72,18 @@ at::Tensor run_step(const at::Tensor& local, const RankStep& r, const std::strin
       // torch.chunk pieces are full-sized except the tail: padding each piece to
       // dst_full equals padding the whole dim at its end to n * dst_full.
       at::Tensor x = pad_end(local, d, n * r.dst_full).unflatten(d, {n, r.dst_full}).movedim(d, 0).contiguous();
-      at::Tensor out = collective("reduce_scatter_tensor", {x, reduce, n, group}).squeeze(0);
+      at::Tensor out = collective(collectives().reduce_scatter, {x, reduce, n, group}).squeeze(0);
       return narrow_to(out, d, r.chunk_size);
     }
     case CollectiveKind::AllReduce:
-      return collective("all_reduce", {local.contiguous(), reduce, group});
+      return collective(collectives().all_reduce, {local.contiguous(), reduce, group});
     case CollectiveKind::AllToAll: {
       const int64_t a = s.src_dim, b = s.dst_dim;
       at::Tensor x = pad_end(pad_end(local, a, r.src_full), b, n * r.dst_full);
       // Piece j of dim b goes to rank j; pieces travel as rows of a leading dim.
       x = x.unflatten(b, {n, r.dst_full}).movedim(b, 0).contiguous();
       std::vector<int64_t> rows(n, 1);
-      at::Tensor out = collective("all_to_all_single", {x, rows, rows, group});
+      at::Tensor out = collective(collectives().all_to_all, {x, rows, rows, group});
       // Row j came from rank j: its piece of dim a, concatenated along a.
       out = out.movedim(0, a).flatten(a, a + 1);
       out = narrow_to(out, a, r.logical_shape[a]);
