@@ -40,7 +40,10 @@ from ._runtime.redistribute import redistribute_local, shard_local
 from ._spmd import RankProgram, local_example_inputs, trace_rank_program
 from .placements import as_spec, spec_to_placements
 
-_KNOWN_OPTIONS = {"device", "time_limit", "memory_limit", "calibration", "fallback_replicate", "seed", "timeout"}
+_KNOWN_OPTIONS = {"device", "time_limit", "memory_limit", "calibration", "fallback_replicate", "seed", "timeout",
+                  "inductor", "overlap", "reshard_after_forward"}
+# How the per-rank programs run (parallelize's compile / overlap / reshard_after_forward).
+_EXECUTION_OPTIONS = ("inductor", "overlap", "reshard_after_forward")
 
 # One placement per plain parameter, shared by every graph that reads it: (mesh shape, spec),
 # kept on the Parameter object itself (it lives and dies with it; tensors cannot be keys of
@@ -61,7 +64,14 @@ def localmap_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **_
     options["timeout"] = as_timeout(options.get("timeout", DEFAULT_TIMEOUT))
     mesh_device(mesh)  # a CUDA mesh needs this rank's GPU
     check_mesh_backend(mesh)
-    return _CompiledGraph(gm, list(example_inputs), runtime_mesh(mesh, options["timeout"]), options, on_plan)
+    from ._parallelize import _execution_options
+
+    ex = {k: options.pop(k) for k in _EXECUTION_OPTIONS if k in options}
+    execution = _execution_options(mesh, ex.get("inductor"), ex.get("reshard_after_forward"), ex.get("overlap", True),
+                                   options.get("memory_limit"))
+    graph = _CompiledGraph(gm, list(example_inputs), runtime_mesh(mesh, options["timeout"]), options, on_plan)
+    graph.execution = execution
+    return graph
 
 
 # ---- the graph as a module whose state is the model's own tensors ---------------------
@@ -193,6 +203,7 @@ class _CompiledGraph:
         self.mesh = mesh
         self.options = options
         self.on_plan = on_plan
+        self.execution = None  # ExecutionOptions (localmap_backend sets them)
         self.entries: dict = {}
         # Dynamo's view of each output: DTensor outputs go back as DTensors in these placements.
         self.output_placements = [tuple(v.placements) if isinstance(v, DTensor) else None
@@ -215,7 +226,7 @@ class _CompiledGraph:
 
     def _plan(self, args) -> _Entry:
         from ._local_map import node_extra, use_mesh
-        from ._parallelize import _grad_slots, _tangent_outputs
+        from ._parallelize import _grad_slots, _param_placeholders, _tangent_outputs
         from ._trace import trace_joint
         from .plan import plan_joint
 
@@ -253,7 +264,9 @@ class _CompiledGraph:
         fake_inputs = local_example_inputs(plan, _torch_private.FakeTensorMode(), coord)
         program = RankProgram(trace_rank_program(plan, mesh, coord, fake_inputs), joint.num_fwd_outputs,
                               backward=joint.backward, tangent_outputs=_tangent_outputs(plan),
-                              grad_slots=_grad_slots(plan))
+                              grad_slots=_grad_slots(plan), param_placeholders=_param_placeholders(plan),
+                              options=self.execution, memory_room=None if self.options.get("memory_limit") is None
+                              else int(self.options["memory_limit"]) - plan.summary.memory.peak)
         sources, specs = [], []
         for (_, node), spec in zip(plan.graph.placeholders(), plan.placeholder_specs()):
             if node.role == "tangent":

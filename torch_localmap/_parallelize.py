@@ -26,6 +26,7 @@ from ._device import check_mesh_backend, check_tensor_device, mesh_device
 from ._mixed_precision import check_policy as mp_check
 from ._runtime.failures import failure_scope
 from ._runtime.groups import DEFAULT_TIMEOUT, as_timeout, runtime_mesh
+from ._runtime.compile import ExecutionOptions
 from ._runtime.redistribute import shard_local
 from ._spmd import RankProgram, local_example_inputs, trace_rank_program
 from ._torch_private import pytree
@@ -56,6 +57,8 @@ class _Options:
     timeout: object
     input_placements: dict  # argument name or flat index -> placements of the local shards
     mp_policy: object = None  # torch.distributed.fsdp.MixedPrecisionPolicy or None
+    execution: ExecutionOptions = dataclasses.field(default_factory=ExecutionOptions)
+    optimizer_states: int = 2  # for the plan's memory estimate (AdamW keeps 2 tensors per parameter)
 
 
 @dataclasses.dataclass
@@ -153,18 +156,7 @@ class ParallelModule(nn.Module):
         return compiled, leaves
 
     def _run(self, c: _Compiled, leaves):
-        inputs = []
-        for kind, what in c.sources:
-            if kind == "param":
-                inputs.append(self.get_parameter(what).to_local())
-            elif kind == "buffer":
-                b = self.get_buffer(what)
-                inputs.append(b.to_local() if isinstance(b, DTensor) else b)
-            elif kind == "constant":
-                inputs.append(what)
-            else:  # a user input
-                inputs.append(self._local_input(c, what, leaves[what]))
-        outs = c.program(*inputs)
+        outs = c.program(*self._program_inputs(c, leaves))
         n_mut = len(c.mutated_buffers)
         for name, new in zip(c.mutated_buffers, outs[:n_mut]):
             self._set_buffer(name, new.detach())
@@ -177,6 +169,21 @@ class ParallelModule(nn.Module):
         # concatenates onto empty plain tensors) see plain tensors as replicated.
         with _torch_private.implicit_replication():
             return pytree.tree_unflatten(results, c.output_spec)
+
+    def _program_inputs(self, c: _Compiled, leaves) -> list:
+        """This rank's program inputs for a call: local shards of the state and the inputs."""
+        inputs = []
+        for kind, what in c.sources:
+            if kind == "param":
+                inputs.append(self.get_parameter(what).to_local())
+            elif kind == "buffer":
+                b = self.get_buffer(what)
+                inputs.append(b.to_local() if isinstance(b, DTensor) else b)
+            elif kind == "constant":
+                inputs.append(what)
+            else:  # a user input
+                inputs.append(self._local_input(c, what, leaves[what]))
+        return inputs
 
     def _local_input(self, c: _Compiled, idx: int, value):
         spec = c.input_specs[idx]
@@ -210,7 +217,7 @@ class ParallelModule(nn.Module):
                            fallback_replicate=o.fallback_replicate, timeout=o.timeout,
                            input_specs={str(i): s for i, s in input_specs.items()},
                            root_hooks=False,  # forward() runs them around the program
-                           mp_policy=o.mp_policy)
+                           mp_policy=o.mp_policy, optimizer_states=o.optimizer_states)
         if not self._distributed:
             self._distribute_state(plan)
         joint = plan.joint
@@ -218,7 +225,9 @@ class ParallelModule(nn.Module):
         fake_inputs = local_example_inputs(plan, _torch_private.FakeTensorMode(), coord)
         program = RankProgram(trace_rank_program(plan, self.mesh, coord, fake_inputs), joint.num_fwd_outputs,
                               backward=joint.backward, tangent_outputs=_tangent_outputs(plan),
-                              grad_slots=_grad_slots(plan))
+                              grad_slots=_grad_slots(plan), param_placeholders=_param_placeholders(plan),
+                              options=o.execution, memory_room=None if o.memory_limit is None
+                              else int(o.memory_limit) - plan.summary.memory.peak)
         sources = []
         all_specs = {}
         for (i, node), spec in zip(plan.graph.placeholders(), plan.placeholder_specs()):
@@ -377,6 +386,18 @@ def _grad_slots(plan: Plan) -> list:
     return [where.get(n.name) for _, n in plan.graph.placeholders() if n.role != "tangent"]
 
 
+def _param_placeholders(plan: Plan) -> set:
+    """Names of the rank program's parameter inputs (primals_k, as trace_rank_program names them)."""
+    out, k = set(), 0
+    for _, n in plan.graph.placeholders():
+        if n.role == "tangent":
+            continue
+        k += 1
+        if n.role == "param":
+            out.add(f"primals_{k}")
+    return out
+
+
 def _get_tensor(module, name):
     try:
         return module.get_parameter(name)
@@ -393,7 +414,8 @@ def _aliases(module, tensor) -> list:
 
 def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *, device="H100", time_limit=10.0,
                 memory_limit=None, fixed_params=None, calibration=None, fallback_replicate=True,
-                timeout=DEFAULT_TIMEOUT, input_placements=None, mp_policy=None) -> ParallelModule:
+                timeout=DEFAULT_TIMEOUT, input_placements=None, mp_policy=None, compile=None,
+                reshard_after_forward=None, overlap=True, optimizer_states=2) -> ParallelModule:
     """Plans `model(*example_args, **example_kwargs)` on `mesh` and returns the parallel
     module. Parameters and buffers become DTensors in the planned placements; every rank must
     call this with the same model state and example arguments.
@@ -405,7 +427,16 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
     the error then names that rank (_runtime/failures.py).
     `mp_policy` (torch.distributed.fsdp.MixedPrecisionPolicy): parameters and optimizer
     state keep their dtype; compute runs in `param_dtype`; parameter gradients are reduced
-    in `reduce_dtype` (None: in `param_dtype`), as FSDP2 does (_mixed_precision.py)."""
+    in `reduce_dtype` (None: in `param_dtype`), as FSDP2 does (_mixed_precision.py).
+
+    Execution (docs/user_guide.md, "Execution"): `compile` runs each rank's forward and
+    backward graphs through Inductor (None: on CUDA meshes, where it pays; eager on CPU,
+    where compiling costs more than small test models gain); `overlap` issues collectives
+    as early as their inputs allow and waits as late as possible; `reshard_after_forward`
+    frees gathered parameters after forward and gathers them again in backward (None: yes
+    unless `memory_limit` leaves room to keep them). `optimizer_states`: tensors of a
+    parameter's size the optimizer keeps (AdamW 2, SGD with momentum 1), for the plan's
+    memory estimate (`plan.summary.memory`)."""
     _check_mesh(mesh)
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -414,11 +445,32 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
     _sync_rng_state(mesh)
     options = _Options(device=device, time_limit=time_limit, memory_limit=memory_limit, fixed_params=fixed_params,
                        calibration=calibration, fallback_replicate=fallback_replicate, timeout=timeout,
-                       input_placements=dict(input_placements or {}), mp_policy=mp_check(mp_policy))
+                       input_placements=dict(input_placements or {}), mp_policy=mp_check(mp_policy),
+                       execution=_execution_options(mesh, compile, reshard_after_forward, overlap, memory_limit),
+                       optimizer_states=_check_count(optimizer_states, "optimizer_states"))
     pmodel = ParallelModule(model, mesh, options)
     args = example_args if isinstance(example_args, (tuple, list)) else (example_args,)
     pmodel._compiled_for(tuple(args), dict(example_kwargs or {}))  # plans and shards the state; runs nothing
     return pmodel
+
+
+def _check_count(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TypeError(f"{name} must be a non-negative int, got {value!r}")
+    return value
+
+
+def _execution_options(mesh, compile, reshard_after_forward, overlap, memory_limit) -> ExecutionOptions:
+    for name, value in (("compile", compile), ("reshard_after_forward", reshard_after_forward)):
+        if value is not None and not isinstance(value, bool):
+            raise TypeError(f"{name} must be True, False or None, got {value!r}")
+    if not isinstance(overlap, bool):
+        raise TypeError(f"overlap must be True or False, got {overlap!r}")
+    if compile is None:
+        compile = mesh.device_type == "cuda"
+    if reshard_after_forward is None and memory_limit is None:
+        reshard_after_forward = True  # FSDP2's default; with a limit, each plan decides (RankProgram)
+    return ExecutionOptions(reshard_after_forward=reshard_after_forward, overlap=overlap, compile=compile)
 
 
 def _sync_rng_state(mesh) -> None:

@@ -7,13 +7,14 @@ document's layout is documented in csrc/core/plan_json.h; its version is
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import ClassVar
 
 from . import _C
 
-__all__ = ["NodePlan", "SolverSummary", "PlanSummary", "Plan"]
+__all__ = ["NodePlan", "SolverSummary", "MemoryEstimate", "PlanSummary", "Plan"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,25 @@ class SolverSummary:
 
 
 @dataclass(frozen=True)
+class MemoryEstimate:
+    """Bytes per rank of a training step under the plan (csrc/core/memory_estimate.h):
+    parameter (and buffer) shards, their gradients, optimizer state, the live values at
+    the step's peak, and the peak (parameters + optimizer state + live values)."""
+
+    parameters: int = 0
+    gradients: int = 0
+    optimizer_state: int = 0
+    activations: int = 0
+    peak: int = 0
+
+    def describe(self) -> str:
+        mib = 2.0 ** 20
+        return (f"peak {self.peak / mib:.2f} MiB/rank = parameters {self.parameters / mib:.2f} + optimizer state "
+                f"{self.optimizer_state / mib:.2f} + live values {(self.peak - self.parameters - self.optimizer_state) / mib:.2f} "
+                f"(activations {self.activations / mib:.2f}, gradients up to {self.gradients / mib:.2f})")
+
+
+@dataclass(frozen=True)
 class PlanSummary:
     estimated_step_s: float
     compute_s: float
@@ -54,6 +74,7 @@ class PlanSummary:
     strategy_counts: dict  # family -> (nodes, strategies)
     device: str
     mode: str  # "train" | "compile"
+    memory: MemoryEstimate = MemoryEstimate()
 
 
 @dataclass
@@ -129,7 +150,8 @@ class Plan:
                 fallback_ops=tuple(s["fallback_ops"]),
                 strategy_counts={k: (int(v["nodes"]), int(v["strategies"]))
                                  for k, v in (s.get("strategy_counts") or {}).items()},
-                device=s["device"], mode=s["mode"])
+                device=s["device"], mode=s["mode"],
+                memory=MemoryEstimate(**{k: int(v) for k, v in (s.get("memory") or {}).items()}))
             return cls(mesh_shape=tuple(mesh["shape"]), mesh_dim_names=tuple(mesh.get("dim_names") or ()) or None,
                        nodes=nodes, summary=summary)
         except KeyError as e:
@@ -161,7 +183,7 @@ class Plan:
                             "peak_bytes": s.peak_bytes, "solver": solver, "fallback_ops": list(s.fallback_ops),
                             "strategy_counts": {k: {"nodes": a, "strategies": b}
                                                 for k, (a, b) in s.strategy_counts.items()},
-                            "device": s.device, "mode": s.mode}}
+                            "device": s.device, "mode": s.mode, "memory": dataclasses.asdict(s.memory)}}
 
     def to_json(self) -> str:
         return json.dumps(self.to_document(), separators=(",", ":"))

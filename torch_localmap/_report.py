@@ -25,6 +25,7 @@ def format_plan(plan, max_ops: int = 40) -> str:
     lines.append("")
     lines.append(f"Estimated step time {_us(s.estimated_step_s).strip()} = compute {_us(s.compute_s).strip()}"
                  f" + communication {_us(s.comm_s).strip()}; peak memory {s.peak_bytes / 2**20:.2f} MiB/rank")
+    lines.append(f"Memory estimate: {s.memory.describe()}")
     lines.append(f"Solver: cost={sol.cost} bound={sol.bound:.6g} gap={100 * sol.gap:.3f}% "
                  f"({sol.status}, {sol.seconds:.3f} s)")
     if sol.note:

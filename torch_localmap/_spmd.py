@@ -19,7 +19,10 @@ from ._integrations import tracing_context
 from .plan import Plan
 from ._runtime.failures import failure_scope
 from ._runtime.random_ops import is_random, run_sharded
+from ._runtime.compile import ExecutionOptions, compiled_on_first_call
 from ._runtime.redistribute import redistribute_local
+from ._runtime.reshard import kept_gather_bytes, mark_reshard_after_forward
+from ._runtime.schedule import schedule_overlap
 
 
 def _tensor_refs(arg, out):
@@ -49,6 +52,8 @@ def make_rank_program(plan: Plan, device_mesh, coord):
     def moved(env, ref, want):
         """The value at `ref` ([node, output]) redistributed from its planned spec to `want`."""
         src = pnodes[ref[0]].outputs[ref[1]]
+        if src == want:  # nothing moves: the value itself (a copy would cost a kernel per input)
+            return env[ref[0]][ref[1]]
         shape = ir_nodes[ref[0]].outputs[ref[1]].shape
         try:
             return redistribute_local(env[ref[0]][ref[1]], shape, device_mesh, src, want)
@@ -87,7 +92,9 @@ def make_rank_program(plan: Plan, device_mesh, coord):
                         for j, a in enumerate(node.args[0])]
             # The node's local ops and its inputs' collectives carry the joint graph node's meta:
             # its forward/backward tag tells the partitioner what forward computes and saves
-            # (untagged, the backward would recompute the forward -- random ops included).
+            # (untagged, the backward would recompute the forward -- random ops included);
+            # the plan node's index lets profiles compare each op with its estimate.
+            _torch_private.tag_plan_node(fx_nodes[i], i)
             with _torch_private.as_current_node(fx_nodes[i]):
                 env[i] = run_node(i, node, want, env)
         raise AssertionError("graph has no output node")
@@ -125,8 +132,12 @@ def trace_rank_program(plan: Plan, device_mesh, coord, fake_inputs) -> fx.GraphM
     """The rank's SPMD joint graph, placeholders named primals_* / tangents_* like aot_autograd's."""
     program = make_rank_program(plan, device_mesh, coord)
     # Under the inputs' fake mode, ops without tensor inputs (arange, full) make fake tensors too.
+    # Redistributions are traced through their kernel: each collective and its wait become
+    # their own _c10d_functional nodes, which the overlap schedule and Inductor move apart.
+    decompose = {torch.ops.localmap.redistribute.default: _C.redistribute_steps}
     with tracing_context(), _torch_private.fake_mode_of(fake_inputs), _torch_private.node_meta_preserved():
-        gm = _torch_private.make_fx(program, tracing_mode="real", _allow_non_fake_inputs=False)(*fake_inputs)
+        gm = _torch_private.make_fx(program, decomposition_table=decompose, tracing_mode="real",
+                                    _allow_non_fake_inputs=False)(*fake_inputs)
     roles = [n.role for _, n in plan.graph.placeholders()]
     n_primal = n_tangent = 0
     for node, role in zip([n for n in gm.graph.nodes if n.op == "placeholder"], roles):
@@ -179,20 +190,38 @@ class RankProgram:
     `num_fwd_outputs`: the forward's outputs (buffer writes, then the module's outputs);
     `tangent_outputs`: for each gradient the backward takes, the forward output it belongs
     to; `grad_slots`: for each program input (tangents excluded), the backward output that
-    is its gradient, or None. A forward-only program (backward=False) is run as is."""
+    is its gradient, or None. A forward-only program (backward=False) is run as is.
+
+    `options` (ExecutionOptions): reshard after forward (`param_placeholders` names the
+    joint graph's parameter inputs; `memory_room`: bytes the memory limit leaves above
+    the plan's estimate, None without a limit), overlap scheduling, Inductor compilation."""
 
     def __init__(self, joint_spmd: fx.GraphModule, num_fwd_outputs: int, backward: bool = True,
-                 tangent_outputs=None, grad_slots=None):
+                 tangent_outputs=None, grad_slots=None, param_placeholders=(), options=None, memory_room=None):
         self.joint = joint_spmd
         self.num_fwd_outputs = num_fwd_outputs
         self.backward = backward
+        self.options = options or ExecutionOptions()
         self.tangent_outputs = list(tangent_outputs if tangent_outputs is not None else range(num_fwd_outputs))
         n_inputs = sum(1 for n in joint_spmd.graph.nodes if n.op == "placeholder") - len(self.tangent_outputs)
         self.grad_slots = list(grad_slots) if grad_slots is not None else list(range(n_inputs))
+        self.resharded = False
         if backward:
+            params = set(param_placeholders)
+            reshard = self.options.reshard_after_forward
+            if reshard is None:  # keep gathered parameters only where the memory limit has room for them
+                reshard = memory_room is None or kept_gather_bytes(joint_spmd, params) > memory_room
+            self.resharded = bool(reshard) and mark_reshard_after_forward(joint_spmd, params) > 0
             self.fw, self.bw = _torch_private.partition_joint(joint_spmd, num_fwd_outputs)
         else:
             self.fw, self.bw = joint_spmd, None
+        if self.options.overlap:
+            for gm in (self.fw, self.bw):
+                if gm is not None:
+                    schedule_overlap(gm, self.options.inflight_bytes)
+        if self.options.compile:
+            self.fw = compiled_on_first_call(self.fw)
+            self.bw = compiled_on_first_call(self.bw) if self.bw is not None else None
 
     def __call__(self, *inputs):
         with failure_scope():

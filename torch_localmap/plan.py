@@ -14,9 +14,11 @@ from ._trace import JointGraph, trace_joint
 
 
 def plan_options(mode="train", device="H100", time_limit=10.0, memory_limit=None, fixed_params=None,
-                 calibration=None, fallback_replicate=True, seed=0, input_specs=None, outputs="free") -> str:
+                 calibration=None, fallback_replicate=True, seed=0, input_specs=None, outputs="free",
+                 optimizer_states=2) -> str:
     opts = {"mode": mode, "device": device, "time_limit": float(time_limit), "seed": int(seed),
-            "fallback_replicate": bool(fallback_replicate), "outputs": outputs}
+            "fallback_replicate": bool(fallback_replicate), "outputs": outputs,
+            "optimizer_states": int(optimizer_states)}
     if input_specs:
         opts["input_specs"] = {str(k): _spec_str(v) for k, v in input_specs.items()}
     if memory_limit is not None:

@@ -5,7 +5,8 @@
 namespace tlm {
 
 Plan make_plan(const Graph& g, const std::vector<NodeStrategies>& strat, CostTables& t,
-               const solver::SolveResult& res, const std::string& device, const std::string& mode) {
+               const solver::SolveResult& res, const std::string& device, const std::string& mode,
+               int optimizer_states) {
   const int n = static_cast<int>(g.nodes.size());
   const std::vector<int>& sol = res.solution;
   auto chosen = [&](int i) -> const OpStrategy& { return strat[i].strategies.at(sol[i]); };
@@ -53,6 +54,9 @@ Plan make_plan(const Graph& g, const std::vector<NodeStrategies>& strat, CostTab
 
   sum.estimated_step_s = sum.compute_s + sum.comm_s;
   sum.peak_bytes = solver::evaluate(t.problem, sol).peak_usage;
+  std::vector<OpStrategy> strategies;
+  for (const PlannedNode& pn : plan.nodes) strategies.push_back(pn.strategy);
+  sum.memory = estimate_memory(g, strategies, optimizer_states);
   sum.solver = SolverSummary{res.cost, res.bound, res.gap, res.seconds, res.status, res.milp_note};
   sum.device = device;
   sum.mode = mode;

@@ -12,6 +12,7 @@
 
 #include "core/cost_tables.h"
 #include "core/graph.h"
+#include "core/memory_estimate.h"
 #include "core/solver/solver.h"
 #include "core/strategy.h"
 
@@ -46,7 +47,8 @@ struct FamilyCount {
 
 struct PlanSummary {
   double estimated_step_s = 0, compute_s = 0, comm_s = 0;
-  int64_t peak_bytes = 0;
+  int64_t peak_bytes = 0;  // the solver's memory model (what memory_limit bounds)
+  MemoryEstimate memory;   // per rank, by kind (core/memory_estimate.h)
   SolverSummary solver;
   std::vector<std::string> fallback_ops;  // ops that had no rule, in graph order
   std::map<std::string, FamilyCount> strategy_counts;
@@ -61,6 +63,7 @@ struct Plan {
 
 // Assembles the plan from the solver's choice (one strategy per problem node).
 Plan make_plan(const Graph& g, const std::vector<NodeStrategies>& strategies, CostTables& tables,
-               const solver::SolveResult& result, const std::string& device, const std::string& mode);
+               const solver::SolveResult& result, const std::string& device, const std::string& mode,
+               int optimizer_states = 2);
 
 }  // namespace tlm

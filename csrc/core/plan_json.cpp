@@ -30,6 +30,11 @@ PlanOptions read_plan_options(const json::Value& v) {
     o.memory_limit_bytes = x->as_int("options.memory_limit");
     if (*o.memory_limit_bytes <= 0) throw InvalidArgument("options.memory_limit: expected a positive byte count");
   }
+  if (auto* x = v.find("optimizer_states")) {
+    const int64_t k = x->as_int("options.optimizer_states");
+    if (k < 0 || k > 16) throw InvalidArgument("options.optimizer_states: expected 0..16 tensors per parameter");
+    o.optimizer_states = static_cast<int>(k);
+  }
   if (auto* x = v.find("fixed_params"))
     for (const auto& kv : x->as_object("options.fixed_params"))
       o.fixed_params[kv.first] = parse_spec(kv.second.as_string("options.fixed_params." + kv.first));
@@ -81,6 +86,13 @@ json::Value summary_json(const PlanSummary& s) {
   j.set("compute_s", s.compute_s);
   j.set("comm_s", s.comm_s);
   j.set("peak_bytes", s.peak_bytes);
+  json::Value mem;
+  mem.set("parameters", s.memory.parameters);
+  mem.set("gradients", s.memory.gradients);
+  mem.set("optimizer_state", s.memory.optimizer_state);
+  mem.set("activations", s.memory.activations);
+  mem.set("peak", s.memory.peak);
+  j.set("memory", mem);
   json::Value js;
   js.set("cost", solver::to_string(s.solver.cost));
   js.set("bound", s.solver.bound);

@@ -9,6 +9,7 @@
 //              {"name", "op": "output", "strategy": {"inputs": [spec or null per graph output],
 //               "outputs": []}, "compute_s": 0, "comm_s"}],
 //    "summary": {"estimated_step_s", "compute_s", "comm_s", "peak_bytes",
+//                "memory": {"parameters", "gradients", "optimizer_state", "activations", "peak"},
 //                "solver": {"cost" (decimal string), "bound", "gap", "seconds", "status", "note"?},
 //                "fallback_ops", "strategy_counts": {family: {"nodes", "strategies"}},
 //                "device", "mode"}}

@@ -45,7 +45,7 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt) {
   so.seed = opt.seed;
   so.threads = opt.threads;
   const solver::SolveResult result = solver::solve(p.tables.problem, so);
-  return make_plan(g, p.strategies, p.tables, result, opt.device, opt.mode);
+  return make_plan(g, p.strategies, p.tables, result, opt.device, opt.mode, opt.optimizer_states);
 }
 
 BuildStats build_only(const Graph& g, const PlanOptions& opt) {

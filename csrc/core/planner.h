@@ -47,6 +47,9 @@ struct PlanOptions {
   // "replicated": whole on every rank (the compile backend hands plain tensors
   // back to the Python code around the graph).
   std::string outputs = "free";
+  // Tensors of a parameter's size the optimizer keeps per parameter (AdamW: 2, SGD
+  // with momentum: 1): the plan's memory estimate counts them.
+  int optimizer_states = 2;
 };
 
 // Strategies, cost tables and the solve: the plan.

@@ -4,6 +4,8 @@
 
 #include "python/bindings.h"
 #include "core/plan_json.h"
+#include "core/overlap_schedule.h"
+#include "core/placement.h"
 #include "core/planner.h"
 
 namespace py = pybind11;
@@ -60,6 +62,36 @@ void bind_planner(py::module_& m) {
       },
       py::arg("ir_json"), py::arg("plan_json"), py::arg("coord"),
       "Per-node local call arguments for the rank at mesh coordinate `coord` (JSON list).");
+  m.def(
+      "overlap_order",
+      [](const std::string& kinds, const std::vector<int64_t>& input_offsets, const std::vector<int>& inputs,
+         const std::vector<int64_t>& bytes, int64_t inflight_limit) {
+        const size_t n = kinds.size();
+        if (input_offsets.size() != n + 1 || bytes.size() != n || input_offsets.back() != static_cast<int64_t>(inputs.size()))
+          throw InvalidArgument("overlap_order: expected len(input_offsets) == len(kinds) + 1 == len(bytes) + 1 and "
+                                "input_offsets[-1] == len(inputs)");
+        std::vector<ScheduleNode> nodes(n);
+        for (size_t i = 0; i < n; ++i) {
+          switch (kinds[i]) {
+            case 'F': nodes[i].kind = ScheduleKind::Fixed; break;
+            case 'C': nodes[i].kind = ScheduleKind::Compute; break;
+            case 'M': nodes[i].kind = ScheduleKind::Move; break;
+            case 'S': nodes[i].kind = ScheduleKind::Start; break;
+            case 'W': nodes[i].kind = ScheduleKind::Wait; break;
+            default: throw InvalidArgument(std::string("overlap_order: unknown node kind '") + kinds[i] +
+                                           "'; expected one of F (fixed), C (compute), M (move), S (start), W (wait)");
+          }
+          if (input_offsets[i] > input_offsets[i + 1])
+            throw InvalidArgument("overlap_order: input_offsets must not decrease");
+          nodes[i].inputs.assign(inputs.begin() + input_offsets[i], inputs.begin() + input_offsets[i + 1]);
+          nodes[i].bytes = bytes[i];
+        }
+        return overlap_order(nodes, inflight_limit);
+      },
+      py::arg("kinds"), py::arg("input_offsets"), py::arg("inputs"), py::arg("bytes"), py::arg("inflight_limit"),
+      "A rank program's node order that issues collectives early and waits late (core/overlap_schedule.h). "
+      "kinds: one letter per node (F fixed, C compute, M move, S collective start, W wait); node i's inputs are "
+      "inputs[input_offsets[i]:input_offsets[i+1]]; bytes: per start its buffer; inflight_limit < 0: unbounded.");
 }
 
 }  // namespace tlm::pybind

@@ -13,5 +13,6 @@ void bind_strategy(pybind11::module_& m);  // sharding strategies, per-rank call
 void bind_core(pybind11::module_& m);     // placements, meshes, dtypes, IR validation
 void bind_planner(pybind11::module_& m);  // plan a graph, per-rank call arguments
 void bind_local_map(pybind11::module_& m);  // local_map region boundaries
+void bind_ops(pybind11::module_& m);  // torch.ops.localmap kernels called directly (traced rank programs)
 
 }  // namespace tlm::pybind

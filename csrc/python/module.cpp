@@ -14,4 +14,5 @@ PYBIND11_MODULE(_C, m) {
   tlm::pybind::bind_strategy(m);
   tlm::pybind::bind_planner(m);
   tlm::pybind::bind_local_map(m);
+  tlm::pybind::bind_ops(m);
 }

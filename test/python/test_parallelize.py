@@ -41,15 +41,17 @@ def _reference():
     return _train(model, x, y, STEPS)
 
 
-def _collectives_of(node) -> list:
-    """The communicating steps a localmap.redistribute node of a rank program runs."""
-    from torch_localmap import _C
+_COLLECTIVE_KINDS = {"all_gather_into_tensor": "all_gather", "reduce_scatter_tensor": "reduce_scatter",
+                     "all_reduce": "all_reduce", "all_to_all_single": "all_to_all"}
 
-    if node.target is not torch.ops.localmap.redistribute.default:
+
+def _collectives_of(node) -> list:
+    """The collective a rank program's node issues (redistributions are traced into
+    _c10d_functional collectives and their waits)."""
+    target = getattr(node.target, "_opname", None)
+    if node.op != "call_function" or getattr(node.target, "namespace", None) != "_c10d_functional":
         return []
-    _, shape, src, dst, mesh_shape = node.args[:5]
-    return [s["kind"] for s in _C.plan_redistribute(list(shape), list(mesh_shape), src, dst)
-            if not s["kind"].startswith("local_")]
+    return [_COLLECTIVE_KINDS[target]] if target in _COLLECTIVE_KINDS else []
 
 
 def _rank_parallelize(rank, world_size, mesh_shape, cases):

@@ -191,6 +191,38 @@ def partition_joint(joint: fx.GraphModule, num_fwd_outputs: int) -> tuple[fx.Gra
     return fw, bw
 
 
+def is_forward_node(node: fx.Node) -> bool:
+    """Whether a traced joint-graph node belongs to forward (the partitioner's tag,
+    torch._functorch.partitioners._has_tag_is_forward, 2.13)."""
+    from torch._functorch.partitioners import _has_tag_is_forward
+
+    return _has_tag_is_forward(node)
+
+
+def is_random_node(node: fx.Node) -> bool:
+    return _is_random(node)
+
+
+def mark_must_recompute(node: fx.Node) -> None:
+    """Asks the partitioner to recompute `node` in backward rather than save it
+    (node.meta["recompute"] = CheckpointPolicy.MUST_RECOMPUTE, honoured by
+    default_partition in 2.13)."""
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    node.meta["recompute"] = CheckpointPolicy.MUST_RECOMPUTE
+
+
+def tag_plan_node(node: fx.Node, index: int) -> None:
+    """Records the plan node's index in node.meta["custom"], one of the fields traced
+    nodes copy from the current node (torch.fx.proxy._COPY_META_FIELDS, 2.13)."""
+    node.meta["custom"] = {**(node.meta.get("custom") or {}), "tlm_plan_node": index}
+
+
+def plan_node_of(node: fx.Node):
+    """The plan node index tag_plan_node recorded on the node a traced node came from."""
+    return (node.meta.get("custom") or {}).get("tlm_plan_node")
+
+
 def _is_side_effect(node: fx.Node, keep_random: bool) -> bool:
     if getattr(node.target, "namespace", None) == "_c10d_functional":
         return False
@@ -458,3 +490,49 @@ def register_dataclass_pytree(cls) -> None:
     from torch.utils import _pytree
 
     _pytree.register_dataclass(cls)
+
+
+def inductor_compile(gm: fx.GraphModule, example_inputs: list):
+    """`gm` (an aten graph with _c10d_functional collectives) compiled by Inductor for
+    the shapes of `example_inputs` (torch._inductor.standalone_compile, 2.13); the
+    result is called with the graph's inputs and returns its outputs."""
+    from torch._inductor import standalone_compile
+
+    with outside_fake_mode():
+        return standalone_compile(gm, example_inputs, dynamic_shapes="from_example_inputs", options={})
+
+
+def cpu_memory_profiler():
+    """A profiler recording CPU allocations only (torch.profiler.profile with
+    profile_memory=True, 2.13)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    return profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False, with_stack=False)
+
+
+def cpu_allocation_peak(prof) -> int:
+    """The largest running total of CPU bytes allocated (and not yet freed) since `prof`
+    started: each allocation record's total_allocated (the profiler's event tree,
+    torch._C._profiler._EventType.Allocation, 2.13)."""
+    from torch._C._profiler import _EventType
+
+    peak = 0
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        e = stack.pop()
+        stack.extend(e.children)
+        if e.tag == _EventType.Allocation and e.extra_fields.device.type == "cpu":
+            peak = max(peak, int(e.extra_fields.total_allocated))
+    return peak
+
+
+def inductor_code_of(fn):
+    """(fn(), [the Python wrapper code Inductor generated while fn ran]), with the
+    compile caches off so the code is generated (torch._inductor.utils.run_and_get_code,
+    2.13)."""
+    from torch._functorch import config as functorch_config
+    from torch._inductor import config as inductor_config
+    from torch._inductor.utils import run_and_get_code
+
+    with inductor_config.patch(fx_graph_cache=False), functorch_config.patch(enable_autograd_cache=False):
+        return run_and_get_code(fn)

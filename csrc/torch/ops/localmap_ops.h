@@ -30,4 +30,13 @@ at::Tensor redistribute(const at::Tensor& x, at::IntArrayRef global_shape, std::
                         const std::vector<std::string>& group_names,
                         std::optional<std::string_view> grad_placements);
 
+// The redistribute op's kernel called directly (not through the dispatcher): every
+// collective, its wait and the local pad / fold steps are separate dispatcher calls,
+// so a trace under make_fx records them as separate nodes -- what the rank
+// programs' overlap scheduling and Inductor's comm passes work on.
+at::Tensor redistribute_steps(const at::Tensor& x, at::IntArrayRef global_shape, std::string_view src,
+                              std::string_view dst, at::IntArrayRef mesh_shape, at::IntArrayRef coordinate,
+                              const std::vector<std::string>& group_names,
+                              std::optional<std::string_view> grad_placements);
+
 }  // namespace tlm::ops

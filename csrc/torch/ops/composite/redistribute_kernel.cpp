@@ -9,6 +9,7 @@
 #include <ATen/ops/view_as_real.h>
 #include <torch/library.h>
 
+#include "torch/ops/localmap_ops.h"
 #include "torch/ops/placement_args.h"
 
 namespace tlm::ops {
@@ -103,7 +104,9 @@ bool communicates(const RankStep& r) {
   return r.step.kind != CollectiveKind::LocalChunk && r.step.kind != CollectiveKind::LocalPartition;
 }
 
-at::Tensor redistribute_kernel(const at::Tensor& x, at::IntArrayRef global_shape, std::string_view src,
+}  // namespace
+
+at::Tensor redistribute_steps(const at::Tensor& x, at::IntArrayRef global_shape, std::string_view src,
                                std::string_view dst, at::IntArrayRef mesh_shape, at::IntArrayRef coordinate,
                                const std::vector<std::string>& group_names,
                                std::optional<std::string_view> grad_placements) {
@@ -127,10 +130,8 @@ at::Tensor redistribute_kernel(const at::Tensor& x, at::IntArrayRef global_shape
   return steps.empty() ? x.clone(at::MemoryFormat::Contiguous) : local.contiguous();
 }
 
-}  // namespace
-
 TORCH_LIBRARY_IMPL(localmap, CompositeExplicitAutograd, m) {
-  m.impl("redistribute", TORCH_FN(redistribute_kernel));
+  m.impl("redistribute", TORCH_FN(redistribute_steps));
 }
 
 }  // namespace tlm::ops

@@ -1,0 +1,31 @@
+// Per-rank memory of a planned training step, by kind: what the plan prints and
+// what measured peaks are compared with (benchmarks/step_time.py).
+//
+// The step is the joint graph in its order: every value lives from the node that
+// makes it to its last use (gradients to the end); a redistributed input lives
+// while its consumer runs (gathered parameters are freed after use and gathered
+// again for backward, the runtime's reshard after forward). Parameters, buffers and
+// optimizer state persist across steps.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/graph.h"
+#include "core/strategy.h"
+
+namespace tlm {
+
+struct MemoryEstimate {
+  int64_t parameters = 0;       // parameter shards (and buffers)
+  int64_t gradients = 0;        // parameter gradients, each in its parameter's spec
+  int64_t optimizer_state = 0;  // optimizer_states x the parameter shards (AdamW: 2)
+  int64_t activations = 0;      // live values at the step's peak, gradients made so far excluded
+  int64_t peak = 0;             // parameters + optimizer state + the step's live values at its peak
+};
+
+// `chosen`: the strategy per node, the output node's (its inputs: each graph
+// output's spec) last.
+MemoryEstimate estimate_memory(const Graph& g, const std::vector<OpStrategy>& chosen, int optimizer_states);
+
+}  // namespace tlm

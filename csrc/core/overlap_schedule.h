@@ -1,0 +1,50 @@
+// Order of a rank program's nodes that overlaps communication with compute.
+//
+// A rank program (forward or backward graph) is a DAG in a valid order whose
+// collectives are split in two: a Start node launches the collective (async on
+// gloo and NCCL) and a Wait node blocks for its result. The schedule
+//  - issues each collective as early as its inputs allow: a Start moves up, with
+//    the data movement only it uses (padding, layout copies), to right after the
+//    compute that produces its input,
+//  - waits as late as possible: a Wait moves down, with the data movement that
+//    only post-processes its result (folding gathered pieces), to just before the
+//    first other node that needs it,
+//  - bounds the bytes in flight (issued, not yet waited): parameters are not all
+//    gathered at the start of forward; the next ones are prefetched while the
+//    current ones compute (FSDP's prefetch, generalised to any collective).
+// Compute and Fixed nodes keep their relative order: the schedule moves only
+// communication, never the model's compute (and so its memory profile).
+//
+// Deadlock freedom: collectives are issued in the order they become ready, a
+// property of the graph's structure alone. The byte bound only delays the head of
+// that queue, never reorders it, and a Wait on a delayed collective first issues
+// everything queued before it. So every rank issues the same collectives in the
+// same order even when uneven shards give ranks different byte counts.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace tlm {
+
+enum class ScheduleKind : uint8_t {
+  Fixed,    // placeholders and the output: never moved relative to each other
+  Compute,  // an op that computes: keeps its place relative to other Compute nodes
+  Move,     // data movement (views, layout copies, padding): may travel with a collective
+  Start,    // launches a collective
+  Wait,     // waits for one (its only input is the Start)
+};
+
+struct ScheduleNode {
+  ScheduleKind kind = ScheduleKind::Compute;
+  std::vector<int> inputs;  // indices of earlier nodes
+  int64_t bytes = 0;        // Start: the collective's buffer
+};
+
+// A permutation of 0..n-1: the new order. Throws InvalidArgument when `nodes` is
+// not in a valid order (an input at or after its user) or a Wait's input is not a
+// Start. `inflight_limit` < 0: no bound; a collective is always issued when
+// nothing is in flight, however large.
+std::vector<int> overlap_order(const std::vector<ScheduleNode>& nodes, int64_t inflight_limit);
+
+}  // namespace tlm

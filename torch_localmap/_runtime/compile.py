@@ -1,0 +1,42 @@
+"""How a rank program runs: reshard after forward, overlap, Inductor compilation.
+
+Compilation hands each of the rank's forward and backward graphs -- aten ops and
+_c10d_functional collectives, already in the overlap schedule's order -- to Inductor
+(C++ code on CPU, Triton on CUDA) on its first call, with that call's tensors as the
+example inputs. A plan's program has static shapes, so one compilation serves every
+later call of the plan; Inductor's own caches serve other ranks and later runs.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import torch.fx as fx
+
+from .. import _torch_private
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecutionOptions:
+    # Re-gather parameters in backward instead of saving them; None: only when keeping them
+    # would not fit the memory limit (RankProgram's memory_room).
+    reshard_after_forward: bool | None = True
+    overlap: bool = True  # issue collectives early, wait late (core/overlap_schedule.h)
+    inflight_bytes: int | None = None  # overlap's bound on bytes in flight (None: 2x the largest collective)
+    compile: bool = False  # Inductor
+
+
+class compiled_on_first_call:
+    """Calls `gm` through Inductor, compiled with the first call's inputs."""
+
+    def __init__(self, gm: fx.GraphModule):
+        self.graph_module = gm
+        self._compiled = None
+
+    def __call__(self, *inputs):
+        if self._compiled is None:
+            self._compiled = _torch_private.inductor_compile(self.graph_module, list(inputs))
+        return self._compiled(*inputs)
+
+    @property
+    def code(self) -> str:
+        return self.graph_module.code

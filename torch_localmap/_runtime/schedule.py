@@ -1,0 +1,86 @@
+"""Overlap of communication with compute in a rank program's FX graph.
+
+The traced program waits for each collective right where it issued it. C++
+(core/overlap_schedule.h) reorders the graph so each collective is issued as early as
+its inputs allow and waited just before its first use, with the bytes in flight
+bounded (the next layers' gathered parameters are prefetched, not all of them at
+once); compute keeps its order. This module only describes the graph to C++ and
+applies the order it returns: one call per graph.
+"""
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.fx as fx
+
+from .. import _C
+
+aten = torch.ops.aten
+
+# Data movement: views, layout copies and padding -- what a redistribution adds
+# around its collective, and what may travel with it.
+_MOVE_OPS = frozenset({
+    aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.unsqueeze.default,
+    aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default, aten.permute.default, aten.t.default,
+    aten.transpose.int, aten.clone.default, aten.constant_pad_nd.default, aten.slice.Tensor,
+    aten.narrow.default, aten.alias.default, aten.expand.default, aten.view_as_real.default,
+    aten.view_as_complex.default, aten._to_copy.default, aten.select.int, operator.getitem,
+})
+
+
+def is_collective(node: fx.Node) -> bool:
+    return node.op == "call_function" and getattr(node.target, "namespace", None) == "_c10d_functional"
+
+
+def is_wait(node: fx.Node) -> bool:
+    return node.op == "call_function" and node.target is torch.ops._c10d_functional.wait_tensor.default
+
+
+def _kind(node: fx.Node) -> str:
+    if node.op in ("placeholder", "output", "get_attr"):
+        return "F"
+    if is_wait(node):
+        return "W"
+    if is_collective(node):
+        return "S"
+    return "M" if node.target in _MOVE_OPS else "C"
+
+
+def _nbytes(node: fx.Node) -> int:
+    val = node.meta.get("val")
+    return val.numel() * val.element_size() if isinstance(val, torch.Tensor) else 0
+
+
+def collective_bytes(gm: fx.GraphModule) -> list:
+    return [_nbytes(n) for n in gm.graph.nodes if is_collective(n) and not is_wait(n)]
+
+
+def schedule_overlap(gm: fx.GraphModule, inflight_limit: int | None = None) -> fx.GraphModule:
+    """Reorders `gm`'s nodes in place for overlap (and recompiles it).
+
+    `inflight_limit`: bytes of collectives issued but not yet waited for; None: twice the
+    largest collective (one more in flight while the current one is used, like FSDP's
+    prefetch of the next layer); < 0: unbounded."""
+    nodes = list(gm.graph.nodes)
+    sizes = collective_bytes(gm)
+    if not sizes:
+        return gm
+    index = {n: i for i, n in enumerate(nodes)}
+    kinds, offsets, inputs, nbytes = [], [0], [], []
+    for n in nodes:
+        kind = _kind(n)
+        kinds.append(kind)
+        ins = sorted({index[a] for a in n.all_input_nodes})
+        inputs.extend(ins)
+        offsets.append(len(inputs))
+        nbytes.append(_nbytes(n) if kind == "S" else 0)
+    limit = 2 * max(sizes) if inflight_limit is None else int(inflight_limit)
+    order = _C.overlap_order("".join(kinds), offsets, inputs, nbytes, limit)
+    anchor = nodes[order[0]]
+    for i in order[1:]:
+        anchor.append(nodes[i])
+        anchor = nodes[i]
+    gm.graph.lint()
+    gm.recompile()
+    return gm
