@@ -80,7 +80,8 @@ def _rank_zoo(rank, world_size, name, parts=("planned", "sharded", "backend")):
 
     mesh = make_mesh((2, 2))
     out = {}
-    for mode, opts in (("planned", {}), ("sharded", {"calibration": FORCE_SHARDING})):
+    for mode, opts in (("planned", {}), ("sharded", {"calibration": FORCE_SHARDING}),
+                       ("compiled", {"calibration": FORCE_SHARDING, "compile": True})):
         if mode not in parts:
             continue
         case = zoo.MODELS[name](seed=0)
@@ -126,6 +127,23 @@ def test_zoo_model_trains_like_one_process(name):
     assert grads.keys() == ref_grads.keys()
     for k, g in ref_grads.items():
         torch.testing.assert_close(grads[k], g, **TOL, msg=lambda m: f"{name} backend grad {k}: {m}")
+
+
+# Inductor-compiled programs: a Hugging Face decoder (attention, RoPE, tied-free heads) and
+# a timm CNN (BatchNorm buffers written back, convolutions); compiling every zoo model on
+# 4 ranks of 2 cores would add minutes.
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("name", ["hf_llama", "resnet"])
+def test_zoo_model_compiled_trains_like_one_process(name):
+    ref_losses, ref_state, _ = _reference(name)
+    results = run_distributed(_rank_zoo, 4, name, ("compiled",), timeout=900)
+    for rank, res in enumerate(results):
+        losses, _, fraction, _ = res["compiled"]
+        assert fraction >= 0.5, f"{name}: only {fraction:.0%} of the parameters sharded"
+        torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref_losses), **TOL,
+                                   msg=lambda m: f"{name} compiled rank {rank} losses: {m}")
+    for k, v in ref_state.items():
+        torch.testing.assert_close(results[0]["compiled"][1][k], v, **TOL, msg=lambda m: f"{name} compiled {k}: {m}")
 
 
 @pytest.mark.parametrize("train", [True, False], ids=["train", "eval_no_grad"])

@@ -17,7 +17,7 @@ import torch
 import torch.fx as fx
 
 from .. import _torch_private
-from .schedule import _kind, is_wait
+from .schedule import is_wait, node_kind
 
 _KIND_NAMES = {"all_gather_into_tensor": "all_gather", "reduce_scatter_tensor": "reduce_scatter",
                "all_reduce": "all_reduce", "all_to_all_single": "all_to_all"}
@@ -34,7 +34,7 @@ class _Timed(fx.Interpreter):
         self.sync()
         t0 = time.perf_counter()
         out = super().run_node(n)
-        kind = _kind(n)
+        kind = node_kind(n)
         if kind == "S":
             out = torch.ops._c10d_functional.wait_tensor.default(out)
             key = "comm: " + _KIND_NAMES.get(n.target._opname, n.target._opname)

@@ -37,7 +37,8 @@ def is_wait(node: fx.Node) -> bool:
     return node.op == "call_function" and node.target is torch.ops._c10d_functional.wait_tensor.default
 
 
-def _kind(node: fx.Node) -> str:
+def node_kind(node: fx.Node) -> str:
+    """F (placeholder, output), W (wait), S (collective), M (data movement) or C (compute)."""
     if node.op in ("placeholder", "output", "get_attr"):
         return "F"
     if is_wait(node):
@@ -69,7 +70,7 @@ def schedule_overlap(gm: fx.GraphModule, inflight_limit: int | None = None) -> f
     index = {n: i for i, n in enumerate(nodes)}
     kinds, offsets, inputs, nbytes = [], [0], [], []
     for n in nodes:
-        kind = _kind(n)
+        kind = node_kind(n)
         kinds.append(kind)
         ins = sorted({index[a] for a in n.all_input_nodes})
         inputs.extend(ins)
