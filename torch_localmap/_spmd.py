@@ -19,7 +19,7 @@ from ._integrations import tracing_context
 from .plan import Plan
 from ._runtime.failures import failure_scope
 from ._runtime.random_ops import is_random, run_sharded
-from ._runtime.compile import ExecutionOptions, compiled_on_first_call
+from ._runtime.compile import ExecutionOptions, CompiledOnFirstCall
 from ._runtime.redistribute import redistribute_local
 from ._runtime.reshard import kept_gather_bytes, mark_reshard_after_forward
 from ._runtime.schedule import schedule_overlap
@@ -220,8 +220,8 @@ class RankProgram:
                 if gm is not None:
                     schedule_overlap(gm, self.options.inflight_bytes)
         if self.options.compile:
-            self.fw = compiled_on_first_call(self.fw)
-            self.bw = compiled_on_first_call(self.bw) if self.bw is not None else None
+            self.fw = CompiledOnFirstCall(self.fw)
+            self.bw = CompiledOnFirstCall(self.bw) if self.bw is not None else None
 
     def __call__(self, *inputs):
         with failure_scope():

@@ -25,7 +25,7 @@ class ExecutionOptions:
     compile: bool = False  # Inductor
 
 
-class compiled_on_first_call:
+class CompiledOnFirstCall:
     """Calls `gm` through Inductor, compiled with the first call's inputs."""
 
     def __init__(self, gm: fx.GraphModule):

@@ -83,6 +83,9 @@ def is_collective_failure(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and any(s in text for s in _COLLECTIVE_FAILURES)
 
 
-# How gloo (torch 2.13) words a collective that cannot complete.
+# How gloo (torch 2.13) words a collective that cannot complete. "Application timeout caused
+# pair closure": a connection closed by an earlier timeout, seen by a collective issued
+# before that timeout surfaced (the overlap schedule keeps several in flight).
 _COLLECTIVE_FAILURES = ("Timed out waiting", "Connection closed by peer", "Connection reset by peer",
-                        "Socket Timeout", "Broken pipe", "NCCL communicator was aborted", "Watchdog caught")
+                        "Socket Timeout", "Broken pipe", "NCCL communicator was aborted", "Watchdog caught",
+                        "Application timeout caused pair closure")
