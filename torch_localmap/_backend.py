@@ -68,7 +68,7 @@ def localmap_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **_
 
     ex = {k: options.pop(k) for k in _EXECUTION_OPTIONS if k in options}
     execution = _execution_options(mesh, ex.get("inductor"), ex.get("reshard_after_forward"), ex.get("overlap", True),
-                                   options.get("memory_limit"))
+                                   options.get("memory_limit", "device"))
     graph = _CompiledGraph(gm, list(example_inputs), runtime_mesh(mesh, options["timeout"]), options, on_plan)
     graph.execution = execution
     return graph
@@ -262,11 +262,13 @@ class _CompiledGraph:
             self.on_plan(plan)
         coord = mesh.get_coordinate()
         fake_inputs = local_example_inputs(plan, _torch_private.FakeTensorMode(), coord)
+        from ._parallelize import _memory_room as memory_room
+
         program = RankProgram(trace_rank_program(plan, mesh, coord, fake_inputs), joint.num_fwd_outputs,
                               backward=joint.backward, tangent_outputs=_tangent_outputs(plan),
                               grad_slots=_grad_slots(plan), param_placeholders=_param_placeholders(plan),
-                              options=self.execution, memory_room=None if self.options.get("memory_limit") is None
-                              else int(self.options["memory_limit"]) - plan.summary.memory.peak)
+                              options=self.execution,
+                              memory_room=memory_room(self.options.get("memory_limit", "device"), plan))
         sources, specs = [], []
         for (_, node), spec in zip(plan.graph.placeholders(), plan.placeholder_specs()):
             if node.role == "tangent":

@@ -31,7 +31,7 @@ from ._runtime.redistribute import shard_local
 from ._spmd import RankProgram, local_example_inputs, trace_rank_program
 from ._torch_private import pytree
 from .placements import as_spec, spec_to_placements
-from .plan import Plan, plan_module
+from .plan import Plan, explicit_memory_limit, plan_module
 
 
 def _check_mesh(mesh):
@@ -226,8 +226,7 @@ class ParallelModule(nn.Module):
         program = RankProgram(trace_rank_program(plan, self.mesh, coord, fake_inputs), joint.num_fwd_outputs,
                               backward=joint.backward, tangent_outputs=_tangent_outputs(plan),
                               grad_slots=_grad_slots(plan), param_placeholders=_param_placeholders(plan),
-                              options=o.execution, memory_room=None if o.memory_limit is None
-                              else int(o.memory_limit) - plan.summary.memory.peak)
+                              options=o.execution, memory_room=_memory_room(o.memory_limit, plan))
         sources = []
         all_specs = {}
         for (i, node), spec in zip(plan.graph.placeholders(), plan.placeholder_specs()):
@@ -413,7 +412,7 @@ def _aliases(module, tensor) -> list:
 
 
 def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *, device="H100", time_limit=10.0,
-                memory_limit=None, fixed_params=None, calibration=None, fallback_replicate=True,
+                memory_limit="device", fixed_params=None, calibration=None, fallback_replicate=True,
                 timeout=DEFAULT_TIMEOUT, input_placements=None, mp_policy=None, compile=None,
                 reshard_after_forward=None, overlap=True, optimizer_states=2) -> ParallelModule:
     """Plans `model(*example_args, **example_kwargs)` on `mesh` and returns the parallel
@@ -454,6 +453,12 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
     return pmodel
 
 
+def _memory_room(memory_limit, plan):
+    """Bytes an explicit memory_limit leaves above the plan's estimated peak (None without one)."""
+    limit = explicit_memory_limit(memory_limit)
+    return None if limit is None else limit - plan.summary.memory.peak
+
+
 def _check_count(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise TypeError(f"{name} must be a non-negative int, got {value!r}")
@@ -468,7 +473,7 @@ def _execution_options(mesh, compile, reshard_after_forward, overlap, memory_lim
         raise TypeError(f"overlap must be True or False, got {overlap!r}")
     if compile is None:
         compile = mesh.device_type == "cuda"
-    if reshard_after_forward is None and memory_limit is None:
+    if reshard_after_forward is None and explicit_memory_limit(memory_limit) is None:
         reshard_after_forward = True  # FSDP2's default; with a limit, each plan decides (RankProgram)
     return ExecutionOptions(reshard_after_forward=reshard_after_forward, overlap=overlap, compile=compile)
 

@@ -75,6 +75,9 @@ class PlanSummary:
     device: str
     mode: str  # "train" | "compile"
     memory: MemoryEstimate = MemoryEstimate()
+    memory_limit: int = 0  # per rank, bytes the plan was made under (0: none)
+    memory_limit_source: str = ""  # e.g. "device H100: 74.5 GiB minus 10% headroom"
+    build_seconds: float = 0.0  # strategies and cost tables, before the solve
 
 
 @dataclass
@@ -151,7 +154,9 @@ class Plan:
                 strategy_counts={k: (int(v["nodes"]), int(v["strategies"]))
                                  for k, v in (s.get("strategy_counts") or {}).items()},
                 device=s["device"], mode=s["mode"],
-                memory=MemoryEstimate(**{k: int(v) for k, v in (s.get("memory") or {}).items()}))
+                memory=MemoryEstimate(**{k: int(v) for k, v in (s.get("memory") or {}).items()}),
+                memory_limit=int(s.get("memory_limit", 0)), memory_limit_source=str(s.get("memory_limit_source", "")),
+                build_seconds=float(s.get("build_seconds", 0.0)))
             return cls(mesh_shape=tuple(mesh["shape"]), mesh_dim_names=tuple(mesh.get("dim_names") or ()) or None,
                        nodes=nodes, summary=summary)
         except KeyError as e:
@@ -183,7 +188,9 @@ class Plan:
                             "peak_bytes": s.peak_bytes, "solver": solver, "fallback_ops": list(s.fallback_ops),
                             "strategy_counts": {k: {"nodes": a, "strategies": b}
                                                 for k, (a, b) in s.strategy_counts.items()},
-                            "device": s.device, "mode": s.mode, "memory": dataclasses.asdict(s.memory)}}
+                            "device": s.device, "mode": s.mode, "memory": dataclasses.asdict(s.memory),
+                            "memory_limit": s.memory_limit, "memory_limit_source": s.memory_limit_source,
+                            "build_seconds": s.build_seconds}}
 
     def to_json(self) -> str:
         return json.dumps(self.to_document(), separators=(",", ":"))

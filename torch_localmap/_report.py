@@ -26,6 +26,12 @@ def format_plan(plan, max_ops: int = 40) -> str:
     lines.append(f"Estimated step time {_us(s.estimated_step_s).strip()} = compute {_us(s.compute_s).strip()}"
                  f" + communication {_us(s.comm_s).strip()}; peak memory {s.peak_bytes / 2**20:.2f} MiB/rank")
     lines.append(f"Memory estimate: {s.memory.describe()}")
+    if s.memory_limit > 0:
+        use = s.memory.peak / s.memory_limit
+        lines.append(f"Memory limit: {s.memory_limit / 2**30:.2f} GiB/rank ({s.memory_limit_source}); estimated peak "
+                     f"{s.memory.peak / 2**30:.2f} GiB = {100 * use:.1f}% of it")
+    else:
+        lines.append(f"Memory limit: {s.memory_limit_source or 'none'}")
     lines.append(f"Solver: cost={sol.cost} bound={sol.bound:.6g} gap={100 * sol.gap:.3f}% "
                  f"({sol.status}, {sol.seconds:.3f} s)")
     if sol.note:

@@ -94,13 +94,17 @@ def _worker(fn, rank, world_size, port, pg_timeout, args, result_queue, backend=
     try:
         if backend == "nccl":
             torch.cuda.set_device(rank)
-        dist.init_process_group(
-            backend,
-            init_method=f"tcp://127.0.0.1:{port}",
-            rank=rank,
-            world_size=world_size,
-            timeout=datetime.timedelta(seconds=pg_timeout),
-        )
+        try:
+            dist.init_process_group(
+                backend,
+                init_method=f"tcp://127.0.0.1:{port}",
+                rank=rank,
+                world_size=world_size,
+                timeout=datetime.timedelta(seconds=pg_timeout),
+            )
+        except Exception:  # the rendezvous itself: fn never ran (run_distributed may retry)
+            result_queue.put((rank, False, traceback.format_exc(), "init"))
+            return
         out = fn(rank, world_size, *args)
         result_queue.put((rank, True, pickle.dumps(out), ""))
     except BaseException as e:  # report everything, including assertion failures and SystemExit
@@ -131,7 +135,7 @@ _SETTLE_S = 3.0
 
 # Root causes first: a rank that died, then one whose own code raised, then ranks told of
 # another rank's failure (they name it), then ranks that only saw a collective break.
-_KIND_ORDER = {"died": 0, "own": 1, "peer": 2, "collective": 3}
+_KIND_ORDER = {"died": 0, "own": 1, "init": 1, "peer": 2, "collective": 3}
 
 
 def _failure_report(name, world_size, errors, procs, results) -> str:
@@ -157,14 +161,34 @@ def _failure_report(name, world_size, errors, procs, results) -> str:
     return "\n".join(lines)
 
 
+# A rendezvous that fails before any rank ran its function (another process took the port
+# between free_port() and the bind, or a peer's connection was refused under load) is tried
+# again on a new port this many times.
+_RENDEZVOUS_RETRIES = 2
+
+
+class _RendezvousFailed(Exception):
+    pass
+
+
 def run_distributed(fn, world_size: int, *args, timeout: float = 120.0, pg_timeout: float = 60.0,
                     backend: str = "gloo") -> list:
     """Runs fn(rank, world_size, *args) on `world_size` local ranks; returns results by rank."""
-    import torch.multiprocessing as mp
-
     if world_size < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
     check_backend(backend, world_size)
+    for attempt in range(_RENDEZVOUS_RETRIES + 1):
+        try:
+            return _run_once(fn, world_size, args, timeout, pg_timeout, backend,
+                             last_attempt=attempt == _RENDEZVOUS_RETRIES)
+        except _RendezvousFailed:
+            continue
+    raise AssertionError("unreachable")  # the last attempt raises its own report
+
+
+def _run_once(fn, world_size, args, timeout, pg_timeout, backend, last_attempt) -> list:
+    import torch.multiprocessing as mp
+
     ctx = mp.get_context("spawn")
     result_queue = ctx.Queue()
     port = free_port()
@@ -217,6 +241,8 @@ def run_distributed(fn, world_size: int, *args, timeout: float = 120.0, pg_timeo
                 errors[rank] = (payload, kind)
                 settle_until = settle_until or time.monotonic() + _SETTLE_S
         if errors:
+            if not last_attempt and not results and all(kind == "init" for _, kind in errors.values()):
+                raise _RendezvousFailed()
             raise AssertionError(_failure_report(name, world_size, errors, procs, results))
         for p in procs:
             p.join(max(0.1, deadline - time.monotonic()))

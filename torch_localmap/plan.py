@@ -13,16 +13,17 @@ from ._ir_export import export_graph
 from ._trace import JointGraph, trace_joint
 
 
-def plan_options(mode="train", device="H100", time_limit=10.0, memory_limit=None, fixed_params=None,
+def plan_options(mode="train", device="H100", time_limit=10.0, memory_limit="device", fixed_params=None,
                  calibration=None, fallback_replicate=True, seed=0, input_specs=None, outputs="free",
-                 optimizer_states=2) -> str:
+                 optimizer_states=2, gap_tolerance=1e-3, replicated_outputs=()) -> str:
     opts = {"mode": mode, "device": device, "time_limit": float(time_limit), "seed": int(seed),
             "fallback_replicate": bool(fallback_replicate), "outputs": outputs,
-            "optimizer_states": int(optimizer_states)}
+            "optimizer_states": int(optimizer_states), "gap_tolerance": float(gap_tolerance),
+            "memory_limit": memory_limit_option(memory_limit)}
+    if replicated_outputs:
+        opts["replicated_outputs"] = [str(t) for t in replicated_outputs]
     if input_specs:
         opts["input_specs"] = {str(k): _spec_str(v) for k, v in input_specs.items()}
-    if memory_limit is not None:
-        opts["memory_limit"] = int(memory_limit)
     if fixed_params:
         opts["fixed_params"] = {k: _spec_str(v) for k, v in fixed_params.items()}
     if calibration is not None:
@@ -30,6 +31,23 @@ def plan_options(mode="train", device="H100", time_limit=10.0, memory_limit=None
 
         opts["calibration"] = calibration_text(calibration)  # a dict, JSON text or a profile's path
     return json.dumps(opts)
+
+
+def memory_limit_option(value):
+    """`memory_limit` as the planner reads it: "device" (the cost-model device's memory minus
+    a 10% headroom: the default), a positive number of bytes per rank, or None (no limit)."""
+    if value is None or value == "device":
+        return "none" if value is None else "device"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"memory_limit: expected a positive number of bytes per rank, 'device' or None, "
+                         f"got {value!r}")
+    return int(value)
+
+
+def explicit_memory_limit(value):
+    """Bytes when the caller gave a number, else None (the default limit and no limit leave
+    the runtime's reshard-after-forward choice at FSDP2's default)."""
+    return None if value is None or value == "device" else int(value)
 
 
 def _spec_str(spec) -> str:
@@ -65,6 +83,44 @@ def _agreed_plan_json(ir_json: str, options_json: str, mesh, timeout) -> str:
     return payload
 
 
+def _plain_container(node_type) -> bool:
+    """Containers whose unflattening only stores their leaves: tuples, lists, dicts,
+    namedtuples and transformers' ModelOutput dataclasses."""
+    if node_type in (tuple, list, dict) or (issubclass(node_type, tuple) and hasattr(node_type, "_fields")):
+        return True
+    import collections  # noqa: PLC0415
+
+    if issubclass(node_type, (collections.OrderedDict, collections.defaultdict)):
+        return any(c.__name__ == "ModelOutput" for c in node_type.__mro__) or node_type in (
+            collections.OrderedDict, collections.defaultdict)
+    return False
+
+
+def _outputs_in_computing_containers(joint: JointGraph, exported) -> list:
+    """Output targets of leaves held by containers that compute while they are rebuilt
+    (transformers' DynamicCache concatenates its key/value leaves onto empty plain tensors):
+    those leave replicated, since a sharded DTensor meeting plain tensors there is not
+    something the plan can express."""
+    spec = joint.output_spec
+    if spec is None:
+        return []
+    flags = []
+
+    def walk(s, inside):
+        if s.is_leaf():
+            flags.append(inside)
+            return
+        computing = inside or (s.type is not None and not _plain_container(s.type))
+        for child in s.children_specs:
+            walk(child, computing)
+
+    walk(spec, False)
+    targets = [t for r, t in exported.outputs() if r == "output"]
+    if len(targets) != len(flags):  # outputs that are not tensors are not in the graph: no mapping
+        return []
+    return [t for t, inside in zip(targets, flags) if inside]
+
+
 def plan_joint(joint: JointGraph, mesh, *, node_extra=None, timeout=None, **options) -> Plan:
     """Plans a traced joint graph. With a process group, rank 0 plans and broadcasts over
     the runtime's world group (`timeout`: runtime/groups.py)."""
@@ -72,6 +128,8 @@ def plan_joint(joint: JointGraph, mesh, *, node_extra=None, timeout=None, **opti
 
     shape, names = mesh_shape_and_names(mesh)
     exported = export_graph(joint.gm, shape, names, node_extra=node_extra)
+    if options.get("outputs", "free") == "free" and "replicated_outputs" not in options:
+        options["replicated_outputs"] = _outputs_in_computing_containers(joint, exported)
     timeout = DEFAULT_TIMEOUT if timeout is None else as_timeout(timeout)
     plan = Plan.from_document(json.loads(_agreed_plan_json(exported.to_json(), plan_options(**options), mesh,
                                                           timeout)))

@@ -12,6 +12,7 @@ import json
 import math
 import numbers
 import os
+import time
 import zlib
 from typing import Callable, Optional, Union
 
@@ -74,6 +75,7 @@ class SolveResult:
     status: str  # "optimal" | "time_limit" | "stalled"
     optimal: bool
     milp_note: str = ""  # HIGHS_UNAVAILABLE + reason when the MILP phases were off, else ""
+    phases: tuple = ()  # per phase that ran: {"name", "seconds", "runs", "improvements", "gain"}
 
 
 ProblemLike = Union[str, os.PathLike, bytes, dict, SolverProblem]
@@ -123,8 +125,15 @@ def solve(
     threads: int = 2,
     exact: bool = False,
     progress: Optional[Callable[[float, int, float], None]] = None,
+    gap_tolerance: float = 1e-3,
+    options: Optional[dict] = None,
 ) -> SolveResult:
     """Picks one strategy per node minimising node + edge costs under the memory limit.
+
+    Stops at `time_limit` (wall seconds, reading included) or once the certified gap
+    (cost - bound) / |cost| is at most `gap_tolerance` (0: search on; exact mode always
+    proves optimality). `options`: tunables of the solver's schedule by name
+    (`solver_options()` lists them with defaults and bounds).
 
     Raises ValueError for malformed problems or options, InfeasibleError (a ValueError)
     naming the conflicting constraints when no solution exists, and MilpUnavailableError
@@ -139,8 +148,18 @@ def solve(
     seed = _whole(seed, "seed")
     if seed < 0:
         raise ValueError(f"seed: expected a non-negative integer, got {seed}")
+    gap_tolerance = _real(gap_tolerance, "gap_tolerance")
+    if not 0 <= gap_tolerance < 1:
+        raise ValueError(f"gap_tolerance: expected a fraction in [0, 1), got {gap_tolerance}")
+    search_options = {}
+    for name, value in (options or {}).items():
+        search_options[str(name)] = _real(value, f"options[{name!r}]")
+    t0 = time.perf_counter()
     p = load_problem(problem)
-    r = p.solve(time_limit=time_limit, seed=seed, threads=threads, exact=bool(exact), progress=progress)
+    # The limit covers reading the problem too.
+    left = max(time_limit - (time.perf_counter() - t0), 0.05 * time_limit)
+    r = p.solve(time_limit=left, seed=seed, threads=threads, exact=bool(exact), progress=progress,
+                gap_tolerance=gap_tolerance, search_options=search_options)
     return SolveResult(
         solution=list(r["solution"]),
         cost=int(r["cost"]),
@@ -150,7 +169,13 @@ def solve(
         status=str(r["status"]),
         optimal=bool(r["optimal"]),
         milp_note=str(r["milp_note"]),
+        phases=tuple(dict(ph) for ph in r["phases"]),
     )
+
+
+def solver_options() -> list:
+    """The solver schedule's tunables: [{"name", "default", "min", "max", "integer", "meaning"}]."""
+    return [dict(o) for o in _C.solver_options()]
 
 
 def _real(value, what: str) -> float:

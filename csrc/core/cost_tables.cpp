@@ -71,7 +71,11 @@ int find_output_spec(const std::vector<OpStrategy>& strategies, const PlacementS
 }
 
 // Nodes: compute time and bytes held per strategy; liveness from the last use.
-void add_nodes(const Graph& g, const std::vector<NodeStrategies>& strat, const CostModel& cm, solver::Problem& prob) {
+// In train mode parameters and buffers are held for the whole step, and each
+// parameter brings its optimizer state (same spec): the limit then bounds
+// what the device really holds at the step's peak (memory_estimate.h).
+void add_nodes(const Graph& g, const std::vector<NodeStrategies>& strat, const CostModel& cm,
+               const BoundaryPolicy& policy, solver::Problem& prob) {
   const int n = static_cast<int>(g.nodes.size());
   std::vector<int> last_use(n);
   for (int i = 0; i < n; ++i) last_use[i] = i;
@@ -83,6 +87,9 @@ void add_nodes(const Graph& g, const std::vector<NodeStrategies>& strat, const C
     auto& pn = prob.nodes[i];
     pn.start = i;
     pn.end = last_use[i] + 1;
+    const bool state = policy.train && node.op == "placeholder" && (node.role == "param" || node.role == "buffer");
+    const int64_t copies = 1 + (state && node.role == "param" ? policy.optimizer_states : 0);
+    if (state) pn.start = 0, pn.end = n;
     for (const auto& s : strat[i].strategies) {
       solver::Strategy ps;
       if (node.op != "placeholder") {
@@ -90,6 +97,7 @@ void add_nodes(const Graph& g, const std::vector<NodeStrategies>& strat, const C
         ps.cost = to_cost(cm.compute_seconds(op_work(g, i, s), dt));
       }
       for (size_t k = 0; k < node.outputs.size(); ++k) ps.usage += cm.local_bytes(node.outputs[k], g.mesh, s.outputs[k]);
+      ps.usage *= copies;
       pn.strategies.push_back(ps);
     }
   }
@@ -130,7 +138,9 @@ Placeholders pin_placeholders(const Graph& g, const std::vector<NodeStrategies>&
       auto fixed = policy.fixed_params.find(target);
       if (fixed != policy.fixed_params.end()) pin(i, fixed->second, node.role == "param" ? "parameter '" + target + "'"
                                                                                       : "buffer '" + target + "'");
-    } else if (node.role == "tangent" && policy.train && !policy.replicate_outputs) {
+    } else if (node.role == "tangent" && policy.train && !policy.replicate_outputs &&
+               !(node.extra.find("output") &&
+                 policy.replicated_outputs.count(node.extra.at("output").as_string("tangent extra.output")))) {
       if (const auto* of = node.extra.find("output")) out.tangent[of->as_string("tangent extra.output")] = i;
     } else if (node.role == "input") {
       out.inputs[target] = i;
@@ -250,7 +260,8 @@ void add_sinks(const Graph& g, const std::vector<NodeStrategies>& strat, const B
       s.coupled_param = find(ph.state, s.target);
     } else if (policy.train && s.role == "output") {
       s.coupled_param = find(ph.tangent, s.target);
-      if (s.coupled_param < 0 && !policy.replicate_outputs) s.specs = all_rs_specs(g.meta(s.ref).shape, g.mesh);
+      if (s.coupled_param < 0 && !policy.replicate_outputs && !policy.replicated_outputs.count(s.target))
+        s.specs = all_rs_specs(g.meta(s.ref).shape, g.mesh);
     } else if (s.role == "input_grad") {
       const int in = find(ph.inputs, s.target);
       if (in >= 0) s.specs.push_back(strat[in].strategies.at(t.problem.nodes[in].pinned).outputs.at(0));
@@ -312,7 +323,7 @@ void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat,
                        CostTables& t) {
   const int n = static_cast<int>(g.nodes.size());
   t.problem.name = "plan";
-  add_nodes(g, strat, cm, t.problem);
+  add_nodes(g, strat, cm, policy, t.problem);
   const Placeholders placeholders = pin_placeholders(g, strat, policy, t.problem);
 
   // Edges: redistribution from each producer's output spec to each consumer's input spec.

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -44,6 +45,12 @@ struct BoundaryPolicy {
   std::map<std::string, PlacementSpec> input_specs;
   // Forward outputs (and so their gradients) whole on every rank.
   bool replicate_outputs = false;
+  // Forward outputs (by output target) that leave whole on every rank even when
+  // the others may leave sharded: leaves of containers that compute on them.
+  std::set<std::string> replicated_outputs;
+  // Train mode: tensors of a parameter's size the optimizer keeps (they and
+  // the parameters occupy memory for the whole step).
+  int optimizer_states = 0;
 };
 
 // Redistribution time between specs of one tensor meta, cached. Specs and

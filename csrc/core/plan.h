@@ -48,6 +48,9 @@ struct FamilyCount {
 struct PlanSummary {
   double estimated_step_s = 0, compute_s = 0, comm_s = 0;
   int64_t peak_bytes = 0;  // the solver's memory model (what memory_limit bounds)
+  int64_t memory_limit = 0;         // per rank, bytes; 0: planned without one
+  std::string memory_limit_source;  // e.g. "device H100: 74.5 GiB minus 10% headroom"
+  double build_seconds = 0;         // strategies and cost tables, before the solve
   MemoryEstimate memory;   // per rank, by kind (core/memory_estimate.h)
   SolverSummary solver;
   std::vector<std::string> fallback_ops;  // ops that had no rule, in graph order

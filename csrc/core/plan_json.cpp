@@ -26,9 +26,26 @@ PlanOptions read_plan_options(const json::Value& v) {
     o.threads = static_cast<int>(x->as_int("options.threads"));
     if (o.threads < 1) throw InvalidArgument("options.threads: expected at least 1");
   }
-  if (auto* x = v.find("memory_limit"); x && !x->is_null()) {
-    o.memory_limit_bytes = x->as_int("options.memory_limit");
-    if (*o.memory_limit_bytes <= 0) throw InvalidArgument("options.memory_limit: expected a positive byte count");
+  // memory_limit: bytes, "device" (the default: the device's capacity minus
+  // headroom), or "none" / null.
+  if (auto* x = v.find("memory_limit"); x && x->is_null()) {
+    o.memory_unlimited = true;
+  } else if (x) {
+    if (x->is_string()) {
+      const std::string kind = x->as_string();
+      if (kind == "none") o.memory_unlimited = true;
+      else if (kind != "device")
+        throw InvalidArgument("options.memory_limit: expected a positive byte count, 'device' or 'none', got '" +
+                              kind + "'");
+    } else {
+      o.memory_limit_bytes = x->as_int("options.memory_limit");
+      if (*o.memory_limit_bytes <= 0) throw InvalidArgument("options.memory_limit: expected a positive byte count");
+    }
+  }
+  if (auto* x = v.find("gap_tolerance")) {
+    o.gap_tolerance = x->as_double("options.gap_tolerance");
+    if (!(o.gap_tolerance >= 0 && o.gap_tolerance < 1))
+      throw InvalidArgument("options.gap_tolerance: expected a fraction in [0, 1)");
   }
   if (auto* x = v.find("optimizer_states")) {
     const int64_t k = x->as_int("options.optimizer_states");
@@ -41,6 +58,9 @@ PlanOptions read_plan_options(const json::Value& v) {
   if (auto* x = v.find("input_specs"))
     for (const auto& kv : x->as_object("options.input_specs"))
       o.input_specs[kv.first] = parse_spec(kv.second.as_string("options.input_specs." + kv.first));
+  if (auto* x = v.find("replicated_outputs"))
+    for (const auto& t : x->as_array("options.replicated_outputs"))
+      o.replicated_outputs.insert(t.as_string("options.replicated_outputs[]"));
   if (auto* x = v.find("outputs")) {
     o.outputs = x->as_string("options.outputs");
     if (o.outputs != "free" && o.outputs != "replicated")
@@ -86,6 +106,9 @@ json::Value summary_json(const PlanSummary& s) {
   j.set("compute_s", s.compute_s);
   j.set("comm_s", s.comm_s);
   j.set("peak_bytes", s.peak_bytes);
+  j.set("memory_limit", s.memory_limit);
+  j.set("memory_limit_source", s.memory_limit_source);
+  j.set("build_seconds", s.build_seconds);
   json::Value mem;
   mem.set("parameters", s.memory.parameters);
   mem.set("gradients", s.memory.gradients);

@@ -1,5 +1,9 @@
 #include "core/planner.h"
 
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
 #include "core/solver/solver.h"
 
 namespace tlm {
@@ -7,7 +11,8 @@ namespace tlm {
 namespace {
 
 BoundaryPolicy policy_of(const PlanOptions& o) {
-  return BoundaryPolicy{o.mode == "train", o.fixed_params, o.input_specs, o.outputs == "replicated"};
+  return BoundaryPolicy{o.mode == "train", o.fixed_params, o.input_specs, o.outputs == "replicated",
+                        o.replicated_outputs, o.optimizer_states};
 }
 
 StrategyOptions strategy_options(const PlanOptions& o) {
@@ -22,11 +27,16 @@ struct Priced {
   std::vector<NodeStrategies> strategies;
   CostTables tables;
 
+  MemoryLimit limit;
+
   Priced(const Graph& g, const PlanOptions& o, bool materialize_edges)
       : cm(make_cost_model(o.device, o.calibration_json)),
         strategies(enumerate_graph_strategies(checked(g), strategy_options(o))),
-        tables(cm, g.mesh) {
-    build_cost_tables(g, strategies, cm, policy_of(o), o.memory_limit_bytes, materialize_edges, tables);
+        tables(cm, g.mesh),
+        limit(memory_limit_of(o, cm)) {
+    std::optional<int64_t> bytes;
+    if (limit.bytes > 0) bytes = limit.bytes;
+    build_cost_tables(g, strategies, cm, policy_of(o), bytes, materialize_edges, tables);
   }
 
   static const Graph& checked(const Graph& g) {
@@ -38,14 +48,49 @@ struct Priced {
 
 }  // namespace
 
+MemoryLimit memory_limit_of(const PlanOptions& o, const CostModel& cm) {
+  if (o.memory_unlimited) return {0, "none (memory_limit=None)"};
+  if (o.memory_limit_bytes) return {*o.memory_limit_bytes, "memory_limit option"};
+  const double capacity = cm.device.memory_capacity;
+  if (!(capacity > 0)) return {0, "none (device " + cm.device.name + " has no memory capacity)"};
+  char why[160];
+  std::snprintf(why, sizeof why, "device %s: %.1f GiB minus %.0f%% headroom", cm.device.name.c_str(),
+                capacity / 1073741824.0, 100 * kDeviceMemoryHeadroom);
+  return {static_cast<int64_t>(std::floor(capacity * (1 - kDeviceMemoryHeadroom))), why};
+}
+
 Plan plan_graph(const Graph& g, const PlanOptions& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
   Priced p(g, opt, /*materialize_edges=*/true);
   solver::SolveOptions so;
-  so.time_limit_s = opt.time_limit_s;
+  // Building the tables counts against the limit; the solver always gets a
+  // little time (its first labelling takes one pass over the tables).
+  const double built = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  so.time_limit_s = std::max(opt.time_limit_s - built, 0.05 * opt.time_limit_s);
   so.seed = opt.seed;
   so.threads = opt.threads;
-  const solver::SolveResult result = solver::solve(p.tables.problem, so);
-  return make_plan(g, p.strategies, p.tables, result, opt.device, opt.mode, opt.optimizer_states);
+  so.gap_tolerance = opt.gap_tolerance;
+  solver::SolveResult result;
+  try {
+    result = solver::solve(p.tables.problem, so);
+  } catch (const solver::InfeasibleError& e) {
+    if (p.limit.bytes <= 0) throw;
+    throw solver::InfeasibleError("no plan fits the per-rank memory limit of " +
+                                  std::to_string(p.limit.bytes) + " bytes (" + p.limit.source +
+                                  "): " + e.what() +
+                                  ". Expected a larger mesh, a smaller batch, or a larger memory_limit "
+                                  "(memory_limit=None plans without one).");
+  }
+  Plan plan = make_plan(g, p.strategies, p.tables, result, opt.device, opt.mode, opt.optimizer_states);
+  plan.summary.memory_limit = p.limit.bytes;
+  plan.summary.memory_limit_source = p.limit.source;
+  plan.summary.build_seconds = built;
+  return plan;
+}
+
+solver::Problem planner_problem(const Graph& g, const PlanOptions& opt) {
+  Priced p(g, opt, /*materialize_edges=*/true);
+  return p.tables.problem;
 }
 
 BuildStats build_only(const Graph& g, const PlanOptions& opt) {

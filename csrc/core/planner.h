@@ -19,6 +19,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,11 @@ struct PlanOptions {
   double time_limit_s = 10.0;
   uint64_t seed = 0;
   int threads = 2;
-  std::optional<int64_t> memory_limit_bytes;  // per rank, over the whole step
+  // Per-rank memory limit over the whole step. Unset (the default): the
+  // cost-model device's capacity minus kDeviceMemoryHeadroom; memory_unlimited
+  // plans without one.
+  std::optional<int64_t> memory_limit_bytes;
+  bool memory_unlimited = false;
   // Parameters whose spec is fixed by the caller (hand plans such as DDP or
   // FSDP, or user constraints), by parameter name.
   std::map<std::string, PlacementSpec> fixed_params;
@@ -47,13 +52,34 @@ struct PlanOptions {
   // "replicated": whole on every rank (the compile backend hands plain tensors
   // back to the Python code around the graph).
   std::string outputs = "free";
+  // With "free": these forward outputs (by output target) still leave replicated.
+  std::set<std::string> replicated_outputs;
   // Tensors of a parameter's size the optimizer keeps per parameter (AdamW: 2, SGD
   // with momentum: 1): the plan's memory estimate counts them.
   int optimizer_states = 2;
+  // The solve stops once its certified gap is at most this (solver.h).
+  double gap_tolerance = 1e-3;
 };
 
-// Strategies, cost tables and the solve: the plan.
+// Share of the device's memory a default limit leaves unplanned: the CUDA
+// context, NCCL's buffers, the caching allocator's fragmentation and the
+// transient buffers of redistributions, which the plan does not model.
+constexpr double kDeviceMemoryHeadroom = 0.10;
+
+// The limit a plan is made under: {bytes (0: none), where it comes from}.
+struct MemoryLimit {
+  int64_t bytes = 0;
+  std::string source;
+};
+MemoryLimit memory_limit_of(const PlanOptions& options, const CostModel& cm);
+
+// Strategies, cost tables and the solve: the plan. The time limit covers the
+// whole call: the solver gets what building the tables left of it.
 Plan plan_graph(const Graph& g, const PlanOptions& options);
+
+// The solver problem the planner would solve (stages 1-2), for benchmarks
+// and for solving it elsewhere (`python -m torch_localmap solve`).
+solver::Problem planner_problem(const Graph& g, const PlanOptions& options);
 
 // Stages 1-2 only, for benchmarks: counts and no dense edge matrices (3-D/4-D
 // meshes would need gigabytes).

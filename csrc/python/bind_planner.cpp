@@ -29,6 +29,16 @@ void bind_planner(py::module_& m) {
       py::arg("ir_json"), py::arg("options_json") = "",
       "Plans a whole IR graph in one call; returns the plan as JSON text.");
   m.def(
+      "plan_problem",
+      [](const std::string& ir_json, const std::string& options_json) {
+        Graph g = read_graph(ir_json);
+        PlanOptions opt = read_plan_options(options_json.empty() ? json::Value() : json::parse(options_json));
+        py::gil_scoped_release release;
+        return planner_problem(g, opt);
+      },
+      py::arg("ir_json"), py::arg("options_json") = "",
+      "The solver problem (SolverProblem) that plan() would solve for this graph and these options.");
+  m.def(
       "build_cost_tables_stats",
       [](const std::string& ir_json, const std::string& options_json) {
         Graph g = read_graph(ir_json);

@@ -1,5 +1,6 @@
 // The strategy solver in Python: a parsed problem object (parsed once in C++,
 // never converted to Python lists), solve(), evaluate() and the solution file.
+#include <map>
 #include <Python.h>
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
@@ -60,12 +61,15 @@ void bind_solver(py::module_& m) {
       .def(
           "solve",
           [](const solver::Problem& p, double time_limit, uint64_t seed, int threads, bool exact,
-             std::function<void(double, py::object, double)> progress) {
+             std::function<void(double, py::object, double)> progress, double gap_tolerance,
+             const std::map<std::string, double>& search_options) {
             solver::SolveOptions o;
             o.time_limit_s = time_limit;
             o.seed = seed;
             o.threads = threads;
             o.exact = exact;
+            o.gap_tolerance = gap_tolerance;
+            for (const auto& kv : search_options) solver::set_search_option(o.search, kv.first, kv.second);
             if (progress)
               o.on_progress = [progress](double t, __int128 c, double b) {
                 py::gil_scoped_acquire gil;
@@ -85,10 +89,22 @@ void bind_solver(py::module_& m) {
             d["optimal"] = r.optimal;
             d["status"] = r.status;
             d["milp_note"] = r.milp_note;
+            py::list phases;
+            for (const auto& ph : r.phases) {
+              py::dict pd;
+              pd["name"] = ph.name;
+              pd["seconds"] = ph.seconds;
+              pd["runs"] = ph.runs;
+              pd["improvements"] = ph.improvements;
+              pd["gain"] = ph.gain;
+              phases.append(pd);
+            }
+            d["phases"] = phases;
             return d;
           },
           py::arg("time_limit") = 60.0, py::arg("seed") = 0, py::arg("threads") = 2, py::arg("exact") = false,
-          py::arg("progress") = nullptr);
+          py::arg("progress") = nullptr, py::arg("gap_tolerance") = 1e-3,
+          py::arg("search_options") = std::map<std::string, double>{});
 
   m.def(
       "solve_plain_milp",
@@ -128,6 +144,24 @@ void bind_solver(py::module_& m) {
       py::arg("problem"), py::arg("time_limit"), py::arg("threads") = 2, py::arg("target") = py::none(),
       "Baseline for benchmarks: plain HiGHS on the straightforward MILP (no reductions, no start); stops "
       "early once a solution costs <= target.");
+  m.def(
+      "solver_options",
+      []() {
+        const solver::SearchOptions defaults;
+        py::list out;
+        for (const auto& o : solver::search_option_table()) {
+          py::dict d;
+          d["name"] = o.name;
+          d["default"] = defaults.*o.field;
+          d["min"] = o.lo;
+          d["max"] = o.hi;
+          d["integer"] = o.integer;
+          d["meaning"] = o.meaning;
+          out.append(d);
+        }
+        return out;
+      },
+      "Every tunable of the solver's schedule: name, default, bounds, whole number or not, meaning.");
   m.def("set_highs_library", &solver::set_highs_library, py::arg("path"),
         "Where HiGHS is: a shared library, or a directory (highspy's) searched for one exporting the C API.");
   m.def(

@@ -23,6 +23,7 @@ class SolverSolve : public ::testing::Test {
   static SolveResult run(const Problem& p) {
     SolveOptions o;
     o.time_limit_s = 20;
+    o.gap_tolerance = 0;  // these tests compare with proven optima
     return solve(p, o);
   }
 };

@@ -223,7 +223,9 @@ def test_without_highs_exact_mode_raises(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
                          env={**os.environ, **NO_HIGHS}, timeout=120)
     assert "raised: exact mode needs HiGHS" in out.stdout and "HiGHS unavailable" in out.stdout, out.stderr
-    r = cli("solve", EXAMPLE if os.path.isfile(EXAMPLE) else "x", "--exact", "--time-limit", "5", env=NO_HIGHS)
+    tiny = tmp_path / "tiny.json"  # a real file: the error must be about HiGHS, not the path
+    tiny.write_text(json.dumps(TINY))
+    r = cli("solve", str(tiny), "--exact", "--time-limit", "5", env=NO_HIGHS)
     assert r.returncode == 2 and "HiGHS unavailable" in r.stderr
 
 

@@ -9,7 +9,9 @@ def add_arguments(parser):
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--device", default="H100", help="cost-model device: H100, H200, A100, B200, cpu")
     parser.add_argument("--time-limit", type=float, default=10.0, help="solver time limit in seconds")
-    parser.add_argument("--memory-limit-gib", type=float, default=None, help="per-rank memory limit")
+    parser.add_argument("--memory-limit-gib", default="device",
+                        help="per-rank memory limit in GiB, 'device' (the default: the device's memory minus 10%% "
+                             "headroom) or 'none'")
     parser.add_argument("--out", default=None, help="write the plan JSON here")
 
 
@@ -21,6 +23,18 @@ def parse_mesh(text: str):
     if not shape or any(s <= 0 for s in shape):
         raise ValueError(f"--mesh: every size must be a positive integer, got '{text}'")
     return shape
+
+
+def _memory_limit(text: str):
+    if text in ("device", "none"):
+        return None if text == "none" else "device"
+    try:
+        gib = float(text)
+    except ValueError:
+        raise ValueError(f"--memory-limit-gib: expected a number of GiB, 'device' or 'none', got '{text}'") from None
+    if not gib > 0:
+        raise ValueError(f"--memory-limit-gib: expected a positive number of GiB, got '{text}'")
+    return int(gib * 2**30)
 
 
 def run(args):
@@ -38,7 +52,7 @@ def run(args):
         from .. import models
 
         model, example = models.build(args.model, batch=args.batch)
-    limit = None if args.memory_limit_gib is None else int(args.memory_limit_gib * 2**30)
+    limit = _memory_limit(args.memory_limit_gib)
     t0 = time.perf_counter()
     plan = plan_module(model, mesh, example, device=args.device, time_limit=args.time_limit, memory_limit=limit)
     print(format_plan(plan))

@@ -23,13 +23,18 @@ _EXIT_RESERVE_S = 0.15
 
 
 def add_arguments(parser):
-    parser.add_argument("file", help="problem file (.json or .json.gz)")
+    parser.add_argument("file", nargs="?", help="problem file (.json or .json.gz)")
     parser.add_argument("--time-limit", type=float, default=60.0,
                         help="wall seconds for the whole command, reading included (default 60)")
     parser.add_argument("--out", help="write the solution JSON here")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--exact", action="store_true", help="prove optimality with HiGHS (within the time limit)")
+    parser.add_argument("--gap-tolerance", type=float, default=1e-3,
+                        help="stop once the certified gap is at most this fraction (default 0.001; 0: search on)")
+    parser.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                        help="a tunable of the solver's schedule (repeatable); --list-options lists them")
+    parser.add_argument("--list-options", action="store_true", help="list the solver's tunables and exit")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
@@ -64,8 +69,35 @@ def _check_out_path(path: str) -> None:
         raise ValueError(f"--out {path}: directory {folder} is not writable")
 
 
+def _parse_options(items) -> dict:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--option {item}: expected NAME=VALUE")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise ValueError(f"--option {item}: expected a number after '='") from None
+    return out
+
+
+def _list_options() -> int:
+    from ..solver import solver_options  # noqa: PLC0415
+
+    for o in solver_options():
+        kind = "integer" if o["integer"] else "number"
+        print(f"{o['name']:<28} default {o['default']:<10g} {kind} in [{o['min']:g}, {o['max']:g}]  {o['meaning']}")
+    return 0
+
+
 def run(args) -> int:
     started = time.monotonic() - process_age_s()
+    if args.list_options:
+        return _list_options()
+    if not args.file:
+        raise ValueError("solve: expected a problem file (or --list-options)")
+    options = _parse_options(args.option)
     if not (args.time_limit > 0 and args.time_limit < float("inf")):
         raise ValueError(f"--time-limit: expected a finite number of seconds > 0, got {args.time_limit}")
     if args.threads < 1:
@@ -81,9 +113,11 @@ def run(args) -> int:
         print(f"{name}: {problem.num_nodes} nodes, {problem.num_edges} edges, "
               f"read in {time.monotonic() - t_read:.1f}s", file=sys.stderr)
     left = args.time_limit - (time.monotonic() - started) - _EXIT_RESERVE_S
-    if left <= 0.05:
-        raise ValueError(f"--time-limit {args.time_limit:g}: start-up and reading took "
-                         f"{time.monotonic() - started:.1f} s, no time is left to solve")
+    minimum = min(1.0, 0.05 * args.time_limit)  # enough for a first labelling: a plan is always returned
+    if left < minimum:
+        print(f"warning: --time-limit {args.time_limit:g}: start-up and reading took "
+              f"{time.monotonic() - started:.1f} s; solving for {minimum:.2f} s more", file=sys.stderr)
+        left = minimum
     last = [0.0]
 
     def progress(seconds, cost, bound):
@@ -92,7 +126,8 @@ def run(args) -> int:
         last[0] = seconds
         print(f"  [{seconds:7.1f}s] cost={cost} bound={format_bound(bound)}", file=sys.stderr, flush=True)
 
-    r = solve(problem, time_limit=left, seed=args.seed, threads=args.threads, exact=args.exact, progress=progress)
+    r = solve(problem, time_limit=left, seed=args.seed, threads=args.threads, exact=args.exact, progress=progress,
+              gap_tolerance=args.gap_tolerance, options=options)
     if args.out:
         extra = f'"bound":{format_bound(r.bound)},"gap":{r.gap!r},"seconds":{r.seconds!r},"status":"{r.status}"'
         with open(args.out, "w") as f:

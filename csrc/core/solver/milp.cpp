@@ -200,7 +200,7 @@ MilpResult solve_milp(const Model& m, const MilpOptions& opt) {
   api->setBoolOptionValue(h, "output_flag", std::getenv("TLM_HIGHS_LOG") ? 1 : 0);
   const double budget = highs_budget(opt.time_limit_s);
   api->setDoubleOptionValue(h, "time_limit", std::max(0.01, budget - elapsed_s(t0)));
-  api->setDoubleOptionValue(h, "mip_rel_gap", 0.0);
+  api->setDoubleOptionValue(h, "mip_rel_gap", opt.rel_gap);
   api->setDoubleOptionValue(h, "mip_abs_gap", 0.999);  // costs are integers: a gap below 1 proves optimality
   api->setIntOptionValue(h, "random_seed", static_cast<HighsInt>(opt.seed % 2147483647ULL));
   api->setIntOptionValue(h, "threads", std::max(1, opt.threads));

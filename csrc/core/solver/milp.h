@@ -31,6 +31,7 @@ struct MilpOptions {
   double cutoff = 0.0;
   bool has_target = false;                  // stop once a solution costs <= target (benchmarks)
   double target = 0.0;                      // in model cost units (offset included)
+  double rel_gap = 0.0;                     // HiGHS stops once its gap is at most this
   // Larger models are not built (the memory rows alone can reach billions of
   // entries on contest files; HiGHS would not get past loading them).
   size_t max_columns = 20000000;
@@ -49,13 +50,12 @@ struct MilpResult {
 };
 
 // When HiGHS phases that run to the end of a solve must stop: the last
-// `kMilpTailShare` of the budget (from `start` to `deadline`) is left to the
-// heuristics, which check the clock often, because one HiGHS call can overrun
-// its own limit by seconds inside a root cut round (milp.cpp). That keeps the
-// whole solve inside its time limit.
-constexpr double kMilpTailShare = 0.15;
-inline Clock::time_point milp_phase_end(Clock::time_point start, Clock::time_point deadline) {
-  return deadline - std::chrono::duration_cast<Clock::duration>((deadline - start) * kMilpTailShare);
+// `tail_share` of the budget (from `start` to `deadline`; the option
+// milp_tail_share) is left to the heuristics, which check the clock often,
+// because one HiGHS call can overrun its own limit by seconds inside a root
+// cut round (milp.cpp). That keeps the whole solve inside its time limit.
+inline Clock::time_point milp_phase_end(Clock::time_point start, Clock::time_point deadline, double tail_share) {
+  return deadline - std::chrono::duration_cast<Clock::duration>((deadline - start) * tail_share);
 }
 
 // Columns and nonzeros the MILP of `m` would have.

@@ -36,7 +36,7 @@ class Reducer {
     init_memory();
     trace("reduce: memory");
     for (int i = 0; i < n_; ++i) push(i);
-    for (int round = 0; round < 50; ++round) {
+    for (int round = 0; round < 50 && Clock::now() < deadline_; ++round) {
       drain();
       trace("reduce: round %d drained", round);
       bool changed = memory_round();
@@ -46,6 +46,7 @@ class Reducer {
       if (!changed && queue_.empty()) break;
     }
     drain();
+    trace("reduce: drained");
     build_model();
   }
 
@@ -414,8 +415,13 @@ class Reducer {
     return true;
   }
 
+  // Past the deadline eliminations stop (they are the costly part: |S_u| x
+  // |S_v| x |S_w| per middle node, seconds on 3-D meshes); consistency and
+  // fixing go on, so the model is smaller, never wrong.
   void drain() {
-    while (!queue_.empty()) {
+    bool late = false;
+    for (size_t pops = 0; !queue_.empty(); ++pops) {
+      if ((pops & 63) == 0 && !late) late = Clock::now() > deadline_;
       int i = queue_.front();
       queue_.pop_front();
       queued_[i] = 0;
@@ -434,7 +440,7 @@ class Reducer {
         fix(i, best);
         continue;
       }
-      if (!eliminate_) continue;
+      if (!eliminate_ || late) continue;
       if (d == 1) eliminate_leaf(i);
       else if (d == 2 && free) eliminate_middle(i);
     }

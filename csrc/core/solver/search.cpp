@@ -12,6 +12,7 @@
 #include "core/solver/coarsen.h"
 #include "core/solver/dual.h"
 #include "core/solver/forest.h"
+#include "core/solver/greedy_start.h"
 #include "core/solver/kick.h"
 #include "core/solver/highs_api.h"
 #include "core/solver/coarse_lns.h"
@@ -23,16 +24,32 @@
 
 namespace tlm::solver {
 
-// Coarse models up to this many MILP columns go to HiGHS whole (contest
-// graphs fold to 50k-100k; HiGHS then proves optima in tens of seconds).
-constexpr size_t kWholeCoarseMilpColumns = 150000;
-
 long double safe_integer_bound(long double b, long double magnitude) {
   // Message passing is exact up to double rounding: allow 1e-9 of the terms' size.
   return std::ceil(b - 1e-9L * magnitude - 1e-6L);
 }
 
 namespace {
+
+Clock::duration seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+// Charges the time from construction to destruction to a phase.
+class PhaseTimer {
+ public:
+  PhaseTimer(PhaseLedger* ledger, Phase phase) : ledger_(ledger), phase_(phase), t0_(Clock::now()) {}
+  ~PhaseTimer() {
+    if (ledger_) ledger_->add_time(phase_, std::chrono::duration<double>(Clock::now() - t0_).count());
+  }
+  PhaseTimer(const PhaseTimer&) = delete;
+  PhaseTimer& operator=(const PhaseTimer&) = delete;
+
+ private:
+  PhaseLedger* ledger_;
+  Phase phase_;
+  Clock::time_point t0_;
+};
 
 // Load minus capacity per check point for a labelling.
 std::vector<double> overuse(const Model& m, const std::vector<int>& x) {
@@ -65,7 +82,21 @@ struct Shared {
   long double rc_bound = 0;
   std::vector<double> memory_price;  // per node: its multipliers summed, at the best bound
   std::atomic<int> price_version{0};  // bumped whenever memory_price changes
-  RecentPool pool{48};               // kick results, for solution merging
+  RecentPool pool;                   // kick results, for solution merging
+  PhaseLedger* ledger = nullptr;     // time and improvements per phase
+  const SearchOptions* so = nullptr;
+
+  explicit Shared(const SearchOptions& options, PhaseLedger* l)
+      : pool(static_cast<size_t>(options.merge_pool)), ledger(l), so(&options) {}
+  long double gap_tolerance = 0;     // stop once (cost - bound) <= this x |offset + cost|
+  long double offset = 0;            // the model's offset: gaps are relative to the full cost
+
+  // Caller holds mu.
+  bool close_enough() const {
+    if (!found) return false;
+    const long double c = static_cast<long double>(cost);
+    return c - bound <= gap_tolerance * std::fabs(offset + c);
+  }
 
   void remember(const std::vector<int>& x, __int128 c) {
     std::lock_guard<std::mutex> lock(mu);
@@ -80,20 +111,21 @@ struct Shared {
     return true;
   }
 
-  bool offer(const std::vector<int>& x, __int128 c) {
+  bool offer(const std::vector<int>& x, __int128 c, Phase phase) {
     std::lock_guard<std::mutex> lock(mu);
     if (found && c >= cost) return false;
+    if (ledger) ledger->improved(phase, static_cast<double>(found ? cost - c : c));
     found = true;
     cost = c;
     labels = x;
-    if (static_cast<long double>(cost) <= bound) done = true;
+    if (close_enough()) done = true;
     return true;
   }
   void raise_bound(long double b) {
     std::lock_guard<std::mutex> lock(mu);
     if (b <= bound) return;
     bound = b;
-    if (found && static_cast<long double>(cost) <= bound) done = true;
+    if (close_enough()) done = true;
   }
   // Copies the best labelling when there is one costing less than `than`
   // (any cost when `than` < 0).
@@ -115,6 +147,7 @@ struct Shared {
 // of the memory constraints), lambda by projected subgradient steps. Every
 // bound it reports is exact for the lambda it was computed with.
 void bound_search(const Model& m, Shared& sh, Clock::time_point deadline, int max_stall) {
+  if (Clock::now() >= deadline) return;  // its set-up alone takes seconds on 3-D meshes
   DualSolver dual(m);
   std::vector<double> lam(m.cap.size(), 0.0), node_lam(m.n, 0.0);
   std::vector<int> labels;
@@ -264,16 +297,22 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
                 const std::function<void()>* progress) {
   std::vector<int> start;
   __int128 start_cost = 0;
-  if (!sh.best_below(-1, &start, &start_cost)) return;
+  if (!sh.best_below(-1, &start, &start_cost) || Clock::now() >= deadline) return;
   Primal primal(m);
   primal.set(start);
   auto cs = groups_for(m, start_cost);
+  if (Clock::now() >= deadline) return;
   __int128 cs_ub = start_cost;
   auto last_report = Clock::now();
   std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ULL + 1);
   auto nbh = std::make_unique<CoarseLns>(m, *cs);
   auto moves = std::make_unique<ForestMoves>(m, *cs);
+  const SearchOptions& so = *sh.so;
+  const int forest_every = static_cast<int>(so.forest_every), kick_every = static_cast<int>(so.kick_every);
   CoarseLnsOptions lo;
+  lo.region_columns = static_cast<size_t>(so.region_columns);
+  lo.region_groups = static_cast<int>(so.region_groups);
+  lo.max_strategies = static_cast<int>(so.region_strategies);
   PricedKicks lagrangian(sh);
   int wins = 0, step = 0, priced_wins = 0, merge_wins = 0, pool_version = 0;
   std::vector<std::vector<int>> pool;
@@ -293,30 +332,36 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
       trace("coarse model rebuilt: %d groups, %zu strategies", cs->coarse.n, cs->coarse.strat.size());
     }
     // Now and then exact forest moves over all groups (cheap next to a region).
-    if (step % 8 == 0 && moves->sweep(primal, rng) > 0) sh.offer(primal.labels(), primal.cost());
+    if (step % forest_every == 0) {
+      PhaseTimer timer(sh.ledger, Phase::Forest);
+      if (moves->sweep(primal, rng) > 0) sh.offer(primal.labels(), primal.cost(), Phase::Forest);
+    }
     // And a Lagrangian kick (a fraction of a region's time) once prices exist.
-    if (step % 4 == 2 && lagrangian.ready()) {
+    if (step % kick_every == kick_every / 2 && lagrangian.ready()) {
+      PhaseTimer timer(sh.ledger, Phase::LagrangianKick);
       const std::vector<int> before = primal.labels();
       const __int128 before_cost = primal.cost();
       const bool ok = lagrangian.run(m, *cs, *moves, primal, rng);
       if (ok) sh.remember(primal.labels(), primal.cost());
       if (ok && primal.cost() < before_cost) {
-        sh.offer(primal.labels(), primal.cost());
+        sh.offer(primal.labels(), primal.cost(), Phase::LagrangianKick);
         ++priced_wins;
       } else {
         primal.set(before);
       }
     }
     // Solution merging (merge.h) once the kicks brought in enough new labellings.
-    if (step % 4 == 0 && Clock::now() - last_merge > std::chrono::seconds(3) &&
-        sh.pool_if_changed(&pool_version, 4, &pool)) {
+    if (step % kick_every == 0 && Clock::now() - last_merge > seconds(so.merge_interval_s) &&
+        sh.pool_if_changed(&pool_version, static_cast<int>(so.merge_min_new), &pool)) {
+      PhaseTimer timer(sh.ledger, Phase::Merge);
       last_merge = Clock::now();
       std::vector<int> x = primal.labels();
       __int128 c = primal.cost();
-      const auto merge_end = std::min(deadline, Clock::now() + std::chrono::seconds(10));
+      const auto merge_end = std::min(deadline, Clock::now() + seconds(so.merge_budget_s));
       MergeResult mr = merge_solutions(
-          m, pool, x, c, merge_end, seed + step, kWholeCoarseMilpColumns,
-          [&](const std::vector<int>& y, __int128 yc) { sh.offer(y, yc); }, [&]() { return sh.done.load(); });
+          m, pool, x, c, merge_end, seed + step, static_cast<size_t>(so.whole_coarse_milp_columns),
+          [&](const std::vector<int>& y, __int128 yc) { sh.offer(y, yc, Phase::Merge); },
+          [&]() { return sh.done.load(); });
       if (mr.improved) primal.set(x), ++merge_wins;
       trace("merge %s: cost %s", mr.improved ? "improved" : "did not improve", to_string(c).c_str());
       continue;
@@ -325,6 +370,7 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
     // the groups live at that point added (they compete for the same
     // memory, wherever they sit in the graph), and connected ones anywhere.
     std::vector<int> region;
+    PhaseTimer timer(sh.ledger, Phase::Regions);
     if (!m.cap.empty() && step % 2 == 1) {
       int k = -1;
       const int center = nbh->tight_center(primal, rng, &k);
@@ -342,16 +388,18 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
       region = nbh->region_from(center, primal, lo);
     }
     if (region.empty()) continue;
-    const double budget = std::min(2.0, left);
+    const double budget = std::min(so.region_budget_s, left);
     const auto t_step = Clock::now();
     if (nbh->step(primal, region, lo, budget, seed + step)) {
-      sh.offer(primal.labels(), primal.cost());
+      sh.offer(primal.labels(), primal.cost(), Phase::Regions);
       ++wins;
     }
     // Regions HiGHS cannot finish in time shrink; quick ones grow.
     const double used = std::chrono::duration<double>(Clock::now() - t_step).count();
-    if (used > 0.8 * budget) lo.region_columns = std::max<size_t>(2000, lo.region_columns * 7 / 10);
-    else if (used < 0.2 * budget) lo.region_columns = std::min<size_t>(200000, lo.region_columns * 6 / 5);
+    if (used > 0.8 * budget)
+      lo.region_columns = std::max(static_cast<size_t>(so.region_columns_min), lo.region_columns * 7 / 10);
+    else if (used < 0.2 * budget)
+      lo.region_columns = std::min(static_cast<size_t>(so.region_columns_max), lo.region_columns * 6 / 5);
     if (progress && *progress && Clock::now() - last_report > std::chrono::seconds(1)) {
       last_report = Clock::now();
       (*progress)();
@@ -389,6 +437,7 @@ void kick_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_
       regions = std::make_unique<CoarseLns>(m, *cs);
     }
     primal.set(best);
+    PhaseTimer timer(sh.ledger, Phase::Kick);
     // Two kicks in three are priced (when the bound search found memory
     // prices), at a random scale of them; the others alternate between
     // random ones near a tight point and directed ones anywhere.
@@ -403,7 +452,7 @@ void kick_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_
     if (ok && primal.cost() < best_cost) {
       best = primal.labels();
       best_cost = primal.cost();
-      sh.offer(best, best_cost);
+      sh.offer(best, best_cost, Phase::Kick);
       ++wins;
       priced_wins += priced;
     }
@@ -420,7 +469,11 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
   const auto t_start = Clock::now();
   const bool lns = allow_lns && highs_api() != nullptr;
   // With HiGHS at hand, the price-guided phase only builds a good start.
-  const auto phase1_end = lns ? t_start + (deadline - t_start) * 3 / 10 : deadline;
+  const SearchOptions& so = *sh.so;
+  const auto phase1_end =
+      lns ? t_start + std::chrono::duration_cast<Clock::duration>((deadline - t_start) * so.price_share) : deadline;
+  auto price_timer = std::make_unique<PhaseTimer>(sh.ledger, Phase::Price);
+  if (Clock::now() >= deadline) return;
   DualSolver guide(m);
   Primal primal(m);
   std::vector<int> labels;
@@ -514,7 +567,7 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
     if (rep) {
       primal.improve();
       if (primal.feasible()) polish();
-      if (primal.feasible()) improved = sh.offer(primal.labels(), primal.cost());
+      if (primal.feasible()) improved = sh.offer(primal.labels(), primal.cost(), Phase::Price);
     }
     stall = improved ? 0 : stall + 1;
     if (stall > max_stall) break;
@@ -522,8 +575,9 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
     // hands over early: nothing new for 50 iterations and for max(3 s, half
     // the time it took to the last improvement).
     if (improved) last_improved = Clock::now();
-    if (lns && sh.found && stall >= 50 &&
-        Clock::now() - last_improved > std::max<Clock::duration>(std::chrono::seconds(3), (last_improved - t_start) / 2))
+    if (lns && sh.found && stall >= static_cast<int>(so.price_handover_iterations) &&
+        Clock::now() - last_improved >
+            std::max<Clock::duration>(seconds(so.price_handover_s), (last_improved - t_start) / 2))
       break;
     if (progress && Clock::now() - last_report > std::chrono::seconds(1)) {
       last_report = Clock::now();
@@ -553,10 +607,11 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
     guide.add_penalty(delta);
   }
   trace("price phase: %d iterations, best %s", it, sh.found ? to_string(sh.cost).c_str() : "none");
+  price_timer.reset();
   if (!lns) return;
   std::vector<int> start;
   __int128 start_cost = 0;
-  if (!sh.best_below(-1, &start, &start_cost)) return;
+  if (!sh.best_below(-1, &start, &start_cost) || Clock::now() >= deadline) return;
   // Phase 2: the coarse model exactly (HiGHS, memory rows on demand) when
   // it is small enough for HiGHS; phase 3 (or instead): large-neighbourhood
   // search over regions of groups, with the groups rebuilt as the best
@@ -566,9 +621,11 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
     auto [cols, nz] = milp_size(cs->coarse);
     trace("coarse model: %d groups, %zu strategies, %zu edges, MILP %zu columns", cs->coarse.n, cs->coarse.strat.size(),
           cs->coarse.edges.size(), cols);
-    if (!sh.done && cols <= kWholeCoarseMilpColumns) {
+    if (!sh.done && cols <= static_cast<size_t>(so.whole_coarse_milp_columns)) {
+      PhaseTimer timer(sh.ledger, Phase::CoarseMilp);
       CoarseMilpResult cr = coarse_milp_search(
-          m, *cs, start, start_cost, milp_phase_end(t_start, deadline), 1, seed, [&](const std::vector<int>& x, __int128 c) { sh.offer(x, c); },
+          m, *cs, start, start_cost, milp_phase_end(t_start, deadline, so.milp_tail_share), 1, seed,
+          [&](const std::vector<int>& x, __int128 c) { sh.offer(x, c, Phase::CoarseMilp); },
           [&]() { return sh.done.load(); });
       if (cr.optimal) sh.raise_bound(static_cast<long double>(start_cost));
       else if (cr.ran) sh.raise_bound(std::ceil(cr.bound));
@@ -578,11 +635,24 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
   lns_worker(m, sh, deadline, seed, &progress);
 }
 
+SearchResult finish(Shared& sh) {
+  SearchResult r;
+  r.labels = sh.labels;
+  r.cost = sh.cost;
+  r.bound = sh.bound;
+  r.reduced_cost = std::move(sh.reduced_cost);
+  r.rc_bound = sh.rc_bound;
+  return r;
+}
+
 }  // namespace
 
 SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::time_point deadline,
-                               const std::function<void(const SearchResult&)>& progress, bool allow_lns) {
-  Shared sh;
+                               const std::function<void(const SearchResult&)>& progress, bool allow_lns,
+                               PhaseLedger* ledger) {
+  Shared sh(opt.search, ledger);
+  sh.gap_tolerance = opt.gap_tolerance;
+  sh.offset = static_cast<long double>(m.offset);
   auto report = [&]() {
     if (!progress) return;
     SearchResult now;
@@ -595,10 +665,25 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
     }
     progress(now);
   };
-  const int max_stall = 400;
+  // A labelling before anything else, so that a search stopped at any
+  // moment has a plan: greedy, repaired to fit memory when it does not.
+  {
+    PhaseTimer timer(ledger, Phase::Greedy);
+    Primal first(m);
+    first.set(greedy_labels(m));
+    if (!first.feasible() && first.repair()) first.improve(static_cast<size_t>(m.n));
+    if (first.feasible()) sh.offer(first.labels(), first.cost(), Phase::Greedy);
+    sh.raise_bound(std::floor(separable_bound(m)));
+    trace("greedy start: %s", first.feasible() ? to_string(first.cost()).c_str() : "infeasible");
+  }
+  if (Clock::now() >= deadline) return finish(sh);
+  const int max_stall = static_cast<int>(opt.search.stall_iterations);
   if (opt.threads >= 2) {
     std::thread dual_thread([&] {
-      bound_search(m, sh, deadline, max_stall);
+      {
+        PhaseTimer timer(sh.ledger, Phase::Bound);
+        bound_search(m, sh, deadline, max_stall);
+      }
       // Once the bound stalls, this core searches too (without HiGHS:
       // HiGHS sessions cannot overlap, see milp.cpp).
       if (!allow_lns) return;
@@ -617,15 +702,10 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
   } else {
     auto mid = Clock::now() + (deadline - Clock::now()) * 2 / 3;
     primal_search(m, sh, mid, max_stall, report, opt.seed, allow_lns);
+    PhaseTimer timer(sh.ledger, Phase::Bound);
     bound_search(m, sh, deadline, max_stall);
   }
-  SearchResult r;
-  r.labels = sh.labels;
-  r.cost = sh.cost;
-  r.bound = sh.bound;
-  r.reduced_cost = std::move(sh.reduced_cost);
-  r.rc_bound = sh.rc_bound;
-  return r;
+  return finish(sh);
 }
 
 }  // namespace tlm::solver

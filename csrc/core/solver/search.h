@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/solver/model.h"
+#include "core/solver/search_options.h"
 #include "core/solver/solver.h"
 
 namespace tlm::solver {
@@ -26,7 +27,8 @@ struct SearchResult {
 // `allow_lns` (and HiGHS loaded) the second part of the time goes to
 // large-neighbourhood search (lns.h).
 SearchResult lagrangian_search(const Model& m, const SolveOptions& options, Clock::time_point deadline,
-                               const std::function<void(const SearchResult&)>& progress, bool allow_lns);
+                               const std::function<void(const SearchResult&)>& progress, bool allow_lns,
+                               PhaseLedger* ledger = nullptr);
 
 // Smallest integer >= b minus a safety margin for floating-point rounding.
 long double safe_integer_bound(long double b, long double magnitude);

@@ -16,11 +16,6 @@
 namespace tlm::solver {
 namespace {
 
-// Reduced models up to this size go to HiGHS after the heuristic even
-// without exact mode: there it usually proves optimality within seconds.
-constexpr size_t kSmallMilpColumns = 150000;
-constexpr size_t kSmallMilpNonzeros = 1500000;
-
 double seconds_left(Clock::time_point deadline) {
   return std::chrono::duration<double>(deadline - Clock::now()).count();
 }
@@ -34,6 +29,15 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
                                 std::to_string(options.time_limit_s));
   if (options.threads < 1)
     throw std::invalid_argument("threads: expected at least 1, got " + std::to_string(options.threads));
+  if (!(options.gap_tolerance >= 0 && options.gap_tolerance < 1))
+    throw std::invalid_argument("gap_tolerance: expected a fraction in [0, 1), got " +
+                                std::to_string(options.gap_tolerance));
+  // Exact mode proves optimality: no tolerance.
+  validate(options.search);
+  SolveOptions opts = options;
+  if (opts.exact) opts.gap_tolerance = 0;
+  const SearchOptions& so = opts.search;
+  PhaseLedger ledger;
   std::string highs_why;
   const bool have_highs = highs_api(&highs_why) != nullptr;
   if (options.exact && !have_highs)
@@ -42,8 +46,11 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
   const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(
                                  std::chrono::duration<double>(std::max(0.0, options.time_limit_s)));
   trace("solve: %zu nodes, %zu edges, limit %.1fs", problem.nodes.size(), problem.edges.size(), options.time_limit_s);
-  // Dominance checks may take a tenth of the budget; the search gets the rest.
-  Reduction red = reduce(problem, true, t0 + (deadline - t0) / 10);
+  // Dominance checks and eliminations may take reduce_share of the budget.
+  const auto t_reduce = Clock::now();
+  Reduction red = reduce(problem, true,
+                         t0 + std::chrono::duration_cast<Clock::duration>((deadline - t0) * so.reduce_share));
+  ledger.add_time(Phase::Reduce, std::chrono::duration<double>(Clock::now() - t_reduce).count());
   const Model& m = red.model;
   trace("%s; model strategies %zu", red.summary.c_str(), m.strat.size());
   auto report = [&](const SearchResult& s) {
@@ -55,14 +62,20 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
   bool proven = false;
   if (m.n > 0) {
     auto [cols, nz] = milp_size(m);
-    const bool small = cols <= kSmallMilpColumns && nz <= kSmallMilpNonzeros;
+    // Small reduced models go to HiGHS after the heuristic even without
+    // exact mode: there it usually proves optimality within seconds.
+    const bool small = cols <= static_cast<size_t>(so.whole_milp_columns) &&
+                       nz <= static_cast<size_t>(so.whole_milp_nonzeros);
     const bool use_milp = options.exact || small;
     // The heuristic gets the whole budget unless HiGHS follows; then half.
     auto search_deadline = use_milp ? t0 + (deadline - t0) / 2 : deadline;
-    found = lagrangian_search(m, options, search_deadline, report, /*allow_lns=*/!use_milp);
+    found = lagrangian_search(m, opts, search_deadline, report, /*allow_lns=*/!use_milp, &ledger);
     const bool heuristic_optimal = !found.labels.empty() && static_cast<long double>(found.cost) <= found.bound;
     proven = heuristic_optimal;
-    if (use_milp && !heuristic_optimal && seconds_left(deadline) > 0) {
+    const long double full_cost = static_cast<long double>(m.offset + found.cost);
+    const bool close_enough = !found.labels.empty() && static_cast<long double>(found.cost) - found.bound <=
+                                                           opts.gap_tolerance * std::fabs(full_cost);
+    if (use_milp && !close_enough && seconds_left(deadline) > 0) {
       // Reduced-cost fixing: with a labelling of cost UB in hand, a strategy
       // whose reduced cost lifts the Lagrangian bound above UB is in no
       // better solution, so HiGHS never sees it.
@@ -87,11 +100,14 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
       if (!found.labels.empty())
         start = milp_model != &m ? to_restricted(restricted, kept, found.labels) : found.labels;
       MilpOptions mo;
-      mo.time_limit_s = seconds_left(milp_phase_end(t0, deadline));
+      mo.time_limit_s = seconds_left(milp_phase_end(t0, deadline, so.milp_tail_share));
       mo.threads = options.threads;
       mo.seed = options.seed;
+      mo.rel_gap = opts.gap_tolerance;
       if (!start.empty()) mo.start = &start;
+      const auto t_milp = Clock::now();
       MilpResult mr = solve_milp(*milp_model, mo);
+      ledger.add_time(Phase::FinalMilp, std::chrono::duration<double>(Clock::now() - t_milp).count());
       if (milp_model != &m && !mr.labels.empty()) mr.labels = from_restricted(restricted, kept, mr.labels);
       if (mr.ran) {
         if (mr.infeasible && found.labels.empty())
@@ -108,6 +124,7 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
             else c += x;
           }
           if (ok && (found.labels.empty() || c < found.cost)) {
+            ledger.improved(Phase::FinalMilp, static_cast<double>(found.labels.empty() ? c : found.cost - c));
             found.labels = mr.labels;
             found.cost = c;
           }
@@ -141,7 +158,14 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
   r.gap = static_cast<double>((static_cast<long double>(r.cost) - r.bound) /
                               std::max<long double>(std::fabs(static_cast<long double>(r.cost)), 1.0L));
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  r.status = r.optimal ? "optimal" : (Clock::now() >= deadline ? "time_limit" : "stalled");
+  r.phases = ledger.totals();
+  if (trace_on())
+    for (const auto& ph : r.phases)
+      trace("phase %-16s %8.2f s in %5d runs, %4d improvements, gain %.6g", ph.name.c_str(), ph.seconds, ph.runs,
+            ph.improvements, ph.gain);
+  r.status = r.optimal                         ? "optimal"
+             : r.gap <= opts.gap_tolerance ? "gap_tolerance"
+             : (Clock::now() >= deadline ? "time_limit" : "stalled");
   return r;
 }
 

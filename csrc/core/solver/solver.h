@@ -7,6 +7,8 @@
 #include <string>
 
 #include "core/solver/problem.h"
+#include "core/solver/search_options.h"
+#include <vector>
 
 namespace tlm::solver {
 
@@ -15,6 +17,10 @@ struct SolveOptions {
   int threads = 2;
   uint64_t seed = 0;
   bool exact = false;  // prove optimality through the MILP engine (HiGHS) when available
+  // Stop as soon as the certified gap (cost - bound) / |cost| is at most this
+  // (0: search to optimality or the time limit).
+  double gap_tolerance = 1e-3;
+  SearchOptions search;  // the schedule's tunables (search_options.h)
   // Progress callback for long solves (CLI); called from the solving thread.
   std::function<void(double elapsed_s, __int128 best_cost, double bound)> on_progress;
 };
@@ -26,10 +32,11 @@ struct SolveResult {
   double gap = 0.0;    // (cost - bound) / max(|cost|, 1)
   double seconds = 0.0;
   bool optimal = false;
-  std::string status;  // "optimal" | "time_limit" | ...
+  std::string status;  // "optimal" | "gap_tolerance" | "time_limit" | "stalled"
   // Empty when HiGHS is loaded; else kHighsUnavailable plus the reason (the
   // search then ran without its MILP phases, and every report must say so).
   std::string milp_note;
+  std::vector<PhaseTotal> phases;  // time and improvements per phase that ran
 };
 
 // Throws InfeasibleError (a std::invalid_argument) naming conflicting constraints.

@@ -1,0 +1,59 @@
+#include "core/solver/greedy_start.h"
+
+#include <algorithm>
+#include <limits>
+#include <tuple>
+
+#include "core/solver/cost_math.h"
+
+namespace tlm::solver {
+
+std::vector<int> greedy_labels(const Model& m) {
+  std::vector<int> x(m.n, -1);
+  std::vector<__int128> total;
+  std::vector<int> forbidden;
+  for (int i = 0; i < m.n; ++i) {
+    const int ns = m.num_strategies(i);
+    total.assign(ns, 0);
+    forbidden.assign(ns, 0);
+    for (int s = 0; s < ns; ++s) total[s] = m.cost[m.off[i] + s];
+    for (size_t a = m.adj_off[i]; a < m.adj_off[i + 1]; ++a) {
+      const Model::ModelEdge& e = m.edges[m.adj[a]];
+      const bool first = e.u == i;
+      const int j = first ? e.v : e.u;
+      if (x[j] < 0) continue;
+      const size_t width = static_cast<size_t>(m.num_strategies(e.v));
+      for (int s = 0; s < ns; ++s) {
+        const Cost c = first ? m.mat[e.off + static_cast<size_t>(s) * width + x[j]]
+                             : m.mat[e.off + static_cast<size_t>(x[j]) * width + s];
+        if (c == kInfiniteCost) ++forbidden[s];
+        else total[s] += c;
+      }
+    }
+    int best = 0;
+    for (int s = 1; s < ns; ++s) {
+      const auto key = [&](int t) { return std::make_tuple(forbidden[t], total[t], m.usage[m.off[i] + t]); };
+      if (key(s) < key(best)) best = s;
+    }
+    x[i] = best;
+  }
+  return x;
+}
+
+long double separable_bound(const Model& m) {
+  long double total = 0;
+  for (int i = 0; i < m.n; ++i) {
+    Cost least = kInfiniteCost;
+    for (size_t k = m.off[i]; k < m.off[i + 1]; ++k) least = std::min(least, m.cost[k]);
+    total += static_cast<long double>(least);
+  }
+  for (const auto& e : m.edges) {
+    const size_t size = static_cast<size_t>(m.num_strategies(e.u)) * m.num_strategies(e.v);
+    Cost least = kInfiniteCost;
+    for (size_t k = e.off; k < e.off + size; ++k) least = std::min(least, m.mat[k]);
+    if (least != kInfiniteCost) total += static_cast<long double>(least);
+  }
+  return total;
+}
+
+}  // namespace tlm::solver

@@ -1,0 +1,90 @@
+// Every tunable of the solver's schedule in one place, with its meaning,
+// default and bounds (the way HiGHS lists its options), and the ledger of
+// time and improvements per named phase that the schedule produces.
+//
+// The phases, in the order a solve runs them (solver.cpp, search.cpp):
+//   reduce          optimum-preserving reductions (reduce.cpp)
+//   greedy          one-pass first labelling (greedy_start.h)
+//   price           price-guided message passing, decoded labellings repaired
+//   bound           Lagrangian message passing for the lower bound (dual.h)
+//   coarse_milp     the grouped model whole in HiGHS when it is small enough
+//   regions         large-neighbourhood search: regions of groups re-solved exactly
+//   forest          exact forest moves over all groups
+//   lagrangian_kick kicks at the bound search's memory prices
+//   kick            random and directed kicks (kick.h) on the second core
+//   merge           solution merging over a pool of kick results (merge.h)
+//   final_milp      the reduced model whole in HiGHS (small models, exact mode)
+#pragma once
+
+#include <array>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace tlm::solver {
+
+struct SearchOptions {
+  double reduce_share = 0.10;             // of the limit for dominance checks and eliminations
+  double whole_milp_columns = 150000;     // reduced models up to this go to HiGHS whole (final_milp)
+  double whole_milp_nonzeros = 1500000;   // ... and up to this many nonzeros
+  double whole_coarse_milp_columns = 150000;  // grouped models up to this go to HiGHS whole (coarse_milp, merge)
+  double milp_tail_share = 0.15;          // last share of the limit no HiGHS phase may use
+  double price_share = 0.30;              // of the search time for the price phase when exact phases follow
+  double stall_iterations = 400;          // message passing stops after this many without progress
+  double price_handover_iterations = 50;  // the price phase hands over after this many without improving...
+  double price_handover_s = 3;            // ... and this many seconds (or half its time to the last improvement)
+  double forest_every = 8;                // region steps between forest sweeps
+  double kick_every = 4;                  // region steps between Lagrangian kicks
+  double merge_interval_s = 3;            // seconds between solution merges
+  double merge_budget_s = 10;             // HiGHS time per merge
+  double merge_min_new = 4;               // new pool members before a merge
+  double merge_pool = 48;                 // kick results kept for merging
+  double region_budget_s = 2;             // HiGHS time per region
+  double region_columns = 30000;          // MILP columns of the first regions
+  double region_columns_min = 2000;       // regions shrink to no fewer columns...
+  double region_columns_max = 200000;     // ... and grow to no more
+  double region_groups = 200;             // groups per region
+  double region_strategies = 12;          // candidate strategies per group in a region
+};
+
+struct SearchOptionInfo {
+  const char* name;
+  double SearchOptions::*field;
+  double lo, hi;
+  bool integer;
+  const char* meaning;
+};
+
+// The table of every option (name, field, bounds, whole number or not, meaning).
+const std::vector<SearchOptionInfo>& search_option_table();
+// Sets one option by name; throws std::invalid_argument naming the option and
+// what was expected (unknown name, out of bounds, not a whole number).
+void set_search_option(SearchOptions& options, const std::string& name, double value);
+// Checks every option against its bounds (std::invalid_argument).
+void validate(const SearchOptions& options);
+
+enum class Phase { Reduce, Greedy, Price, Bound, CoarseMilp, Regions, Forest, LagrangianKick, Kick, Merge, FinalMilp };
+constexpr int kPhaseCount = 11;
+const char* phase_name(Phase p);
+
+struct PhaseTotal {
+  std::string name;
+  double seconds = 0;   // thread-seconds spent in the phase
+  int runs = 0;         // times it ran
+  int improvements = 0; // new best labellings it found
+  double gain = 0;      // total cost those improvements removed (the first labelling counts in full)
+};
+
+// Thread-safe totals per phase.
+class PhaseLedger {
+ public:
+  void add_time(Phase p, double seconds);
+  void improved(Phase p, double gain);
+  std::vector<PhaseTotal> totals() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::array<PhaseTotal, kPhaseCount> t_{};
+};
+
+}  // namespace tlm::solver

@@ -1,0 +1,195 @@
+// The solver's schedule: the greedy first labelling, the separable bound, the
+// options table, the per-phase ledger, the gap tolerance and the promise that
+// a time-limited solve always returns a feasible labelling with its gap.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <tuple>
+
+#include "core/solver/greedy_start.h"
+#include "core/solver/model.h"
+#include "core/solver/problem_io.h"
+#include "core/solver/search_options.h"
+#include "core/solver/solver.h"
+#include "solver_test_util.h"
+
+namespace tlm::solver {
+namespace {
+
+using testing::node;
+
+// A cyclic core with no chain to fold: each node joins three earlier ones,
+// sparse resharding-like edge costs, many strategies (a large model).
+Problem cyclic_core(int n, int strategies, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  auto uni = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  Problem p;
+  for (int i = 0; i < n; ++i) {
+    std::vector<Strategy> st;
+    for (int s = 0; s < strategies; ++s) st.push_back({uni(0, 1000000), uni(1, 100)});
+    p.nodes.push_back(node(i, i + 1 + uni(0, 30), st));
+  }
+  for (int i = 1; i < n; ++i)
+    for (int k = 0; k < 3; ++k) {
+      const int j = static_cast<int>(uni(std::max(0, i - 40), i - 1));
+      Edge e{j, i, {}};
+      const int64_t scale = uni(1, 1000000);
+      for (int a = 0; a < strategies; ++a)
+        for (int b = 0; b < strategies; ++b) e.costs.push_back(a % 4 == b % 4 ? 0 : scale + uni(0, scale));
+      p.edges.push_back(std::move(e));
+    }
+  return p;
+}
+
+// A model by hand (reductions would solve these small cases away):
+// `costs` per node, one edge per (u, v, matrix), no memory.
+Model hand_model(const std::vector<std::vector<Cost>>& costs,
+                 const std::vector<std::tuple<int, int, std::vector<Cost>>>& edges) {
+  Model m;
+  m.n = static_cast<int>(costs.size());
+  m.off.assign(1, 0);
+  for (int i = 0; i < m.n; ++i) {
+    m.orig.push_back(i);
+    for (size_t s = 0; s < costs[i].size(); ++s) {
+      m.strat.push_back(static_cast<int>(s));
+      m.cost.push_back(costs[i][s]);
+      m.usage.push_back(0);
+    }
+    m.off.push_back(m.strat.size());
+  }
+  m.plo.assign(m.n, 0);
+  m.phi.assign(m.n, 0);
+  std::vector<std::vector<int>> adj(m.n);
+  for (const auto& [u, v, mat] : edges) {
+    adj[u].push_back(static_cast<int>(m.edges.size()));
+    adj[v].push_back(static_cast<int>(m.edges.size()));
+    m.edges.push_back({u, v, m.mat.size()});
+    m.mat.insert(m.mat.end(), mat.begin(), mat.end());
+  }
+  m.adj_off.assign(1, 0);
+  for (const auto& a : adj) {
+    m.adj.insert(m.adj.end(), a.begin(), a.end());
+    m.adj_off.push_back(m.adj.size());
+  }
+  return m;
+}
+
+TEST(GreedyStart, AvoidsForbiddenPairsWhenAChoiceAllowsIt) {
+  // Node 1's cheap strategy is forbidden next to node 0's only cheap one; node 2
+  // sees both. Greedy must pay 100 on node 1 rather than use the forbidden pair.
+  Model m = hand_model({{0, 50}, {0, 100}, {0, 0}},
+                       {{0, 1, {kInfiniteCost, 0, 0, kInfiniteCost}}, {1, 2, {0, 7, 7, 0}}});
+  EXPECT_EQ(greedy_labels(m), (std::vector<int>{0, 1, 1}));
+}
+
+TEST(GreedyStart, TakesTheCheapestGivenLabelledNeighbours) {
+  Model m = hand_model({{5, 1}, {0, 3}}, {{0, 1, {0, 9, 9, 0}}});
+  // Node 0 alone: strategy 1 (cost 1). Node 1 given 1: 0 + 9 vs 3 + 0 -> strategy 1.
+  EXPECT_EQ(greedy_labels(m), (std::vector<int>{1, 1}));
+  EXPECT_EQ(separable_bound(m), 1 + 0 + 0);
+}
+
+TEST(GreedyStart, FeasibleOnLargeCyclicCoresWithoutMemory) {
+  Problem p = cyclic_core(2000, 12, 3);
+  Reduction red = reduce(p);
+  std::vector<int> x = greedy_labels(red.model);
+  ASSERT_EQ(static_cast<int>(x.size()), red.model.n);
+  EXPECT_TRUE(evaluate(p, red.expand(x)).feasible);
+}
+
+TEST(SeparableBound, NeverExceedsTheOptimum) {
+  std::mt19937_64 rng(99);
+  int checked = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    Problem p = testing::random_problem(rng);
+    std::optional<__int128> opt = testing::brute_force(p);
+    if (!opt) continue;
+    Reduction red;
+    try {
+      red = reduce(p);
+    } catch (const InfeasibleError&) {
+      continue;
+    }
+    const long double bound = static_cast<long double>(red.model.offset) + separable_bound(red.model);
+    EXPECT_LE(bound, static_cast<long double>(*opt)) << write_problem(p);
+    ++checked;
+  }
+  EXPECT_GT(checked, 100);
+}
+
+TEST(SearchOptions, DefaultsAreWithinTheirBounds) {
+  EXPECT_NO_THROW(validate(SearchOptions{}));
+  EXPECT_GE(search_option_table().size(), 20u);
+}
+
+TEST(SearchOptions, SetByNameChecksNameBoundsAndWholeNumbers) {
+  SearchOptions o;
+  set_search_option(o, "merge_interval_s", 5);
+  EXPECT_EQ(o.merge_interval_s, 5);
+  try {
+    set_search_option(o, "merge_intervall_s", 5);
+    FAIL() << "an unknown name must throw";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown solver option 'merge_intervall_s'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("merge_interval_s"), std::string::npos) << "lists the valid names";
+  }
+  EXPECT_THROW(set_search_option(o, "reduce_share", 1.5), std::invalid_argument);
+  EXPECT_THROW(set_search_option(o, "merge_pool", 2.5), std::invalid_argument);
+  o.region_columns_min = 5000;
+  o.region_columns_max = 4000;
+  EXPECT_THROW(validate(o), std::invalid_argument);
+}
+
+TEST(PhaseLedger, TotalsOnlyPhasesThatRan) {
+  PhaseLedger ledger;
+  ledger.add_time(Phase::Price, 0.5);
+  ledger.add_time(Phase::Price, 0.25);
+  ledger.improved(Phase::Price, 10);
+  ledger.improved(Phase::Merge, 3);
+  std::vector<PhaseTotal> t = ledger.totals();
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].name, "price");
+  EXPECT_DOUBLE_EQ(t[0].seconds, 0.75);
+  EXPECT_EQ(t[0].runs, 2);
+  EXPECT_EQ(t[0].improvements, 1);
+  EXPECT_EQ(t[1].name, "merge");
+  EXPECT_EQ(t[1].gain, 3);
+}
+
+TEST(SolveLimits, TinyLimitStillReturnsAFeasibleLabellingWithAFiniteGap) {
+  ASSERT_TRUE(testing::locate_highs());
+  Problem p = cyclic_core(6000, 16, 11);
+  SolveOptions o;
+  o.time_limit_s = 0.05;
+  const auto t0 = std::chrono::steady_clock::now();
+  SolveResult r = solve(p, o);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(evaluate(p, r.solution).feasible);
+  EXPECT_TRUE(std::isfinite(r.bound));
+  EXPECT_LE(r.bound, static_cast<double>(r.cost));
+  EXPECT_TRUE(std::isfinite(r.gap));
+  EXPECT_FALSE(r.phases.empty());
+  // Not a timing assertion: a solve that ignored its limit would run for
+  // seconds here; anything under a few seconds means the limit was honoured.
+  EXPECT_LT(wall, 5.0);
+}
+
+TEST(SolveLimits, GapToleranceStopsOnceTheCertifiedGapIsSmallEnough) {
+  ASSERT_TRUE(testing::locate_highs());
+  Problem p = cyclic_core(400, 6, 5);
+  SolveOptions o;
+  o.time_limit_s = 30;
+  o.gap_tolerance = 0.05;
+  SolveResult r = solve(p, o);
+  EXPECT_TRUE(r.status == "gap_tolerance" || r.status == "optimal") << r.status;
+  EXPECT_LE(r.gap, 0.05);
+  o.gap_tolerance = 1.5;
+  EXPECT_THROW(solve(p, o), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace tlm::solver
