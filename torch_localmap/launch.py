@@ -102,6 +102,10 @@ def _worker(fn, rank, world_size, port, pg_timeout, args, result_queue, backend=
                 world_size=world_size,
                 timeout=datetime.timedelta(seconds=pg_timeout),
             )
+            # Every rank is connected before any runs fn: a rank that returns at once
+            # and tears its group down would otherwise close pairs a slower rank is
+            # still connecting ("Connection closed by peer" in its init).
+            dist.barrier()
         except Exception:  # the rendezvous itself: fn never ran (run_distributed may retry)
             result_queue.put((rank, False, traceback.format_exc(), "init"))
             return

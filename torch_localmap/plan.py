@@ -136,6 +136,12 @@ def plan_joint(joint: JointGraph, mesh, *, node_extra=None, timeout=None, **opti
     plan.graph, plan.joint = exported, joint
     if plan.summary.solver.note:  # the plan is still valid, but was found without the MILP phases
         warnings.warn(f"torch_localmap: {plan.summary.solver.note}", stacklevel=3)
+    s = plan.summary
+    if s.memory_limit and s.memory.peak > s.memory_limit:
+        warnings.warn(f"torch_localmap: the plan's estimated peak, {s.memory.peak / 2**30:.2f} GiB per rank, is above "
+                      f"the memory limit of {s.memory_limit / 2**30:.2f} GiB ({s.memory_limit_source}): the solver "
+                      "bounds values as they are made, and the buffers of redistributed inputs come on top. Expected "
+                      "a lower memory_limit, a larger mesh or a smaller batch to leave room for them.", stacklevel=3)
     if plan.summary.fallback_ops:
         warnings.warn(f"torch_localmap: no sharding rule for {', '.join(plan.summary.fallback_ops)}; these ops run "
                       "replicated. Wrap them in torch_localmap.local_map to choose placements, or pass "

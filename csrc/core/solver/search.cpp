@@ -671,7 +671,17 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
     PhaseTimer timer(ledger, Phase::Greedy);
     Primal first(m);
     first.set(greedy_labels(m));
-    if (!first.feasible() && first.repair()) first.improve(static_cast<size_t>(m.n));
+    if (!first.feasible()) first.repair();
+    if (first.feasible()) first.improve(8 * static_cast<size_t>(m.n));  // single-node moves, bounded
+    // Exact moves on forests of single nodes (memory kept) while they pay
+    // and time is left: they change whole trees at once, which single-node
+    // moves cannot (a parameter and its consumers switching together).
+    if (first.feasible() && Clock::now() < deadline) {
+      Coarsening single = identity_coarsening(m);
+      ForestMoves fine(m, single);
+      std::mt19937_64 rng(opt.seed + 17);
+      for (int sw = 0; sw < 4 && Clock::now() < deadline && fine.sweep(first, rng) > 0; ++sw) first.improve();
+    }
     if (first.feasible()) sh.offer(first.labels(), first.cost(), Phase::Greedy);
     sh.raise_bound(std::floor(separable_bound(m)));
     trace("greedy start: %s", first.feasible() ? to_string(first.cost()).c_str() : "infeasible");
