@@ -126,3 +126,22 @@ def test_problem_loads_from_the_planner_json(tmp_path):
     path.write_text(problem.to_json())
     again = load_problem(str(path))
     assert again.num_nodes == problem.num_nodes and again.num_edges == problem.num_edges
+
+
+def test_mean_nll_loss_is_traced_as_a_batch_shardable_sum():
+    """cross_entropy(mean) is planned as sum / total weight, so its log-probabilities need not
+    be whole on every rank; the gradient keeps the mean's kernel."""
+    import torch
+
+    from torch_localmap import models
+    from torch_localmap._trace import trace_joint
+
+    model, example = models.build("llama", batch=2)
+    gm = trace_joint(model, example).gm
+    fwd = [n for n in gm.graph.nodes if n.target == torch.ops.aten.nll_loss_forward.default]
+    assert len(fwd) == 1 and fwd[0].args[3] == 2  # reduction: sum
+    users = {str(u.target) for g in fwd[0].users for u in g.users}
+    assert "aten.div.Tensor" in users
+    plan = plan_module(model, (2,), example, time_limit=2)
+    nll = [n for n in plan.nodes if n.op == "aten.nll_loss_forward.default"]
+    assert nll and nll[0].family == "loss" and nll[0].num_strategies > 1  # batch-sharded rows exist
