@@ -35,22 +35,6 @@ Clock::duration seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
 
-// Charges the time from construction to destruction to a phase.
-class PhaseTimer {
- public:
-  PhaseTimer(PhaseLedger* ledger, Phase phase) : ledger_(ledger), phase_(phase), t0_(Clock::now()) {}
-  ~PhaseTimer() {
-    if (ledger_) ledger_->add_time(phase_, std::chrono::duration<double>(Clock::now() - t0_).count());
-  }
-  PhaseTimer(const PhaseTimer&) = delete;
-  PhaseTimer& operator=(const PhaseTimer&) = delete;
-
- private:
-  PhaseLedger* ledger_;
-  Phase phase_;
-  Clock::time_point t0_;
-};
-
 // Load minus capacity per check point for a labelling.
 std::vector<double> overuse(const Model& m, const std::vector<int>& x) {
   std::vector<double> diff(m.cap.size() + 1, 0.0);
@@ -92,11 +76,7 @@ struct Shared {
   long double offset = 0;            // the model's offset: gaps are relative to the full cost
 
   // Caller holds mu.
-  bool close_enough() const {
-    if (!found) return false;
-    const long double c = static_cast<long double>(cost);
-    return c - bound <= gap_tolerance * std::fabs(offset + c);
-  }
+  bool close_enough() const { return found && within_gap(cost, bound, offset, gap_tolerance); }
 
   void remember(const std::vector<int>& x, __int128 c) {
     std::lock_guard<std::mutex> lock(mu);

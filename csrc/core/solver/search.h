@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <vector>
 
@@ -29,6 +30,14 @@ struct SearchResult {
 SearchResult lagrangian_search(const Model& m, const SolveOptions& options, Clock::time_point deadline,
                                const std::function<void(const SearchResult&)>& progress, bool allow_lns,
                                PhaseLedger* ledger = nullptr);
+
+// The certified gap test every stopping rule uses: a labelling of model cost
+// `cost` (offset excluded) is close enough to the bound when the difference is
+// at most `tolerance` of the full cost.
+inline bool within_gap(__int128 cost, long double bound, long double offset, double tolerance) {
+  const long double c = static_cast<long double>(cost);
+  return c - bound <= tolerance * std::fabs(offset + c);
+}
 
 // Smallest integer >= b minus a safety margin for floating-point rounding.
 long double safe_integer_bound(long double b, long double magnitude);

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -85,6 +86,24 @@ class PhaseLedger {
  private:
   mutable std::mutex mu_;
   std::array<PhaseTotal, kPhaseCount> t_{};
+};
+
+// Charges the time from construction to destruction to a phase (no ledger: nothing).
+class PhaseTimer {
+ public:
+  PhaseTimer(PhaseLedger* ledger, Phase phase)
+      : ledger_(ledger), phase_(phase), t0_(std::chrono::steady_clock::now()) {}
+  ~PhaseTimer() {
+    if (ledger_)
+      ledger_->add_time(phase_, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count());
+  }
+  PhaseTimer(const PhaseTimer&) = delete;
+  PhaseTimer& operator=(const PhaseTimer&) = delete;
+
+ private:
+  PhaseLedger* ledger_;
+  Phase phase_;
+  std::chrono::steady_clock::time_point t0_;
 };
 
 }  // namespace tlm::solver

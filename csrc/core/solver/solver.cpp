@@ -47,10 +47,10 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
                                  std::chrono::duration<double>(std::max(0.0, options.time_limit_s)));
   trace("solve: %zu nodes, %zu edges, limit %.1fs", problem.nodes.size(), problem.edges.size(), options.time_limit_s);
   // Dominance checks and eliminations may take reduce_share of the budget.
-  const auto t_reduce = Clock::now();
-  Reduction red = reduce(problem, true,
-                         t0 + std::chrono::duration_cast<Clock::duration>((deadline - t0) * so.reduce_share));
-  ledger.add_time(Phase::Reduce, std::chrono::duration<double>(Clock::now() - t_reduce).count());
+  Reduction red = [&] {
+    PhaseTimer timer(&ledger, Phase::Reduce);
+    return reduce(problem, true, t0 + std::chrono::duration_cast<Clock::duration>((deadline - t0) * so.reduce_share));
+  }();
   const Model& m = red.model;
   trace("%s; model strategies %zu", red.summary.c_str(), m.strat.size());
   auto report = [&](const SearchResult& s) {
@@ -72,9 +72,8 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
     found = lagrangian_search(m, opts, search_deadline, report, /*allow_lns=*/!use_milp, &ledger);
     const bool heuristic_optimal = !found.labels.empty() && static_cast<long double>(found.cost) <= found.bound;
     proven = heuristic_optimal;
-    const long double full_cost = static_cast<long double>(m.offset + found.cost);
-    const bool close_enough = !found.labels.empty() && static_cast<long double>(found.cost) - found.bound <=
-                                                           opts.gap_tolerance * std::fabs(full_cost);
+    const bool close_enough =
+        !found.labels.empty() && within_gap(found.cost, found.bound, static_cast<long double>(m.offset), opts.gap_tolerance);
     if (use_milp && !close_enough && seconds_left(deadline) > 0) {
       // Reduced-cost fixing: with a labelling of cost UB in hand, a strategy
       // whose reduced cost lifts the Lagrangian bound above UB is in no
@@ -105,9 +104,10 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
       mo.seed = options.seed;
       mo.rel_gap = opts.gap_tolerance;
       if (!start.empty()) mo.start = &start;
-      const auto t_milp = Clock::now();
-      MilpResult mr = solve_milp(*milp_model, mo);
-      ledger.add_time(Phase::FinalMilp, std::chrono::duration<double>(Clock::now() - t_milp).count());
+      MilpResult mr = [&] {
+        PhaseTimer timer(&ledger, Phase::FinalMilp);
+        return solve_milp(*milp_model, mo);
+      }();
       if (milp_model != &m && !mr.labels.empty()) mr.labels = from_restricted(restricted, kept, mr.labels);
       if (mr.ran) {
         if (mr.infeasible && found.labels.empty())
