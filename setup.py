@@ -1,15 +1,20 @@
-"""Builds torch_localmap and its C++ extension torch_localmap._C.
+"""Builds torch_localmap and its two C++ extensions.
 
-The extension compiles the torch-free core (csrc/core), the libtorch layer
-(csrc/torch: the torch.ops.localmap ops and their per-dispatch-key kernels) and
-the pybind11 bindings (csrc/python) with ninja. Build with
-`pip install --no-build-isolation -e .` so the installed torch is used.
+- torch_localmap._C compiles the torch-free core (csrc/core), the libtorch layer
+  (csrc/torch: the torch.ops.localmap ops and their per-dispatch-key kernels) and
+  the pybind11 bindings (csrc/python/*.cpp).
+- torch_localmap._solver compiles the solver alone (csrc/core/solver, csrc/core/json,
+  csrc/python/solver) and links no libtorch, so `solve` starts without loading torch.
+
+Both build with ninja. Build with `pip install --no-build-isolation -e .` so the
+installed torch is used (its headers also provide pybind11).
 """
 import glob
 import os
 
 from setuptools import find_packages, setup
-from torch.utils.cpp_extension import BuildExtension, CppExtension
+from setuptools import Extension
+from torch.utils.cpp_extension import BuildExtension, CppExtension, include_paths
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
@@ -20,16 +25,35 @@ def sources():
     return sorted(found)  # deterministic order, deterministic build
 
 
+def solver_sources():
+    found = glob.glob("csrc/core/solver/*.cpp") + ["csrc/core/json.cpp"] + glob.glob("csrc/python/solver/*.cpp")
+    return sorted(found)
+
+
+COMPILE_ARGS = ["-O3", "-DNDEBUG", "-std=c++17", "-fvisibility=hidden"]
+
+
 ext = CppExtension(
     name="torch_localmap._C",
     sources=sources(),
     include_dirs=[os.path.join(ROOT, "csrc")],
-    extra_compile_args=["-O3", "-DNDEBUG", "-std=c++17", "-fvisibility=hidden"],
+    extra_compile_args=COMPILE_ARGS,
     libraries=["dl"],
+)
+
+# A plain Extension: no libtorch libraries. torch's include directory is used for its
+# pybind11 headers only (nothing under csrc/core/solver or csrc/python/solver includes torch).
+solver_ext = Extension(
+    name="torch_localmap._solver",
+    sources=solver_sources(),
+    include_dirs=[os.path.join(ROOT, "csrc")] + include_paths()[:1],
+    extra_compile_args=COMPILE_ARGS,
+    libraries=["dl"],
+    language="c++",
 )
 
 setup(
     packages=find_packages(include=["torch_localmap", "torch_localmap.*"]),
-    ext_modules=[ext],
+    ext_modules=[ext, solver_ext],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
 )

@@ -33,7 +33,7 @@ sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "benchmarks"))
 
 from iopddl_generate import EVAL_SEEDS, generate  # noqa: E402
-from torch_localmap import _C  # noqa: E402
+from torch_localmap import _solver  # noqa: E402  (torch-free solver module)
 from torch_localmap.solver import load_problem, solve  # noqa: E402
 
 # name -> generator arguments. Sizes keep one instance's three solves within a few minutes
@@ -60,7 +60,7 @@ def run_ours(problem, limit):
 def run_highs(problem, limit):
     t0 = time.monotonic()
     try:
-        d = _C.solve_plain_milp(problem, limit, 2, None)
+        d = _solver.solve_plain_milp(problem, limit, 2, None)
     except RuntimeError as e:
         return {"cost": None, "wall": time.monotonic() - t0, "error": str(e).splitlines()[0]}
     return {"cost": None if d["cost"] is None else int(d["cost"]), "wall": time.monotonic() - t0}

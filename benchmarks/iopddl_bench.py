@@ -22,7 +22,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 import torch_localmap  # noqa: E402
-from torch_localmap import _C  # noqa: E402
+from torch_localmap import _solver  # noqa: E402  (torch-free solver module)
 from torch_localmap.solver import iopddl_suite_dir, load_problem  # noqa: E402
 
 
@@ -66,7 +66,7 @@ def run_ours(problem, limit, best, threads):
 def run_highs(problem, limit, best, threads):
     t0 = time.monotonic()
     try:
-        d = _C.solve_plain_milp(problem, limit, threads, float(best) if best is not None else None)
+        d = _solver.solve_plain_milp(problem, limit, threads, float(best) if best is not None else None)
     except RuntimeError as e:
         return {"cost": None, "bound": None, "seconds": time.monotonic() - t0, "error": str(e)}
     t_best = None

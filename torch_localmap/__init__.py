@@ -12,15 +12,51 @@ Public submodules: `plan` (Plan and its parts), `solver`, `placements`, `cost_mo
 `launch` (run_distributed for multi-process tests), `models`, `examples`. Modules whose
 names start with an underscore are internal.
 """
-import torch  # noqa: F401  (loads libtorch before our extension)
+import importlib
 
-from . import _C  # noqa: F401
-from ._local_map import (MeshSpec, Region, RegionClosureError, RegionMutationError, local_map, region_of, use_mesh,
-                         with_sharding_constraint)
-from ._parallelize import ParallelModule, parallelize
-from ._runtime.failures import PeerFailureError
-from .plan import NodePlan, Plan, PlanSummary, SolverSummary, plan_module
-from .solver import InfeasibleError, MilpUnavailableError, SolveResult, load_problem, solve
+# Importing the package is cheap: torch, the extension _C and the public names load
+# on first use (PEP 562 __getattr__ below). `python -m torch_localmap solve` therefore
+# runs without loading torch, and its --time-limit is spent solving.
+_PUBLIC = {
+    "MeshSpec": "._local_map",
+    "Region": "._local_map",
+    "RegionClosureError": "._local_map",
+    "RegionMutationError": "._local_map",
+    "local_map": "._local_map",
+    "region_of": "._local_map",
+    "use_mesh": "._local_map",
+    "with_sharding_constraint": "._local_map",
+    "ParallelModule": "._parallelize",
+    "parallelize": "._parallelize",
+    "PeerFailureError": "._runtime.failures",
+    "NodePlan": ".plan",
+    "Plan": ".plan",
+    "PlanSummary": ".plan",
+    "SolverSummary": ".plan",
+    "plan_module": ".plan",
+    "InfeasibleError": ".solver",
+    "MilpUnavailableError": ".solver",
+    "SolveResult": ".solver",
+    "load_problem": ".solver",
+    "solve": ".solver",
+}
+
+
+def __getattr__(name):
+    if name == "_C":  # `from . import _C` lands here first: libtorch must be loaded before our extension
+        import torch  # noqa: F401, PLC0415
+
+        return importlib.import_module("._C", __name__)
+    if name in _PUBLIC:
+        value = getattr(importlib.import_module(_PUBLIC[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_PUBLIC))
+
 
 __version__ = "0.1.0"
 

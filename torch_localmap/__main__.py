@@ -9,7 +9,8 @@ import os
 import pkgutil
 import sys
 
-from . import _C, _cli
+from . import _cli
+from ._solver import MilpUnavailableError  # torch-free: `solve` never loads torch
 from ._cli._common import one_line
 
 
@@ -32,7 +33,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(commands[args.command].run(args) or 0)
-    except (ValueError, OSError, _C.MilpUnavailableError) as e:  # bad input: one clear line, no traceback
+    except (ValueError, OSError, MilpUnavailableError) as e:  # bad input: one clear line, no traceback
         print(f"error: {one_line(str(e))}", file=sys.stderr)
         return 2
 

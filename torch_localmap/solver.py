@@ -16,12 +16,12 @@ import time
 import zlib
 from typing import Callable, Optional, Union
 
-from . import _C
+from . import _solver  # torch-free: solving never loads torch
 
-InfeasibleError = _C.InfeasibleError
-MilpUnavailableError = _C.MilpUnavailableError
-SolverProblem = _C.SolverProblem
-HIGHS_UNAVAILABLE = _C.HIGHS_UNAVAILABLE
+InfeasibleError = _solver.InfeasibleError
+MilpUnavailableError = _solver.MilpUnavailableError
+SolverProblem = _solver.SolverProblem
+HIGHS_UNAVAILABLE = _solver.HIGHS_UNAVAILABLE
 
 
 def iopddl_suite_dir() -> str:
@@ -44,7 +44,7 @@ def _register_highs() -> None:
         import highspy  # noqa: PLC0415
     except ImportError:
         return  # highs_status() then says why; every solve reports HIGHS_UNAVAILABLE
-    _C.set_highs_library(os.path.dirname(highspy.__file__))
+    _solver.set_highs_library(os.path.dirname(highspy.__file__))
 
 
 _register_highs()
@@ -55,7 +55,7 @@ def highs_status() -> dict:
 
     `why` says what failed when nothing was loaded (then the MILP phases are off and
     `solve(..., exact=True)` raises MilpUnavailableError)."""
-    status = dict(_C.highs_status())
+    status = dict(_solver.highs_status())
     try:
         from importlib.metadata import version  # noqa: PLC0415
 
@@ -175,7 +175,7 @@ def solve(
 
 def solver_options() -> list:
     """The solver schedule's tunables: [{"name", "default", "min", "max", "integer", "meaning"}]."""
-    return [dict(o) for o in _C.solver_options()]
+    return [dict(o) for o in _solver.solver_options()]
 
 
 def _real(value, what: str) -> float:

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "python/bindings.h"
+#include "core/solver/problem_io.h"
 #include "core/plan_json.h"
 #include "core/overlap_schedule.h"
 #include "core/placement.h"
@@ -34,10 +35,11 @@ void bind_planner(py::module_& m) {
         Graph g = read_graph(ir_json);
         PlanOptions opt = read_plan_options(options_json.empty() ? json::Value() : json::parse(options_json));
         py::gil_scoped_release release;
-        return planner_problem(g, opt);
+        return solver::write_problem(planner_problem(g, opt));
       },
       py::arg("ir_json"), py::arg("options_json") = "",
-      "The solver problem (SolverProblem) that plan() would solve for this graph and these options.");
+      "The solver problem that plan() would solve for this graph and these options, as problem JSON "
+      "(torch_localmap.load_problem reads it; the solver's types live in the torch-free _solver module).");
   m.def(
       "build_cost_tables_stats",
       [](const std::string& ir_json, const std::string& options_json) {

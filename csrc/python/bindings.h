@@ -7,7 +7,8 @@
 namespace tlm::pybind {
 
 void bind_placement(pybind11::module_& m);  // local layouts, redistribution plans
-void bind_solver(pybind11::module_& m);  // strategy solver: problems, solve, evaluate
+void bind_solver(pybind11::module_& m);  // strategy solver: problems, solve, evaluate (module _solver)
+void bind_solver_link(pybind11::module_& m);  // _C raises _solver's exceptions, loads its HiGHS
 void bind_cost(pybind11::module_& m);  // device table, collective / redistribution / compute prices
 void bind_strategy(pybind11::module_& m);  // sharding strategies, per-rank call args, op work
 void bind_core(pybind11::module_& m);     // placements, meshes, dtypes, IR validation

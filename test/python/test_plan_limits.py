@@ -68,7 +68,7 @@ def test_planner_problem_is_what_plan_solves():
     model, example = make_example(batch=8)
     joint = trace_joint(model, example)
     ir = export_graph(joint.gm, (2,), ("dp",)).to_json()
-    problem = _C.plan_problem(ir, plan_options(time_limit=2))
+    problem = load_problem(_C.plan_problem(ir, plan_options(time_limit=2)))
     assert problem.num_nodes >= len(joint.gm.graph.nodes) - 1  # every node but the output, plus sinks
     r = solve(problem, time_limit=5, gap_tolerance=0)
     doc = json.loads(_C.plan(ir, plan_options(time_limit=5, gap_tolerance=0)))
@@ -121,9 +121,10 @@ def test_problem_loads_from_the_planner_json(tmp_path):
 
     model, example = make_example(batch=8)
     ir = export_graph(trace_joint(model, example).gm, (2,), ("dp",)).to_json()
-    problem = _C.plan_problem(ir, plan_options())
+    text = _C.plan_problem(ir, plan_options())
+    problem = load_problem(text)
     path = tmp_path / "plan_problem.json"
-    path.write_text(problem.to_json())
+    path.write_text(text)
     again = load_problem(str(path))
     assert again.num_nodes == problem.num_nodes and again.num_edges == problem.num_edges
 

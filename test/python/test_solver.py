@@ -113,3 +113,20 @@ def test_cli_reports_bad_file_in_one_line(tmp_path):
                           text=True, cwd=REPO, timeout=120, env={**os.environ, "PYTHONPATH": REPO})
     assert proc.returncode == 2
     assert "problem.nodes: expected object, got number" in proc.stderr
+
+
+def test_solving_never_loads_torch():
+    """`solve` runs in the torch-free module _solver: a time limit is not spent loading torch."""
+    code = ("import sys, torch_localmap; from torch_localmap import solve, load_problem, InfeasibleError; "
+            "import torch_localmap.__main__; print(sorted(m for m in ('torch', 'torch_localmap._C') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_planner_and_solver_raise_one_infeasible_error_class():
+    """_C (the planner) has its own copy of the solver; both raise the same Python classes."""
+    from torch_localmap import _C, _solver
+
+    assert _C.InfeasibleError is _solver.InfeasibleError is torch_localmap.InfeasibleError
+    assert _C.MilpUnavailableError is _solver.MilpUnavailableError
