@@ -32,6 +32,17 @@ class NodePlan:
     family: str = ""
     num_strategies: int = 0
     fell_back: bool = False
+    bytes: int = 0  # its outputs per rank (parameters: with their optimizer state)
+    # Inputs the plan moves: {"input", "producer" (IR index), "from", "to", "seconds", "collectives"}.
+    redistributions: tuple = ()
+    # Where the node comes from (set when planned in this process, kept in the plan file):
+    # the module call ("layers.0", "layers.0@1") or local_map region ("local_map:attn")
+    # that made it, its phase, and its autograd sequence number (a backward node shares
+    # the number of the forward node it differentiates).
+    region: str = ""
+    module: str = ""  # the module call, also for nodes of a local_map region
+    phase: str = ""  # "input" | "forward" | "backward" | "output"
+    seq_nr: int = -1
 
 
 @dataclass(frozen=True)
@@ -78,6 +89,28 @@ class PlanSummary:
     memory_limit: int = 0  # per rank, bytes the plan was made under (0: none)
     memory_limit_source: str = ""  # e.g. "device H100: 74.5 GiB minus 10% headroom"
     build_seconds: float = 0.0  # strategies and cost tables, before the solve
+    # Live bytes per rank while IR node memory_timeline[0][k] runs: memory_timeline[1][k]
+    # (parameters and optimizer state come on top); the solve's (seconds, cost s, bound s).
+    memory_timeline: tuple = ((), ())
+    solver_progress: tuple = ()
+
+
+def _timeline_of(doc) -> tuple:
+    if not doc:
+        return ((), ())
+    nodes, sizes = tuple(int(x) for x in doc["node"]), tuple(int(x) for x in doc["bytes"])
+    if len(nodes) != len(sizes):
+        raise ValueError("memory_timeline: 'node' and 'bytes' differ in length")
+    return (nodes, sizes)
+
+
+def _progress_of(doc) -> tuple:
+    if not doc:
+        return ()
+    cols = [doc["seconds"], doc["cost"], doc["bound"]]
+    if len({len(c) for c in cols}) != 1:
+        raise ValueError("solver_progress: 'seconds', 'cost' and 'bound' differ in length")
+    return tuple((float(a), float(b), float(c)) for a, b, c in zip(*cols))
 
 
 @dataclass
@@ -95,6 +128,8 @@ class Plan:
     summary: PlanSummary
     graph: object = None
     joint: object = None
+    options: str = ""  # the planner options (JSON) this plan was made with
+    module_calls: list = dataclasses.field(default_factory=list)  # _trace.ModuleCall dicts, in call order
 
     FORMAT_VERSION: ClassVar[int] = _C.PLAN_FORMAT_VERSION
 
@@ -142,7 +177,12 @@ class Plan:
             nodes = [NodePlan(name=n["name"], op=n["op"], inputs=tuple(n["strategy"]["inputs"]),
                               outputs=tuple(n["strategy"]["outputs"]), compute_s=float(n["compute_s"]),
                               comm_s=float(n["comm_s"]), family=n.get("family", ""),
-                              num_strategies=int(n.get("num_strategies", 0)), fell_back=bool(n.get("fell_back")))
+                              num_strategies=int(n.get("num_strategies", 0)), fell_back=bool(n.get("fell_back")),
+                              bytes=int(n.get("bytes", 0)),
+                              redistributions=tuple(dict(r) for r in n.get("redistributions", ())),
+                              region=str(n.get("region", "")), module=str(n.get("module", "")),
+                              phase=str(n.get("phase", "")),
+                              seq_nr=int(n.get("seq_nr", -1)))
                      for n in doc["nodes"]]
             sol = s["solver"]
             summary = PlanSummary(
@@ -156,9 +196,12 @@ class Plan:
                 device=s["device"], mode=s["mode"],
                 memory=MemoryEstimate(**{k: int(v) for k, v in (s.get("memory") or {}).items()}),
                 memory_limit=int(s.get("memory_limit", 0)), memory_limit_source=str(s.get("memory_limit_source", "")),
-                build_seconds=float(s.get("build_seconds", 0.0)))
+                build_seconds=float(s.get("build_seconds", 0.0)),
+                memory_timeline=_timeline_of(s.get("memory_timeline")),
+                solver_progress=_progress_of(s.get("solver_progress")))
             return cls(mesh_shape=tuple(mesh["shape"]), mesh_dim_names=tuple(mesh.get("dim_names") or ()) or None,
-                       nodes=nodes, summary=summary)
+                       nodes=nodes, summary=summary, options=str(doc.get("options", "")),
+                       module_calls=[dict(c) for c in doc.get("module_calls", ())])
         except KeyError as e:
             raise ValueError(f"{source}: missing field {e}") from None
         except (TypeError, ValueError, AttributeError) as e:
@@ -171,11 +214,19 @@ class Plan:
         for i, n in enumerate(self.nodes):
             d = {"name": n.name, "op": n.op, "strategy": {"inputs": list(n.inputs), "outputs": list(n.outputs)},
                  "compute_s": n.compute_s, "comm_s": n.comm_s}
+            if n.redistributions:
+                d["redistributions"] = [dict(r) for r in n.redistributions]
             if i + 1 < len(self.nodes):
                 d["family"] = n.family
                 d["num_strategies"] = n.num_strategies
+                d["bytes"] = n.bytes
                 if n.fell_back:
                     d["fell_back"] = True
+            for key in ("region", "module", "phase"):
+                if getattr(n, key):
+                    d[key] = getattr(n, key)
+            if n.seq_nr >= 0:
+                d["seq_nr"] = n.seq_nr
             nodes.append(d)
         solver = {"cost": str(s.solver.cost), "bound": s.solver.bound, "gap": s.solver.gap,
                   "seconds": s.solver.seconds, "status": s.solver.status}
@@ -190,7 +241,14 @@ class Plan:
                                                 for k, (a, b) in s.strategy_counts.items()},
                             "device": s.device, "mode": s.mode, "memory": dataclasses.asdict(s.memory),
                             "memory_limit": s.memory_limit, "memory_limit_source": s.memory_limit_source,
-                            "build_seconds": s.build_seconds}}
+                            "build_seconds": s.build_seconds,
+                            "memory_timeline": {"node": list(s.memory_timeline[0]),
+                                                "bytes": list(s.memory_timeline[1])},
+                            "solver_progress": {"seconds": [p[0] for p in s.solver_progress],
+                                                "cost": [p[1] for p in s.solver_progress],
+                                                "bound": [p[2] for p in s.solver_progress]}},
+                "options": self.options,
+                "module_calls": [dict(c) for c in self.module_calls]}
 
     def to_json(self) -> str:
         return json.dumps(self.to_document(), separators=(",", ":"))

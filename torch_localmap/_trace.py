@@ -48,6 +48,7 @@ class JointGraph:
     mutated_buffers: list = field(default_factory=list)  # FQNs, in mutation-output order
     backward: bool = True  # False: a forward-only graph (no_grad / nothing requires grad)
     training: bool = True  # module.training when traced
+    module_calls: list = field(default_factory=list)  # ModuleCall per submodule call, in call order
 
     @property
     def num_user_inputs(self) -> int:
@@ -162,7 +163,9 @@ def _trace_joint(module: torch.nn.Module, args, kwargs) -> JointGraph:
         out_spec = jd.out_spec
     _check_python_state(module, before)
     _merge_tied_state(gm, module)
-    return _joint_of(gm, leaves, in_spec, out_spec, module.training)
+    joint = _joint_of(gm, leaves, in_spec, out_spec, module.training)
+    joint.module_calls = list(where.calls)
+    return joint
 
 
 def _fake_like(x, mode):
@@ -171,6 +174,11 @@ def _fake_like(x, mode):
     if not isinstance(x, torch.Tensor):
         return x
     device = x.to_local().device if hasattr(x, "to_local") else x.device
+    if device.type == "meta":
+        # A model built on the meta device traces as CPU fake tensors: with meta tensors
+        # some ops reach their Meta kernel without autograd (nll_loss in 2.13: cross-entropy
+        # then has no backward at all). Fake tensors allocate nothing either way.
+        device = torch.device("cpu")
     with mode:
         return torch.empty(tuple(x.shape), dtype=x.dtype, device=device, requires_grad=x.requires_grad)
 
@@ -327,37 +335,72 @@ def _check_python_state(module: torch.nn.Module, before: dict) -> None:
             f"(self.register_buffer) and update it with tensor ops, or move the update out of forward.")
 
 
+MODULE_ANNOTATION = "tlm_module"  # node.meta["custom"] key: the module call that made the node
+
+
+@dataclass(frozen=True)
+class ModuleCall:
+    """One call of a submodule while tracing, in call order. `name` is the FQN for a
+    module's first call and "fqn@k" for its k-th repeat (as torch.export's unflatten
+    names repeated calls); the root module is ""."""
+
+    name: str
+    fqn: str
+    call: int
+    type: str
+    parent: str | None
+    depth: int
+
+
 @contextlib.contextmanager
 def _module_stack(module: torch.nn.Module):
-    """Tracks which submodule's forward is running (FQN), for error messages."""
-    stack: list = []
-    handles = []
-    def enter(name):
+    """Tracks which submodule's forward is running (FQN, for error messages) and labels
+    every traced node with the module call that made it (MODULE_ANNOTATION); backward
+    nodes inherit their forward node's label."""
+    stack: list = []  # (fqn, call name, annotation context)
+    calls: list = []
+    counts: dict = {}
+
+    def enter(fqn, sub):
         def hook(*_args):
-            stack.append(name)  # returns None: the hook changes nothing
+            if fqn == "":  # the root: tracing may run forward more than once; label the last run
+                calls.clear()
+                counts.clear()
+            k = counts.get(fqn, 0)
+            counts[fqn] = k + 1
+            name = fqn if k == 0 else f"{fqn}@{k}"
+            parent = stack[-1][1] if stack else None
+            calls.append(ModuleCall(name, fqn, k, type(sub).__name__, parent, len(stack)))
+            ctx = _torch_private.node_annotation(MODULE_ANNOTATION, name)
+            ctx.__enter__()
+            stack.append((fqn, name, ctx))  # returns None: the hook changes nothing
         return hook
 
     def leave(*_args):
         if stack:
-            stack.pop()
+            stack.pop()[2].__exit__(None, None, None)
 
+    handles = []
     for name, sub in module.named_modules():
-        handles.append(sub.register_forward_pre_hook(enter(name)))
-        handles.append(sub.register_forward_hook(leave))
-    where = _Where(stack)
+        handles.append(sub.register_forward_pre_hook(enter(name, sub)))
+        handles.append(sub.register_forward_hook(leave, always_call=True))
+    where = _Where(stack, calls)
     try:
         yield where
     finally:
+        while stack:
+            stack.pop()[2].__exit__(None, None, None)
         for h in handles:
             h.remove()
 
 
 class _Where:
-    def __init__(self, stack):
+    def __init__(self, stack, calls):
         self.stack = stack
+        self.calls = calls
 
     def module(self) -> str:
-        return self.stack[-1] if self.stack else ""
+        return self.stack[-1][0] if self.stack else ""
 
 
 _HINTS = (

@@ -10,6 +10,7 @@ from ._mesh import mesh_shape_and_names
 from ._runtime.failures import failure_scope
 from ._plan_types import NodePlan, Plan, PlanSummary, SolverSummary  # noqa: F401  (public via this module)
 from ._ir_export import export_graph
+from ._node_origin import label_plan_nodes
 from ._trace import JointGraph, trace_joint
 
 
@@ -131,9 +132,10 @@ def plan_joint(joint: JointGraph, mesh, *, node_extra=None, timeout=None, **opti
     if options.get("outputs", "free") == "free" and "replicated_outputs" not in options:
         options["replicated_outputs"] = _outputs_in_computing_containers(joint, exported)
     timeout = DEFAULT_TIMEOUT if timeout is None else as_timeout(timeout)
-    plan = Plan.from_document(json.loads(_agreed_plan_json(exported.to_json(), plan_options(**options), mesh,
-                                                          timeout)))
-    plan.graph, plan.joint = exported, joint
+    options_json = plan_options(**options)
+    plan = Plan.from_document(json.loads(_agreed_plan_json(exported.to_json(), options_json, mesh, timeout)))
+    plan.graph, plan.joint, plan.options = exported, joint, options_json
+    label_plan_nodes(plan, exported, joint)
     if plan.summary.solver.note:  # the plan is still valid, but was found without the MILP phases
         warnings.warn(f"torch_localmap: {plan.summary.solver.note}", stacklevel=3)
     s = plan.summary

@@ -72,6 +72,8 @@ MemoryEstimate estimate_memory(const Graph& g, const std::vector<OpStrategy>& ch
     }
     live += own;
     if (is_grad[i]) live_grads += own;
+    m.timeline_nodes.push_back(i);
+    m.timeline_bytes.push_back(live + transient);
     if (live + transient > best) {
       best = live + transient;
       best_grads = live_grads;

@@ -22,6 +22,11 @@ struct MemoryEstimate {
   int64_t optimizer_state = 0;  // optimizer_states x the parameter shards (AdamW: 2)
   int64_t activations = 0;      // live values at the step's peak, gradients made so far excluded
   int64_t peak = 0;             // parameters + optimizer state + the step's live values at its peak
+  // The step's live values (activations, gradients, redistributed inputs) while each
+  // non-state node runs, for reports: timeline_bytes[k] during IR node timeline_nodes[k].
+  // Parameters and optimizer state come on top, for the whole step.
+  std::vector<int> timeline_nodes;
+  std::vector<int64_t> timeline_bytes;
 };
 
 // `chosen`: the strategy per node, the output node's (its inputs: each graph

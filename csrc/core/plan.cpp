@@ -2,7 +2,33 @@
 
 #include <algorithm>
 
+#include "core/redistribute.h"
+
 namespace tlm {
+namespace {
+
+// "all_gather over mesh dim 1", one entry per step that communicates (local chunks and
+// rewrites are left out: they move nothing between ranks).
+std::vector<std::string> collectives_of(const TensorMeta& t, const Mesh& mesh, const PlacementSpec& from,
+                                        const PlacementSpec& to) {
+  std::vector<std::string> out;
+  RedistributePlan rp;
+  try {
+    rp = plan_redistribute(t.shape, mesh, from, to);
+  } catch (const InvalidArgument&) {
+    return {"refused by DTensor"};  // the solver never picks such a pair; kept readable if it did
+  }
+  for (const CollectiveStep& s : rp.steps) {
+    if (s.kind == CollectiveKind::LocalChunk || s.kind == CollectiveKind::LocalPartition) continue;
+    std::string mesh_dim = mesh.dim_names.size() > static_cast<size_t>(s.mesh_dim) && !mesh.dim_names[s.mesh_dim].empty()
+                               ? "'" + mesh.dim_names[s.mesh_dim] + "'"
+                               : std::to_string(s.mesh_dim);
+    out.push_back(std::string(to_string(s.kind)) + " over mesh dim " + mesh_dim);
+  }
+  return out;
+}
+
+}  // namespace
 
 Plan make_plan(const Graph& g, const std::vector<NodeStrategies>& strat, CostTables& t,
                const solver::SolveResult& res, const std::string& device, const std::string& mode,
@@ -19,9 +45,16 @@ Plan make_plan(const Graph& g, const std::vector<NodeStrategies>& strat, CostTab
     pn.op = g.nodes[i].op;
     pn.strategy = chosen(i);
     pn.compute_s = to_seconds(t.problem.nodes[i].strategies[sol[i]].cost);
+    pn.bytes = t.problem.nodes[i].strategies[sol[i]].usage;
     for (size_t k = 0; k < g.nodes[i].tensor_inputs.size(); ++k) {
       const TensorRef& r = g.nodes[i].tensor_inputs[k];
-      pn.comm_s += to_seconds(t.redist.get(g.meta(r), chosen(r.node).outputs[r.output], pn.strategy.inputs[k]));
+      const PlacementSpec& from = chosen(r.node).outputs[r.output];
+      const double seconds = to_seconds(t.redist.get(g.meta(r), from, pn.strategy.inputs[k]));
+      pn.comm_s += seconds;
+      if (from != pn.strategy.inputs[k])
+        pn.redistributions.push_back(PlannedRedistribution{static_cast<int>(k), r.node, from, pn.strategy.inputs[k],
+                                                           seconds,
+                                                           collectives_of(g.meta(r), g.mesh, from, pn.strategy.inputs[k])});
     }
     pn.family = strat[i].family;
     pn.num_strategies = static_cast<int64_t>(strat[i].strategies.size());
@@ -46,7 +79,13 @@ Plan make_plan(const Graph& g, const std::vector<NodeStrategies>& strat, CostTab
     }
     const OutputSink& sink = t.sinks[s];
     const PlacementSpec& dst = sink.specs.at(sol[sink.problem_node]);
-    out.comm_s += to_seconds(t.redist.get(g.meta(sink.ref), chosen(sink.ref.node).outputs[sink.ref.output], dst));
+    const PlacementSpec& from = chosen(sink.ref.node).outputs[sink.ref.output];
+    const double seconds = to_seconds(t.redist.get(g.meta(sink.ref), from, dst));
+    out.comm_s += seconds;
+    if (from != dst)
+      out.redistributions.push_back(PlannedRedistribution{static_cast<int>(out.strategy.inputs.size()), sink.ref.node,
+                                                          from, dst, seconds,
+                                                          collectives_of(g.meta(sink.ref), g.mesh, from, dst)});
     out.strategy.inputs.push_back(dst);
   }
   sum.comm_s += out.comm_s;

@@ -18,6 +18,16 @@
 
 namespace tlm {
 
+// One input of a node that the plan moves: what it was made in, what the node
+// takes, what that costs and the collectives that do it (redistribute.h).
+struct PlannedRedistribution {
+  int input = 0;     // position among the node's tensor inputs
+  int producer = 0;  // IR node that makes the tensor
+  PlacementSpec from, to;
+  double seconds = 0;
+  std::vector<std::string> collectives;  // e.g. "all_gather over mesh dim 1"
+};
+
 struct PlannedNode {
   std::string name;
   std::string op;
@@ -28,9 +38,16 @@ struct PlannedNode {
   OpStrategy strategy;
   double compute_s = 0;  // this node's compute under its strategy
   double comm_s = 0;     // redistribution of its inputs into the strategy's input specs
+  int64_t bytes = 0;     // its outputs per rank (parameters: with their optimizer state)
   std::string family;
   int64_t num_strategies = 0;
   bool fell_back = false;  // no sharding rule: replicate-only
+  std::vector<PlannedRedistribution> redistributions;  // inputs whose spec changes, for reports
+};
+
+// The solver's progress: its best cost and its bound at a time since the solve began.
+struct ProgressPoint {
+  double seconds = 0, cost = 0, bound = 0;
 };
 
 struct SolverSummary {
@@ -56,6 +73,7 @@ struct PlanSummary {
   std::vector<std::string> fallback_ops;  // ops that had no rule, in graph order
   std::map<std::string, FamilyCount> strategy_counts;
   std::string device, mode;
+  std::vector<ProgressPoint> solver_progress;  // as the solve went (plan_graph records it)
 };
 
 struct Plan {

@@ -93,9 +93,24 @@ json::Value node_json(const PlannedNode& n, bool output_node) {
   jn.set("strategy", js);
   jn.set("compute_s", n.compute_s);
   jn.set("comm_s", n.comm_s);
+  if (!n.redistributions.empty()) {
+    json::Value::Array rs;
+    for (const PlannedRedistribution& r : n.redistributions) {
+      json::Value jr;
+      jr.set("input", r.input);
+      jr.set("producer", r.producer);
+      jr.set("from", to_string(r.from));
+      jr.set("to", to_string(r.to));
+      jr.set("seconds", r.seconds);
+      jr.set("collectives", json::Value(r.collectives));
+      rs.push_back(std::move(jr));
+    }
+    jn.set("redistributions", json::Value(std::move(rs)));
+  }
   if (output_node) return jn;
   jn.set("family", n.family);
   jn.set("num_strategies", n.num_strategies);
+  jn.set("bytes", n.bytes);
   if (n.fell_back) jn.set("fell_back", true);
   return jn;
 }
@@ -116,6 +131,22 @@ json::Value summary_json(const PlanSummary& s) {
   mem.set("activations", s.memory.activations);
   mem.set("peak", s.memory.peak);
   j.set("memory", mem);
+  // For reports: live bytes while each node runs (memory_estimate.h) and the solve's progress.
+  json::Value timeline;
+  timeline.set("node", json::Value(s.memory.timeline_nodes));
+  timeline.set("bytes", json::Value(s.memory.timeline_bytes));
+  j.set("memory_timeline", timeline);
+  json::Value progress;
+  std::vector<double> seconds, cost, bound;
+  for (const ProgressPoint& p : s.solver_progress) {
+    seconds.push_back(p.seconds);
+    cost.push_back(p.cost);
+    bound.push_back(p.bound);
+  }
+  progress.set("seconds", json::Value(seconds));
+  progress.set("cost", json::Value(cost));
+  progress.set("bound", json::Value(bound));
+  j.set("solver_progress", progress);
   json::Value js;
   js.set("cost", solver::to_string(s.solver.cost));
   js.set("bound", s.solver.bound);

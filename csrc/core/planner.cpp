@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <mutex>
 
 #include "core/solver/solver.h"
 
@@ -70,6 +71,16 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt) {
   so.seed = opt.seed;
   so.threads = opt.threads;
   so.gap_tolerance = opt.gap_tolerance;
+  std::mutex progress_mutex;  // the solver reports from its threads
+  std::vector<ProgressPoint> progress;
+  so.on_progress = [&](double t, __int128 cost, double bound) {
+    const ProgressPoint point{t, to_seconds(static_cast<solver::Cost>(cost)), bound * 1e-12};
+    {
+      std::lock_guard<std::mutex> lock(progress_mutex);
+      progress.push_back(point);
+    }
+    if (opt.on_progress) opt.on_progress(point.seconds, point.cost, point.bound);
+  };
   solver::SolveResult result;
   try {
     result = solver::solve(p.tables.problem, so);
@@ -85,6 +96,9 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt) {
   plan.summary.memory_limit = p.limit.bytes;
   plan.summary.memory_limit_source = p.limit.source;
   plan.summary.build_seconds = built;
+  if (!result.solution.empty())  // the end point: the solver reports at most once a second
+    progress.push_back({result.seconds, to_seconds(static_cast<solver::Cost>(result.cost)), result.bound * 1e-12});
+  plan.summary.solver_progress = std::move(progress);
   return plan;
 }
 

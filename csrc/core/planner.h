@@ -17,6 +17,7 @@
 // semantics exactly.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -59,6 +60,9 @@ struct PlanOptions {
   int optimizer_states = 2;
   // The solve stops once its certified gap is at most this (solver.h).
   double gap_tolerance = 1e-3;
+  // Called as the solve improves (seconds, best cost in seconds, bound in seconds),
+  // from the solver's threads; the plan records the same points (solver_progress).
+  std::function<void(double, double, double)> on_progress;
 };
 
 // Share of the device's memory a default limit leaves unplanned: the CUDA

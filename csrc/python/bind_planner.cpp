@@ -4,6 +4,7 @@
 
 #include "python/bindings.h"
 #include "core/solver/problem_io.h"
+#include "core/explain.h"
 #include "core/plan_json.h"
 #include "core/overlap_schedule.h"
 #include "core/placement.h"
@@ -17,18 +18,65 @@ void bind_planner(py::module_& m) {
   m.attr("PLAN_FORMAT_VERSION") = kPlanFormatVersion;
   m.def(
       "plan",
-      [](const std::string& ir_json, const std::string& options_json) {
+      [](const std::string& ir_json, const std::string& options_json, py::object progress) {
         Graph g = read_graph(ir_json);
         PlanOptions opt = read_plan_options(options_json.empty() ? json::Value() : json::parse(options_json));
+        if (!progress.is_none())
+          opt.on_progress = [progress](double seconds, double cost, double bound) {
+            py::gil_scoped_acquire gil;
+            try {
+              progress(seconds, cost, bound);
+            } catch (py::error_already_set& e) {  // a display must not stop the solve
+              e.discard_as_unraisable("torch_localmap plan progress callback");
+            }
+          };
         std::optional<Plan> plan;
         {
           py::gil_scoped_release release;  // planning is pure C++; let other Python threads run
           plan = plan_graph(g, opt);
         }
+        opt.on_progress = nullptr;  // drops the callback's reference while the GIL is held
         return plan_to_json(*plan).dump();
       },
-      py::arg("ir_json"), py::arg("options_json") = "",
-      "Plans a whole IR graph in one call; returns the plan as JSON text.");
+      py::arg("ir_json"), py::arg("options_json") = "", py::arg("progress") = py::none(),
+      "Plans a whole IR graph in one call; returns the plan as JSON text. `progress(seconds, cost_s, "
+      "bound_s)` is called as the solve improves (from the solver's threads, with the GIL).");
+  m.def(
+      "explain",
+      [](const std::string& ir_json, const std::string& options_json, const std::string& plan_json, int node) {
+        Graph g = read_graph(ir_json);
+        PlanOptions opt = read_plan_options(options_json.empty() ? json::Value() : json::parse(options_json));
+        Plan plan = plan_from_json(json::parse(plan_json));
+        StrategyOptions so;
+        so.fallback_replicate = opt.fallback_replicate;
+        const CostModel cm = make_cost_model(opt.device, opt.calibration_json);
+        Explanation ex = explain_node(g, plan, cm, node, so, opt.optimizer_states, opt.mode == "train");
+        json::Value doc;
+        doc.set("node", ex.node);
+        doc.set("name", ex.name);
+        doc.set("op", ex.op);
+        json::Value::Array alts;
+        for (const Alternative& a : ex.alternatives) {
+          json::Value ja;
+          std::vector<std::string> ins, outs;
+          for (const auto& x : a.strategy.inputs) ins.push_back(x.empty() ? "" : to_string(x));
+          for (const auto& x : a.strategy.outputs) outs.push_back(to_string(x));
+          ja.set("inputs", json::Value(ins));
+          ja.set("outputs", json::Value(outs));
+          ja.set("compute_s", a.compute_s);
+          ja.set("comm_in_s", a.comm_in_s);
+          ja.set("comm_out_s", a.comm_out_s);
+          ja.set("bytes", a.bytes);
+          ja.set("chosen", a.chosen);
+          ja.set("possible", a.possible);
+          if (!a.why_not.empty()) ja.set("why_not", a.why_not);
+          alts.push_back(std::move(ja));
+        }
+        doc.set("alternatives", json::Value(std::move(alts)));
+        return doc.dump();
+      },
+      py::arg("ir_json"), py::arg("options_json"), py::arg("plan_json"), py::arg("node"),
+      "Every strategy of one node priced with the rest of the plan kept (core/explain.h), as JSON text.");
   m.def(
       "plan_problem",
       [](const std::string& ir_json, const std::string& options_json) {

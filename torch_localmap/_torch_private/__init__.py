@@ -582,3 +582,29 @@ def inductor_code_of(fn):
 
     with inductor_config.patch(fx_graph_cache=False), functorch_config.patch(enable_autograd_cache=False):
         return run_and_get_code(fn)
+
+
+def node_annotation(key: str, value):
+    """Context: nodes traced inside it get node.meta["custom"][key] = value; aot_autograd
+    copies a forward node's "custom" onto the backward nodes of the same autograd node
+    (torch.fx.traceback.annotate, 2.13; gradient accumulations stay unannotated)."""
+    from torch.fx import traceback as fx_traceback
+
+    return fx_traceback.annotate({key: value})
+
+
+def node_annotations(node: fx.Node) -> dict:
+    """What node_annotation recorded on `node` (empty when nothing was)."""
+    custom = node.meta.get("custom")
+    return custom if isinstance(custom, dict) else {}
+
+
+def autograd_sequence_nr(node: fx.Node) -> int:
+    """The autograd sequence number recorded at trace time: a backward node has the number
+    of the forward node it differentiates (-1: none recorded)."""
+    nr = node.meta.get("seq_nr")
+    return int(nr) if isinstance(nr, int) else -1
+
+
+def is_backward_node(node: fx.Node) -> bool:
+    return node.meta.get("partitioner_tag") == "is_backward" or bool(node.meta.get("autograd_backward"))
