@@ -10,16 +10,16 @@ JOBS ?= 2
 # Runtime and build requirements (pyproject.toml says the same for `pip install .`).
 # highspy: HiGHS is loaded through the C API the wheel exports; 1.16 exports none,
 # so the range is bounded (docs/architecture.md, "HiGHS").
-REQUIREMENTS = "torch==2.13.*" "numpy>=1.24,<3" "highspy>=1.7,<1.16" "pybind11>=2.12,<4" "ninja>=1.11,<2" \
-    "setuptools>=64,<90" "wheel<1"
+REQUIREMENTS = "torch==2.13.*" "numpy>=1.24,<3" "highspy>=1.7,<1.16" "tqdm>=4.60,<5" "pybind11>=2.12,<4" \
+    "ninja>=1.11,<2" "setuptools>=64,<90" "wheel<1"
 TEST_REQUIREMENTS = "pytest>=7,<10" "pytest-xdist>=3,<4" "pytest-timeout>=2,<3" "hypothesis>=6,<7" "rich>=13,<16" \
-    "tqdm>=4.60,<5" "transformers==5.23.0" "pillow>=9,<13" "expecttest>=0.2,<1"
+    "transformers==5.23.0" "pillow>=9,<13" "expecttest>=0.2,<1"
 # The model zoo's vision models. timm requires torchvision, whose PyPI wheels are CUDA builds:
 # installed without dependencies (no second torch) and made importable next to the CPU torch
 # by tools/torchvision_cpu_shim.py (installed as a .pth start-up hook of the venv).
 ZOO_NO_DEPS = "timm==1.0.31" "torchvision==0.28.0"
 
-.PHONY: install venv versions demo test test-cpp test-py test-fuzz gtest-dev verify-strategies
+.PHONY: install venv versions demo test test-cpp test-py test-fuzz gtest-dev chromium verify-strategies
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -42,12 +42,16 @@ demo: install
 
 # Every suite runs even when an earlier one fails; the summary names the failures
 # and the exit status is non-zero if any failed (test/run_all.sh).
-test: install gtest-dev versions
+test: install gtest-dev chromium versions
 	PY=$(PY) JOBS=$(JOBS) FUZZ_SECONDS=$(FUZZ_SECONDS) bash test/run_all.sh
 
 # GoogleTest comes from Debian (libgtest-dev); installed on first use.
 gtest-dev:
 	@test -f /usr/include/gtest/gtest.h || { apt-get update -qq && apt-get install -y -qq libgtest-dev cmake; }
+
+# Headless Chromium renders the HTML plan report in a test (test_report_html.py); from Debian.
+chromium:
+	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
 
 test-cpp: gtest-dev
 	cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=Release -DTLM_PYTHON=$(abspath $(PY)) > /dev/null

@@ -3,12 +3,13 @@
 Public API (see docs/user_guide.md):
   parallelize(model, mesh, example_inputs)   plan + shard a module, train with DTensor params
   plan_module(model, mesh, example_inputs)   plan only (a mesh shape simulates a mesh)
+  plan_factory("pkg.mod:build", mesh)        plan a model built on the meta device
   local_map(...)                             mark a function that runs on local shards
   with_sharding_constraint(x, placements)    pin a value's placements (and its gradient's)
   solve(problem)                             the strategy solver on its own
   torch.compile(model, backend="localmap", options={"mesh": mesh})   via an entry point
 
-Public submodules: `plan` (Plan and its parts), `solver`, `placements`, `cost_model`,
+Public submodules: `plan` (Plan and its parts), `report` (reading a plan), `solver`, `placements`, `cost_model`,
 `launch` (run_distributed for multi-process tests), `models`, `examples`. Modules whose
 names start with an underscore are internal.
 """
@@ -34,6 +35,7 @@ _PUBLIC = {
     "PlanSummary": ".plan",
     "SolverSummary": ".plan",
     "plan_module": ".plan",
+    "plan_factory": "._factory",
     "InfeasibleError": ".solver",
     "MilpUnavailableError": ".solver",
     "SolveResult": ".solver",
@@ -58,6 +60,10 @@ def __dir__():
     return sorted(set(globals()) | set(_PUBLIC))
 
 
+from . import _log  # noqa: E402  (logging and os only: the import stays cheap)
+
+_log.configure_from_env()
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -77,6 +83,7 @@ __all__ = [
     "load_problem",
     "local_map",
     "parallelize",
+    "plan_factory",
     "plan_module",
     "region_of",
     "solve",

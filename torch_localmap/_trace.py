@@ -19,6 +19,7 @@ import inspect
 import os
 import re
 import sys
+import time
 import traceback
 from dataclasses import dataclass, field
 
@@ -29,6 +30,9 @@ from . import _torch_private
 from ._local_map import RegionMutationError
 from ._integrations import tracing_context
 from ._torch_private import pytree
+from ._log import get_logger
+
+_log = get_logger(__name__)
 
 
 class UnsupportedModelError(ValueError):
@@ -110,7 +114,11 @@ def trace_joint(module: torch.nn.Module, args, kwargs=None, root_hooks: bool = T
         with _root_hooks_off(module):
             return trace_joint(module, args, kwargs)
     try:
-        return _trace_joint(module, args, kwargs)
+        t0 = time.perf_counter()
+        joint = _trace_joint(module, args, kwargs)
+        _log.info("traced %s: %d graph nodes, %d module calls, in %.2f s", type(module).__name__,
+                  len(joint.gm.graph.nodes), len(joint.module_calls), time.perf_counter() - t0)
+        return joint
     except UnsupportedModelError as e:
         # A plain dataclass in the output (ModelOutput-like, never registered): register it
         # as a pytree, as its fields are what the model returns, and trace again.

@@ -12,6 +12,10 @@ from ._plan_types import NodePlan, Plan, PlanSummary, SolverSummary  # noqa: F40
 from ._ir_export import export_graph
 from ._node_origin import label_plan_nodes
 from ._trace import JointGraph, trace_joint
+from ._log import get_logger
+from ._progress import SolveProgress
+
+_log = get_logger(__name__)
 
 
 def plan_options(mode="train", device="H100", time_limit=10.0, memory_limit="device", fixed_params=None,
@@ -57,7 +61,14 @@ def _spec_str(spec) -> str:
     return as_spec(spec)
 
 
-def _agreed_plan_json(ir_json: str, options_json: str, mesh, timeout) -> str:
+def _plan_json(ir_json: str, options_json: str, progress) -> str:
+    """One C++ planner call, with a progress bar on long solves (_progress.py)."""
+    time_limit = json.loads(options_json).get("time_limit", 10.0)
+    with SolveProgress(time_limit, enabled=progress, description="torch_localmap plan") as bar:
+        return _C.plan(ir_json, options_json, bar.update)
+
+
+def _agreed_plan_json(ir_json: str, options_json: str, mesh, timeout, progress=None) -> str:
     """Plans on one rank and broadcasts, so every rank runs the same plan even when a
     time-limited solve could end differently on different processes."""
     import torch.distributed as dist
@@ -65,7 +76,7 @@ def _agreed_plan_json(ir_json: str, options_json: str, mesh, timeout) -> str:
     from ._runtime.groups import world_group
 
     if not hasattr(mesh, "get_group") or not dist.is_initialized() or mesh.size() == 1:
-        return _C.plan(ir_json, options_json)
+        return _plan_json(ir_json, options_json, progress)
     if mesh.size() != dist.get_world_size():
         raise ValueError(f"mesh has {mesh.size()} devices but the world size is {dist.get_world_size()}; "
                          "expected a mesh covering every rank")
@@ -73,7 +84,7 @@ def _agreed_plan_json(ir_json: str, options_json: str, mesh, timeout) -> str:
     box = [None]
     if dist.get_rank() == src:
         try:
-            box[0] = ("ok", _C.plan(ir_json, options_json))
+            box[0] = ("ok", _plan_json(ir_json, options_json, progress))
         except (ValueError, RuntimeError) as e:  # every rank must raise, not hang
             box[0] = (type(e).__name__, str(e))
     with _torch_private.outside_fake_mode(), failure_scope():
@@ -122,9 +133,12 @@ def _outputs_in_computing_containers(joint: JointGraph, exported) -> list:
     return [t for t, inside in zip(targets, flags) if inside]
 
 
-def plan_joint(joint: JointGraph, mesh, *, node_extra=None, timeout=None, **options) -> Plan:
+def plan_joint(joint: JointGraph, mesh, *, node_extra=None, timeout=None, progress=None, **options) -> Plan:
     """Plans a traced joint graph. With a process group, rank 0 plans and broadcasts over
-    the runtime's world group (`timeout`: runtime/groups.py)."""
+    the runtime's world group (`timeout`: runtime/groups.py). `progress`: a bar on stderr for
+    solves longer than 2 s (None: when stderr is a terminal; True / False: always / never)."""
+    import time  # noqa: PLC0415
+
     from ._runtime.groups import DEFAULT_TIMEOUT, as_timeout
 
     shape, names = mesh_shape_and_names(mesh)
@@ -133,7 +147,14 @@ def plan_joint(joint: JointGraph, mesh, *, node_extra=None, timeout=None, **opti
         options["replicated_outputs"] = _outputs_in_computing_containers(joint, exported)
     timeout = DEFAULT_TIMEOUT if timeout is None else as_timeout(timeout)
     options_json = plan_options(**options)
-    plan = Plan.from_document(json.loads(_agreed_plan_json(exported.to_json(), options_json, mesh, timeout)))
+    t0 = time.perf_counter()
+    plan = Plan.from_document(json.loads(_agreed_plan_json(exported.to_json(), options_json, mesh, timeout,
+                                                          progress)))
+    s = plan.summary
+    _log.info("planned %d nodes on mesh %s in %.2f s (tables %.2f s, solve %.2f s, %s, gap %.3f%%): estimated "
+              "step %.4g s, peak %.2f GiB per rank", len(plan.nodes), "x".join(map(str, shape)),
+              time.perf_counter() - t0, s.build_seconds, s.solver.seconds, s.solver.status, 100 * s.solver.gap,
+              s.estimated_step_s, s.memory.peak / 2**30)
     plan.graph, plan.joint, plan.options = exported, joint, options_json
     label_plan_nodes(plan, exported, joint)
     if plan.summary.solver.note:  # the plan is still valid, but was found without the MILP phases

@@ -96,8 +96,10 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt) {
   plan.summary.memory_limit = p.limit.bytes;
   plan.summary.memory_limit_source = p.limit.source;
   plan.summary.build_seconds = built;
-  if (!result.solution.empty())  // the end point: the solver reports at most once a second
+  if (!result.solution.empty()) {  // the end point: the solver reports at most once a second
     progress.push_back({result.seconds, to_seconds(static_cast<solver::Cost>(result.cost)), result.bound * 1e-12});
+    if (opt.on_progress) opt.on_progress(progress.back().seconds, progress.back().cost, progress.back().bound);
+  }
   plan.summary.solver_progress = std::move(progress);
   return plan;
 }

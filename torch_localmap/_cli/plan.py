@@ -1,18 +1,46 @@
-"""`python -m torch_localmap plan`: plan a reference model on a simulated mesh."""
+"""`python -m torch_localmap plan`: plan a model on a simulated mesh and report the plan.
+
+    python -m torch_localmap plan --model llama --mesh 8x8
+    python -m torch_localmap plan --model mypkg.models:build --mesh 8x8 --inputs 16x8192:int64 \
+        --arg n_layers=32 --out plan.json --html plan.html --explain layers.0.attention.wq.weight
+
+A `package.module:factory` model is built on the meta device (no memory for its weights,
+_factory.py); the reference models (`llama`, `moe`, ...) are the bundled ones.
+"""
+import ast
+
 COMMAND = "plan"
-HELP = "plan a reference model on a simulated mesh (no process group needed) and print the plan"
+HELP = "plan a model (a reference one or your own factory) on a simulated mesh and report the plan"
 
 
 def add_arguments(parser):
-    parser.add_argument("--model", default="mlp", help="mlp, or a reference model: llama, llama_tied, moe, vit, cnn")
+    parser.add_argument("--model", default="mlp",
+                        help="mlp, a reference model (llama, llama_tied, moe, vit, cnn), or your own "
+                             "'package.module:factory' returning the module and example inputs (built on the meta "
+                             "device)")
+    parser.add_argument("--inputs", nargs="+", default=None, metavar="SPEC",
+                        help="example inputs for a factory: shapes with an optional dtype, e.g. 16x8192:int64 "
+                             "(replaces the inputs the factory returns)")
+    parser.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="keyword argument for the factory (value read as a Python literal); repeatable")
     parser.add_argument("--mesh", default="2x2", help="mesh shape, e.g. 8x8 or 2x2x2 (default 2x2)")
-    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--mesh-dim-names", default=None, help="names of the mesh dims, e.g. dp,tp")
+    parser.add_argument("--batch", type=int, default=8, help="batch of a reference model's example inputs")
     parser.add_argument("--device", default="H100", help="cost-model device: H100, H200, A100, B200, cpu")
     parser.add_argument("--time-limit", type=float, default=10.0, help="solver time limit in seconds")
     parser.add_argument("--memory-limit-gib", default="device",
                         help="per-rank memory limit in GiB, 'device' (the default: the device's memory minus 10%% "
                              "headroom) or 'none'")
+    parser.add_argument("--eval", action="store_true", help="plan an inference step (no backward)")
+    parser.add_argument("--depth", type=int, default=2, help="module report down to this depth (default 2)")
+    parser.add_argument("--graph", type=int, default=0, metavar="N",
+                        help="also print the first N nodes in graph order (what the solver sees)")
+    parser.add_argument("--explain", action="append", default=[], metavar="NAME",
+                        help="price the alternatives of one node or parameter against the plan; repeatable")
     parser.add_argument("--out", default=None, help="write the plan JSON here")
+    parser.add_argument("--html", default=None, help="write the self-contained HTML report here")
+    parser.add_argument("--report-json", default=None, help="write the report document (JSON) here")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on long solves")
 
 
 def parse_mesh(text: str):
@@ -37,13 +65,28 @@ def _memory_limit(text: str):
     return int(gib * 2**30)
 
 
-def run(args):
-    import time
+def _factory_kwargs(pairs):
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.isidentifier():
+            raise ValueError(f"--arg: expected KEY=VALUE with a Python identifier as KEY, got '{pair}'")
+        try:
+            out[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            out[key] = value  # a bare word is a string
+    return out
 
-    from ..plan import plan_module
-    from .._report import format_plan
 
-    mesh = parse_mesh(args.mesh)
+def _build(args):
+    """(module, example_args, example_kwargs) for --model."""
+    if ":" in args.model:
+        from .._factory import build_from_factory
+
+        return build_from_factory(args.model, args.inputs, **_factory_kwargs(args.arg))
+    if args.inputs or args.arg:
+        raise ValueError("--inputs and --arg are for a 'package.module:factory' model; the reference models take "
+                         "--batch")
     if args.model == "mlp":
         from ..examples.mlp import make_example
 
@@ -52,12 +95,47 @@ def run(args):
         from .. import models
 
         model, example = models.build(args.model, batch=args.batch)
+    return model, example, {}
+
+
+def run(args):
+    import time
+
+    import torch
+
+    from .. import report
+    from .._mesh import MeshSpec
+    from .._report import format_plan
+    from ..plan import plan_module
+
+    shape = parse_mesh(args.mesh)
+    names = tuple(n.strip() for n in args.mesh_dim_names.split(",")) if args.mesh_dim_names else None
+    mesh = MeshSpec(shape, names) if names else shape
     limit = _memory_limit(args.memory_limit_gib)
     t0 = time.perf_counter()
-    plan = plan_module(model, mesh, example, device=args.device, time_limit=args.time_limit, memory_limit=limit)
-    print(format_plan(plan))
-    print(f"planned in {time.perf_counter() - t0:.2f} s (trace + export + C++ plan)")
+    model, example_args, example_kwargs = _build(args)
+    model.train(not args.eval)
+    with torch.set_grad_enabled(not args.eval):  # an inference step: no backward in the graph
+        plan = plan_module(model, mesh, example_args, example_kwargs, device=args.device,
+                           time_limit=args.time_limit, memory_limit=limit, progress=False if args.no_progress else None)
+    elapsed = time.perf_counter() - t0
+    doc = report.build_report(plan)
+    print(report.format_modules(doc, max_depth=args.depth))
+    if args.graph:
+        print()
+        print(report.format_graph(doc, limit=args.graph))
+    for name in args.explain:
+        print()
+        print(report.format_explanation(report.explain(plan, name)))
+    print(format_plan(plan, max_ops=10))
+    print(f"planned in {elapsed:.2f} s (build + trace + export + C++ plan)")
     if args.out:
         plan.save(args.out)
         print(f"plan written to {args.out}")
+    if args.html:
+        report.write_report_html(plan, args.html)
+        print(f"HTML report written to {args.html}")
+    if args.report_json:
+        report.write_report_json(plan, args.report_json)
+        print(f"report JSON written to {args.report_json}")
     return 0
