@@ -74,7 +74,7 @@ function xticks(svg, px, xs, y) {
 function drawGrid() {
   const svg = document.getElementById("chart-grid"), g = R.grid;
   if (!g.rows.length) { note(svg, "no parameters"); return done(svg, 0); }
-  const cw = Math.max(70, Math.min(140, 900 / g.columns.length)), ch = 18, left = 160, top = 120;
+  const cw = Math.max(60, Math.min(140, 860 / g.columns.length)), ch = 18, left = 160, top = 120;
   svg.setAttribute("width", left + cw * g.columns.length + 20);
   svg.setAttribute("height", top + ch * g.rows.length + 10);
   let shapes = 0;

@@ -280,7 +280,7 @@ def _bytes(n: float) -> str:
 
 def _collectives(phase: dict) -> str:
     parts = [f"{k} x{v['count']} ({_time(v['seconds'])})" for k, v in sorted(phase["collectives"].items())]
-    return ", ".join(parts) or "none"
+    return ", ".join(parts) or "no collective"  # comm without one: local chunks and copies
 
 
 def _specs(specs: list, limit: int = 4) -> str:
