@@ -31,7 +31,8 @@ run_suite "ctest (GoogleTest)" ctest --test-dir build/cmake --output-on-failure 
 run_suite "reader fuzzers (ASan+UBSan)" bash -c \
   "build/cmake/solver_fuzz $((FUZZ_SECONDS * 2 / 3)) && build/cmake/json_fuzz $((FUZZ_SECONDS / 3))"
 run_suite "verify-strategies" "$PY" -m torch_localmap verify-strategies
-run_suite "pytest" "$PY" -m pytest -n "$JOBS" -q test/python
+# --durations: the slowest tests in the log, so a suite that grows shows where.
+run_suite "pytest" "$PY" -m pytest -n "$JOBS" -q --durations=15 test/python
 
 echo
 echo "=== summary"

@@ -14,6 +14,8 @@ import html
 import json
 import math
 
+from .report import _bytes
+
 _STYLE = """
 body { font: 13px/1.4 system-ui, sans-serif; margin: 24px; color: #1d2330; background: #fff; }
 h1 { font-size: 20px; margin: 0 0 4px; } h2 { font-size: 15px; margin: 28px 0 6px; }
@@ -229,13 +231,6 @@ def _card(label: str, value: str) -> str:
     return f'<div class="card">{html.escape(label)}<b>{html.escape(value)}</b></div>'
 
 
-def _fmt_bytes(n: float) -> str:
-    for unit, size in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
-        if abs(n) >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{int(n)} B"
-
-
 def _fmt_time(s: float) -> str:
     return f"{s:.3f} s" if s >= 1 else f"{s * 1e3:.3f} ms"
 
@@ -253,7 +248,7 @@ def render_html(report: dict) -> str:
     cards = [
         _card("estimated step", _fmt_time(s["estimated_step_s"])),
         _card("compute / communication", f"{_fmt_time(s['compute_s'])} / {_fmt_time(s['comm_s'])}"),
-        _card("peak memory per rank", _fmt_bytes(mem["peak"]) + (f" of {_fmt_bytes(limit)}" if limit > 0 else "")),
+        _card("peak memory per rank", _bytes(mem["peak"]) + (f" of {_bytes(limit)}" if limit > 0 else "")),
         _card("solver", f"gap {100 * s['solver']['gap']:.3f}% ({s['solver']['status']}, "
                         f"{s['solver']['seconds']:.1f} s)"),
     ]

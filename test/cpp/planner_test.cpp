@@ -3,25 +3,12 @@
 #include "core/plan_json.h"
 #include "core/planner.h"
 #include "core/solver/solver.h"
+#include "planner_test_util.h"
 
 using namespace tlm;
+using tlm_test::training_graph;
 
 namespace {
-
-// w (param) and x (input) of n x n; loss = sum(x @ w); a stand-in "gradient" of w = x^T x.
-std::string training_graph(int64_t n, const char* mesh) {
-  std::string sz = std::to_string(n);
-  std::string t = R"({"shape": [)" + sz + "," + sz + R"(], "dtype": "float32"})";
-  return std::string(R"({"mesh": {"shape": )") + mesh + R"(}, "nodes": [
-    {"name": "w", "op": "placeholder", "role": "param", "extra": {"target": "w"}, "outputs": [)" + t + R"(]},
-    {"name": "x", "op": "placeholder", "role": "input", "extra": {"target": "0"}, "outputs": [)" + t + R"(]},
-    {"name": "y", "op": "aten.mm.default", "args": [{"t": [1, 0]}, {"t": [0, 0]}], "outputs": [)" + t + R"(]},
-    {"name": "loss", "op": "aten.sum.default", "args": [{"t": [2, 0]}], "outputs": [{"shape": [], "dtype": "float32"}]},
-    {"name": "xt", "op": "aten.t.default", "args": [{"t": [1, 0]}], "outputs": [)" + t + R"(]},
-    {"name": "gw", "op": "aten.mm.default", "args": [{"t": [4, 0]}, {"t": [1, 0]}], "outputs": [)" + t + R"(]},
-    {"name": "output", "op": "output", "args": [[{"t": [3, 0]}, {"t": [5, 0]}]],
-     "extra": {"roles": ["output", "grad"], "targets": ["0", "w"]}}]})";
-}
 
 const json::Value& node(const json::Value& plan, size_t i) { return plan.at("nodes").as_array().at(i); }
 std::string out_spec(const json::Value& plan, size_t i) {
