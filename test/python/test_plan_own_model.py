@@ -104,6 +104,17 @@ def test_cli_plans_a_factory_and_writes_plan_html_and_report(user_dir):
     assert "<svg" in html.read_text() and r.stderr == ""  # no progress bar when stderr is not a terminal
 
 
+def test_cli_writes_plan_json_and_html_by_default_for_a_factory(user_dir):
+    r = subprocess.run([sys.executable, "-m", "torch_localmap", "plan", "--model", "user_models_issue18:build_with_inputs",
+                        "--mesh", "4", "--time-limit", "2", "--depth", "0"],
+                       capture_output=True, text=True, cwd=user_dir, timeout=300,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join([str(user_dir)] + sys.path)})
+    assert r.returncode == 0, r.stderr
+    assert Plan.load(user_dir / "plan.json").mesh_shape == (4,)
+    assert (user_dir / "plan.html").read_text().startswith("<!DOCTYPE html>")
+    assert "plan written to plan.json" in r.stdout and "HTML report written to plan.html" in r.stdout
+
+
 def test_cli_factory_errors_are_one_line(user_dir):
     r = subprocess.run([sys.executable, "-m", "torch_localmap", "plan", "--model", "user_models_issue18:build",
                         "--mesh", "2x2"], capture_output=True, text=True, cwd=user_dir, timeout=300,

@@ -37,8 +37,10 @@ def add_arguments(parser):
                         help="also print the first N nodes in graph order (what the solver sees)")
     parser.add_argument("--explain", action="append", default=[], metavar="NAME",
                         help="price the alternatives of one node or parameter against the plan; repeatable")
-    parser.add_argument("--out", default=None, help="write the plan JSON here")
-    parser.add_argument("--html", default=None, help="write the self-contained HTML report here")
+    parser.add_argument("--out", default=None,
+                        help="write the plan JSON here (a factory model: plan.json unless given)")
+    parser.add_argument("--html", default=None,
+                        help="write the self-contained HTML report here (a factory model: plan.html unless given)")
     parser.add_argument("--report-json", default=None, help="write the report document (JSON) here")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on long solves")
 
@@ -108,6 +110,9 @@ def run(args):
     from .._report import format_plan
     from ..plan import plan_module
 
+    if ":" in args.model:  # your own model: its plan and page are what you came for
+        args.out = args.out or "plan.json"
+        args.html = args.html or "plan.html"
     shape = parse_mesh(args.mesh)
     names = tuple(n.strip() for n in args.mesh_dim_names.split(",")) if args.mesh_dim_names else None
     mesh = MeshSpec(shape, names) if names else shape
