@@ -26,18 +26,20 @@ def _time(seconds: float) -> str:
     return f"{seconds * 1e3:.4g} ms" if seconds < 1 else f"{seconds:.4g} s"
 
 
-def describe(cost: float, bound: float) -> str:
-    """'cost 4.77 ms, bound 4.75 ms, gap 0.42%' (cost and bound are estimated step seconds)."""
+def describe(cost: float, bound: float, fmt=_time) -> str:
+    """'cost 4.77 ms, bound 4.75 ms, gap 0.42%' (`fmt` formats a cost: the planner's are
+    estimated step seconds; a problem file's are its own units)."""
+    cost, bound = float(cost), float(bound)
     gap = (cost - bound) / cost if cost > 0 and math.isfinite(bound) else float("nan")
     gap_text = f"{100 * gap:.2f}%" if math.isfinite(gap) else "n/a"
-    bound_text = _time(bound) if math.isfinite(bound) else "none yet"
-    return f"cost {_time(cost)}, bound {bound_text}, gap {gap_text}"
+    bound_text = fmt(bound) if math.isfinite(bound) else "none yet"
+    return f"cost {fmt(cost)}, bound {bound_text}, gap {gap_text}"
 
 
 class SolveProgress:
     """Context manager around one solve; pass `update` to the planner as its progress callback."""
 
-    def __init__(self, time_limit: float, enabled=None, file=None, description: str = "solving"):
+    def __init__(self, time_limit: float, enabled=None, file=None, description: str = "solving", fmt=_time):
         if enabled not in (None, True, False):
             raise ValueError(f"progress: expected True, False or None (a bar when stderr is a terminal), "
                              f"got {enabled!r}")
@@ -47,6 +49,7 @@ class SolveProgress:
         self.enabled = enabled
         self.time_limit = max(float(time_limit), 1e-3)
         self.description = description
+        self.fmt = fmt
         self.latest = None  # (seconds, cost, bound): written by solver threads, read by the ticker
         self._stop = threading.Event()
         self._thread = None
@@ -55,7 +58,7 @@ class SolveProgress:
 
     def update(self, seconds: float, cost: float, bound: float) -> None:
         self.latest = (seconds, cost, bound)
-        _log.debug("solve at %.2f s: %s", seconds, describe(cost, bound))
+        _log.debug("solve at %.2f s: %s", seconds, describe(cost, bound, self.fmt))
 
     def __enter__(self):
         self._t0 = time.monotonic()
@@ -90,5 +93,5 @@ class SolveProgress:
         elapsed = min(time.monotonic() - self._t0, self.time_limit)
         self._bar.n = round(elapsed, 1)
         latest = self.latest
-        self._bar.set_postfix_str(describe(latest[1], latest[2]) if latest else "no plan yet", refresh=False)
+        self._bar.set_postfix_str(describe(latest[1], latest[2], self.fmt) if latest else "no plan yet", refresh=False)
         self._bar.refresh()

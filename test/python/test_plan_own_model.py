@@ -158,6 +158,48 @@ def test_plan_module_drives_the_bar_from_the_solver(monkeypatch, capfd):
     assert plan.summary.solver_progress  # the same points the bar showed
 
 
+def _run_on_a_terminal(cmd, timeout=120) -> str:
+    """Runs `cmd` with stderr on a pseudo-terminal of 140 columns; returns what it drew there."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+    import time
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 140, 0, 0))
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=slave, stdin=subprocess.DEVNULL)
+    os.close(slave)
+    out, deadline = b"", time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(master, 1 << 16)
+            except OSError:  # the child closed its end
+                break
+            if not chunk:
+                break
+            out += chunk
+        elif p.poll() is not None:
+            break
+    p.kill()
+    p.wait()
+    os.close(master)
+    return out.decode(errors="replace")
+
+
+def test_solve_command_draws_the_bar_on_a_terminal():
+    from torch_localmap.solver import iopddl_suite_dir
+
+    path = os.path.join(iopddl_suite_dir(), "asplos-2025-iopddl-K.json.gz")
+    if not os.path.isfile(path):
+        pytest.skip("IOPDDL suite not found (set TLM_SHARED_DIR)")
+    drawn = _run_on_a_terminal([sys.executable, "-m", "torch_localmap", "solve", path, "--time-limit", "4"])
+    assert "asplos-2025-iopddl-K: 100%|" in drawn and ", gap " in drawn and "bound " in drawn, drawn[-500:]
+
+
 # ---- logging -----------------------------------------------------------------------------
 
 def _plan_in_subprocess(env):

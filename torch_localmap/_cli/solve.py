@@ -104,6 +104,7 @@ def run(args) -> int:
         raise ValueError(f"--threads: expected at least 1, got {args.threads}")
     if args.out:
         _check_out_path(args.out)
+    from .._progress import SolveProgress  # noqa: PLC0415
     from ..solver import load_problem, solve  # noqa: PLC0415  (keeps `--help` fast)
 
     t_read = time.monotonic()
@@ -120,14 +121,20 @@ def run(args) -> int:
         left = minimum
     last = [0.0]
 
-    def progress(seconds, cost, bound):
+    def progress(seconds, cost, bound):  # a log: one line per improvement, at most every 2 s
         if args.quiet or seconds - last[0] < 2.0:
             return
         last[0] = seconds
         print(f"  [{seconds:7.1f}s] cost={cost} bound={format_bound(bound)}", file=sys.stderr, flush=True)
 
-    r = solve(problem, time_limit=left, seed=args.seed, threads=args.threads, exact=args.exact, progress=progress,
-              gap_tolerance=args.gap_tolerance, options=options)
+    # On a terminal: a progress bar (cost, bound, gap) instead of the lines.
+    bar = SolveProgress(left, enabled=not args.quiet and sys.stderr.isatty(), description=name[:30],
+                        fmt=lambda v: f"{v:.6g}")
+    with bar:
+        r = solve(problem, time_limit=left, seed=args.seed, threads=args.threads, exact=args.exact,
+                  progress=bar.update if bar.enabled else progress, gap_tolerance=args.gap_tolerance,
+                  options=options)
+        bar.update(r.seconds, r.cost, r.bound)  # the bar ends on the result, not the last report
     if args.out:
         extra = f'"bound":{format_bound(r.bound)},"gap":{r.gap!r},"seconds":{r.seconds!r},"status":"{r.status}"'
         with open(args.out, "w") as f:
