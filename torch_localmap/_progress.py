@@ -54,6 +54,7 @@ class SolveProgress:
         self._stop = threading.Event()
         self._thread = None
         self._bar = None
+        self._tqdm = None
         self._t0 = 0.0
 
     def update(self, seconds: float, cost: float, bound: float) -> None:
@@ -63,6 +64,9 @@ class SolveProgress:
     def __enter__(self):
         self._t0 = time.monotonic()
         if self.enabled:
+            from tqdm import tqdm  # a runtime dependency (pyproject.toml): missing, it fails here, loudly
+
+            self._tqdm = tqdm
             self._thread = threading.Thread(target=self._run, name="torch_localmap-progress", daemon=True)
             self._thread.start()
         return self
@@ -85,9 +89,7 @@ class SolveProgress:
 
     def _draw(self):
         if self._bar is None:
-            from tqdm import tqdm  # a runtime dependency (pyproject.toml)
-
-            self._bar = tqdm(total=round(self.time_limit, 1), desc=self.description, unit="s", file=self.file,
+            self._bar = self._tqdm(total=round(self.time_limit, 1), desc=self.description, unit="s", file=self.file,
                              bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total} s{postfix}",
                              dynamic_ncols=True, leave=True)
         elapsed = min(time.monotonic() - self._t0, self.time_limit)
