@@ -214,8 +214,7 @@ def _grid(report: dict) -> dict:
     """The layer grid, or (a model without numbered layers) one row per module owning parameters."""
     if report["layers"]["rows"]:
         return report["layers"]
-    root = next((m for m in report["modules"] if m["name"] == ""), None)
-    params = root["params"] if root else {}
+    params = report.get("params") or {}
     rows, columns = [], []
     for fqn in params:
         owner, _, leaf = fqn.rpartition(".")

@@ -27,7 +27,8 @@ def label_plan_nodes(plan, exported, joint) -> None:
         fx_node = exported.fx_nodes[i] if i < len(exported.fx_nodes) else None
         if ir.op == "placeholder":
             region = _owner_of(ir.target) if ir.role in ("param", "buffer") else ""
-            labelled.append(dataclasses.replace(node, region=region, module=region, phase="input"))
+            labelled.append(dataclasses.replace(node, region=region, module=region, phase="input", role=ir.role,
+                                                target=str(ir.target)))
             continue
         if ir.op == "output" or fx_node is None:
             labelled.append(dataclasses.replace(node, phase="output"))

@@ -43,6 +43,8 @@ class NodePlan:
     module: str = ""  # the module call, also for nodes of a local_map region
     phase: str = ""  # "input" | "forward" | "backward" | "output"
     seq_nr: int = -1
+    role: str = ""  # placeholders: "param" | "buffer" | "input" ...
+    target: str = ""  # placeholders: the parameter / buffer FQN or input name
 
 
 @dataclass(frozen=True)
@@ -141,7 +143,10 @@ class Plan:
         return self.nodes[-1].inputs
 
     def param_placements(self) -> dict:
-        """{parameter FQN: spec string} in parameter order."""
+        """{parameter FQN: spec string} in parameter order (a plan read from a file: from the
+        placeholders' labels it was saved with)."""
+        if self.graph is None and any(n.role == "param" for n in self.nodes):
+            return {n.target: n.outputs[0] for n in self.nodes if n.role == "param"}
         return {n.target: self.nodes[i].outputs[0] for i, n in self._graph().placeholders() if n.role == "param"}
 
     def state_placements(self) -> dict:
@@ -182,7 +187,8 @@ class Plan:
                               redistributions=tuple(dict(r) for r in n.get("redistributions", ())),
                               region=str(n.get("region", "")), module=str(n.get("module", "")),
                               phase=str(n.get("phase", "")),
-                              seq_nr=int(n.get("seq_nr", -1)))
+                              seq_nr=int(n.get("seq_nr", -1)), role=str(n.get("role", "")),
+                              target=str(n.get("target", "")))
                      for n in doc["nodes"]]
             sol = s["solver"]
             summary = PlanSummary(
@@ -222,7 +228,7 @@ class Plan:
                 d["bytes"] = n.bytes
                 if n.fell_back:
                     d["fell_back"] = True
-            for key in ("region", "module", "phase"):
+            for key in ("region", "module", "phase", "role", "target"):
                 if getattr(n, key):
                     d[key] = getattr(n, key)
             if n.seq_nr >= 0:

@@ -103,7 +103,7 @@ def _module_entries(plan) -> list:
                         seen_out.add(j)
                         e["outputs"].extend(nodes[j].outputs[:1])
 
-    params = plan.param_placements() if graph is not None else {}
+    params = _params(plan)
     for e in entries.values():
         prefix = e["fqn"] + "." if e["fqn"] else ""
         e["params"] = {k: v for k, v in params.items() if k.startswith(prefix)}
@@ -118,6 +118,14 @@ def _module_entries(plan) -> list:
                       "memory": e["activation_bytes"] / made if made > 0 else 0.0}
     _compare_repeated_calls(entries, members, nodes)
     return [entries[c["name"]] for c in calls.calls]
+
+
+def _params(plan) -> dict:
+    """Parameter placements; {} for a plan read from a file saved before placeholders were labelled."""
+    try:
+        return plan.param_placements()
+    except ValueError:
+        return {}
 
 
 def _tensor_inputs(ir) -> list:
@@ -178,7 +186,7 @@ _NUMBERED = re.compile(r"^(.*?)(\d+)$")
 def _layer_grid(plan) -> dict:
     """Parameters of the largest group of numbered sibling modules (layers.0, layers.1, ...)
     as a grid: one row per layer, one column per parameter name inside a layer."""
-    params = plan.param_placements() if plan.graph is not None else {}
+    params = _params(plan)
     groups = defaultdict(dict)  # prefix -> {number: fqn}
     for c in plan.module_calls:
         m = _NUMBERED.match(c["fqn"])
@@ -252,6 +260,7 @@ def build_report(plan, title: str | None = None) -> dict:
                     "solver": {"cost": s.solver.cost, "bound": s.solver.bound, "gap": s.solver.gap,
                                "seconds": s.solver.seconds, "status": s.solver.status},
                     "device": s.device, "mode": s.mode},
+        "params": _params(plan),
         "modules": _module_entries(plan),
         "layers": _layer_grid(plan),
         "nodes": _graph_view(plan),

@@ -126,6 +126,8 @@ def test_report_of_a_saved_plan_keeps_the_labels(llama_plan, tmp_path):
     assert [(e["name"], e["forward"], e["backward"]) for e in a["modules"]] == \
         [(e["name"], e["forward"], e["backward"]) for e in b["modules"]]
     assert a["memory_timeline"] == b["memory_timeline"] and a["solver_progress"] == b["solver_progress"]
+    assert again.param_placements() == llama_plan.param_placements() and b["layers"] == a["layers"]
+    assert [e["params"] for e in a["modules"]] == [e["params"] for e in b["modules"]]
     with pytest.raises(ValueError, match="read from a file"):
         R.explain(again, "layers.0.attention.wq.weight")
 

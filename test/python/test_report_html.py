@@ -89,7 +89,7 @@ def test_a_broken_report_shows_as_a_script_error(tmp_path):
                        "memory_limit_source": "", "device": "H100", "mode": "train",
                        "memory": {"peak": 1, "parameters": 0, "optimizer_state": 0},
                        "solver": {"gap": 0.0, "status": "optimal", "seconds": 0.1}},
-           "modules": [{"name": "", "depth": 0, "params": {}}],  # an entry without its figures
+           "modules": [{"name": "", "depth": 0}], "params": {},  # a module entry without its figures
            "layers": {"rows": [], "columns": [], "cells": []},
            "memory_timeline": {"node": [], "bytes": [], "baseline": 0},
            "solver_progress": {"seconds": [], "cost": [], "bound": []}}
