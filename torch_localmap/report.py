@@ -35,7 +35,7 @@ def _add_node(phase: dict, node) -> None:
     phase["compute_s"] += node.compute_s
     phase["comm_s"] += node.comm_s
     for r in node.redistributions:
-        kinds = [_collective_kind(c) for c in r.get("collectives", ())] or []
+        kinds = [_collective_kind(c) for c in r.get("collectives", ())]
         for kind in kinds:
             c = phase["collectives"].setdefault(kind, {"count": 0, "seconds": 0.0})
             c["count"] += 1

@@ -211,4 +211,27 @@ Plan plan_from_json(const json::Value& doc) {
   return plan;
 }
 
+json::Value explanation_to_json(const Explanation& ex) {
+  json::Value doc;
+  doc.set("node", ex.node);
+  doc.set("name", ex.name);
+  doc.set("op", ex.op);
+  json::Value::Array alts;
+  for (const Alternative& a : ex.alternatives) {
+    json::Value ja;
+    ja.set("inputs", spec_list(a.strategy.inputs));
+    ja.set("outputs", spec_list(a.strategy.outputs));
+    ja.set("compute_s", a.compute_s);
+    ja.set("comm_in_s", a.comm_in_s);
+    ja.set("comm_out_s", a.comm_out_s);
+    ja.set("bytes", a.bytes);
+    ja.set("chosen", a.chosen);
+    ja.set("possible", a.possible);
+    if (!a.why_not.empty()) ja.set("why_not", a.why_not);
+    alts.push_back(std::move(ja));
+  }
+  doc.set("alternatives", json::Value(std::move(alts)));
+  return doc;
+}
+
 }  // namespace tlm

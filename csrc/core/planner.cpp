@@ -120,6 +120,11 @@ BuildStats build_only(const Graph& g, const PlanOptions& opt) {
   return s;
 }
 
+Explanation explain_planned_node(const Graph& g, const PlanOptions& opt, const Plan& plan, int node) {
+  const CostModel cm = make_cost_model(opt.device, opt.calibration_json);
+  return explain_node(g, plan, cm, node, strategy_options(opt), opt.optimizer_states, policy_of(opt).train);
+}
+
 OpWork graph_work(const Graph& g) {
   OpWork total;
   StrategyOptions sopt;  // replicate fallback: any op is priced, unknown ones as elementwise

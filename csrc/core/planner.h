@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "core/cost_tables.h"
+#include "core/explain.h"
 #include "core/graph.h"
 #include "core/plan.h"
 #include "core/strategy.h"
@@ -91,6 +92,10 @@ struct BuildStats {
   int64_t nodes = 0, strategies = 0, edges = 0, edge_matrix_entries = 0, distinct_redistribution_costs = 0;
 };
 BuildStats build_only(const Graph& g, const PlanOptions& options);
+
+// Why node `node` got its strategy in `plan` (a plan of `g` made with `options`): its
+// strategies priced under the same cost model, strategy and boundary options (explain.h).
+Explanation explain_planned_node(const Graph& g, const PlanOptions& options, const Plan& plan, int node);
 
 // Per-node call arguments for the rank at `coord` under a plan (one call per
 // rank), in the IR's argument encoding: {"args": [...], "kwargs": {...}} per

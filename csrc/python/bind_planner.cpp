@@ -4,7 +4,6 @@
 
 #include "python/bindings.h"
 #include "core/solver/problem_io.h"
-#include "core/explain.h"
 #include "core/plan_json.h"
 #include "core/overlap_schedule.h"
 #include "core/placement.h"
@@ -47,33 +46,7 @@ void bind_planner(py::module_& m) {
         Graph g = read_graph(ir_json);
         PlanOptions opt = read_plan_options(options_json.empty() ? json::Value() : json::parse(options_json));
         Plan plan = plan_from_json(json::parse(plan_json));
-        StrategyOptions so;
-        so.fallback_replicate = opt.fallback_replicate;
-        const CostModel cm = make_cost_model(opt.device, opt.calibration_json);
-        Explanation ex = explain_node(g, plan, cm, node, so, opt.optimizer_states, opt.mode == "train");
-        json::Value doc;
-        doc.set("node", ex.node);
-        doc.set("name", ex.name);
-        doc.set("op", ex.op);
-        json::Value::Array alts;
-        for (const Alternative& a : ex.alternatives) {
-          json::Value ja;
-          std::vector<std::string> ins, outs;
-          for (const auto& x : a.strategy.inputs) ins.push_back(x.empty() ? "" : to_string(x));
-          for (const auto& x : a.strategy.outputs) outs.push_back(to_string(x));
-          ja.set("inputs", json::Value(ins));
-          ja.set("outputs", json::Value(outs));
-          ja.set("compute_s", a.compute_s);
-          ja.set("comm_in_s", a.comm_in_s);
-          ja.set("comm_out_s", a.comm_out_s);
-          ja.set("bytes", a.bytes);
-          ja.set("chosen", a.chosen);
-          ja.set("possible", a.possible);
-          if (!a.why_not.empty()) ja.set("why_not", a.why_not);
-          alts.push_back(std::move(ja));
-        }
-        doc.set("alternatives", json::Value(std::move(alts)));
-        return doc.dump();
+        return explanation_to_json(explain_planned_node(g, opt, plan, node)).dump();
       },
       py::arg("ir_json"), py::arg("options_json"), py::arg("plan_json"), py::arg("node"),
       "Every strategy of one node priced with the rest of the plan kept (core/explain.h), as JSON text.");
