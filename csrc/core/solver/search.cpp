@@ -19,6 +19,7 @@
 #include "core/solver/cost_math.h"
 #include "core/solver/merge.h"
 #include "core/solver/milp.h"
+#include "core/solver/move_chooser.h"
 #include "core/solver/primal.h"
 #include "core/solver/trace.h"
 
@@ -158,7 +159,14 @@ void bound_search(const Model& m, Shared& sh, Clock::time_point deadline, int ma
         ++sh.price_version;
       }
       sh.raise_bound(b);
-      if (b > last + 1e-7L * std::fabs(last) + 0.5L) {
+      // Progress is closing a share of the gap to the best labelling (when
+      // there is one): creeping by rounding-sized steps keeps this core from
+      // the kicks that pay more once the bound has nearly converged.
+      double ub_now = 0;
+      const long double needed = sh.upper(&ub_now) && std::isfinite(static_cast<double>(last))
+                                     ? std::max(0.0L, sh.so->bound_progress * (static_cast<long double>(ub_now) - last))
+                                     : 0.0L;
+      if (b > last + std::max(needed, 1e-7L * std::fabs(last) + 0.5L)) {
         last = b;
         stall = 0;
       } else if (++stall > max_stall) {
@@ -294,6 +302,7 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
   lo.region_groups = static_cast<int>(so.region_groups);
   lo.max_strategies = static_cast<int>(so.region_strategies);
   PricedKicks lagrangian(sh);
+  MoveChooser chooser(static_cast<int>(so.move_window), static_cast<int>(so.explore_every));
   int wins = 0, step = 0, priced_wins = 0, merge_wins = 0, pool_version = 0;
   std::vector<std::vector<int>> pool;
   auto last_merge = Clock::now();
@@ -346,6 +355,31 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
       trace("merge %s: cost %s", mr.improved ? "improved" : "did not improve", to_string(c).c_str());
       continue;
     }
+    // Regions or a burst of kicks, whichever has paid more lately (move_chooser.h).
+    if (chooser.next() == MoveChooser::kKicks) {
+      const auto t_burst = Clock::now();
+      const auto burst_end = std::min(deadline, t_burst + seconds(std::min(so.kick_burst_s, 0.5 * left)));
+      const __int128 before_cost = primal.cost();
+      std::vector<int> best = primal.labels();
+      __int128 best_cost = before_cost;
+      {
+        PhaseTimer timer(sh.ledger, Phase::Kick);
+        for (int k = 0; !sh.done && Clock::now() < burst_end; ++k) {
+          primal.set(best);
+          const bool ok = kick(m, *cs, *moves, *nbh, primal, rng, k % 2 == 1, k % 2 == 0 && !m.cap.empty());
+          if (ok) sh.remember(primal.labels(), primal.cost());
+          if (ok && primal.cost() < best_cost) {
+            best = primal.labels();
+            best_cost = primal.cost();
+            sh.offer(best, best_cost, Phase::Kick);
+          }
+        }
+      }
+      primal.set(best);
+      chooser.record(MoveChooser::kKicks, static_cast<double>(before_cost - best_cost),
+                     std::chrono::duration<double>(Clock::now() - t_burst).count());
+      continue;
+    }
     // Regions: connected ones around a group live at a tight point, with
     // the groups live at that point added (they compete for the same
     // memory, wherever they sit in the graph), and connected ones anywhere.
@@ -370,12 +404,14 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
     if (region.empty()) continue;
     const double budget = std::min(so.region_budget_s, left);
     const auto t_step = Clock::now();
+    const __int128 before_region = primal.cost();
     if (nbh->step(primal, region, lo, budget, seed + step)) {
       sh.offer(primal.labels(), primal.cost(), Phase::Regions);
       ++wins;
     }
     // Regions HiGHS cannot finish in time shrink; quick ones grow.
     const double used = std::chrono::duration<double>(Clock::now() - t_step).count();
+    chooser.record(MoveChooser::kRegion, static_cast<double>(before_region - primal.cost()), used);
     if (used > 0.8 * budget)
       lo.region_columns = std::max(static_cast<size_t>(so.region_columns_min), lo.region_columns * 7 / 10);
     else if (used < 0.2 * budget)
@@ -385,9 +421,9 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
       (*progress)();
     }
   }
-  trace("coarse lns (seed %llu): %d steps, %d improving, %d Lagrangian kicks improving, %d merges improving, final %s, region columns %zu",
-        static_cast<unsigned long long>(seed), step, wins, priced_wins, merge_wins, to_string(primal.cost()).c_str(),
-        lo.region_columns);
+  trace("coarse lns (seed %llu): %d steps, %d improving regions, %d kick bursts, %d Lagrangian kicks improving, %d merges improving, final %s, region columns %zu",
+        static_cast<unsigned long long>(seed), step, wins, chooser.times_chosen(MoveChooser::kKicks), priced_wins, merge_wins,
+        to_string(primal.cost()).c_str(), lo.region_columns);
 }
 
 // Iterated local search on groups, for the core the bound search leaves
@@ -450,8 +486,15 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
   const bool lns = allow_lns && highs_api() != nullptr;
   // With HiGHS at hand, the price-guided phase only builds a good start.
   const SearchOptions& so = *sh.so;
-  const auto phase1_end =
-      lns ? t_start + std::chrono::duration_cast<Clock::duration>((deadline - t_start) * so.price_share) : deadline;
+  // The price phase always gets price_share of the time; past it, it goes on
+  // (up to price_share_max) only while it keeps improving. On cores that do
+  // not fold it is the phase that pays most early; elsewhere it stalls soon.
+  const auto span = deadline - t_start;
+  const auto phase1_floor =
+      lns ? t_start + std::chrono::duration_cast<Clock::duration>(span * so.price_share) : deadline;
+  const auto phase1_end = lns ? t_start + std::chrono::duration_cast<Clock::duration>(
+                                              span * std::max(so.price_share, so.price_share_max))
+                              : deadline;
   auto price_timer = std::make_unique<PhaseTimer>(sh.ledger, Phase::Price);
   if (Clock::now() >= deadline) return;
   DualSolver guide(m);
@@ -556,8 +599,9 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
     // the time it took to the last improvement).
     if (improved) last_improved = Clock::now();
     if (lns && sh.found && stall >= static_cast<int>(so.price_handover_iterations) &&
-        Clock::now() - last_improved >
-            std::max<Clock::duration>(seconds(so.price_handover_s), (last_improved - t_start) / 2))
+        (Clock::now() >= phase1_floor ||
+         Clock::now() - last_improved >
+             std::max<Clock::duration>(seconds(so.price_handover_s), (last_improved - t_start) / 2)))
       break;
     if (progress && Clock::now() - last_report > std::chrono::seconds(1)) {
       last_report = Clock::now();
@@ -672,7 +716,13 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
     std::thread dual_thread([&] {
       {
         PhaseTimer timer(sh.ledger, Phase::Bound);
-        bound_search(m, sh, deadline, max_stall);
+        // The bound gets at most bound_share of the time when kicks may
+        // follow: it converges early, and this core then searches.
+        const auto bound_end =
+            allow_lns ? Clock::now() + std::chrono::duration_cast<Clock::duration>((deadline - Clock::now()) *
+                                                                                   opt.search.bound_share)
+                      : deadline;
+        bound_search(m, sh, bound_end, max_stall);
       }
       // Once the bound stalls, this core searches too (without HiGHS:
       // HiGHS sessions cannot overlap, see milp.cpp).

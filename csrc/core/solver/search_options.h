@@ -30,9 +30,12 @@ struct SearchOptions {
   double whole_milp_nonzeros = 1500000;   // ... and up to this many nonzeros
   double whole_coarse_milp_columns = 150000;  // grouped models up to this go to HiGHS whole (coarse_milp, merge)
   double milp_tail_share = 0.15;          // last share of the limit no HiGHS phase may use
-  double price_share = 0.30;              // of the search time for the price phase when exact phases follow
+  double price_share = 0.30;              // of the search time the price phase always gets when exact phases follow
+  double price_share_max = 0.85;          // ... and the most it gets while it keeps improving
   double stall_iterations = 400;          // message passing stops after this many without progress
-  double price_handover_iterations = 50;  // the price phase hands over after this many without improving...
+  double bound_share = 0.5;               // most of the time the bound search gets when kicks follow on its core
+  double bound_progress = 1e-3;           // share of the gap a bound check must close to count as progress
+  double price_handover_iterations = 100; // the price phase hands over after this many without improving...
   double price_handover_s = 3;            // ... and this many seconds (or half its time to the last improvement)
   double forest_every = 8;                // region steps between forest sweeps
   double kick_every = 4;                  // region steps between Lagrangian kicks
@@ -41,6 +44,9 @@ struct SearchOptions {
   double merge_min_new = 4;               // new pool members before a merge
   double merge_pool = 48;                 // kick results kept for merging
   double region_budget_s = 2;             // HiGHS time per region
+  double kick_burst_s = 0.25;             // seconds of one burst of kicks in the region search
+  double move_window = 6;                 // runs of each move (regions, kick bursts) its rate is measured over
+  double explore_every = 6;               // every this-many choices the region search takes the move that pays less
   double region_columns = 30000;          // MILP columns of the first regions
   double region_columns_min = 2000;       // regions shrink to no fewer columns...
   double region_columns_max = 200000;     // ... and grow to no more
