@@ -178,6 +178,53 @@ TEST(SolveLimits, TinyLimitStillReturnsAFeasibleLabellingWithAFiniteGap) {
   EXPECT_LT(wall, 5.0);
 }
 
+// The bound search's core turns to kicks once bound_share of the time is
+// spent, even while the bound still creeps up (at short limits it never
+// stalls, and that core would never search). With bound_share 1 it kicks
+// only after the bound stalls, if at all.
+TEST(SolveSchedule, BoundShareHandsTheSecondCoreToKicks) {
+  ASSERT_TRUE(testing::locate_highs());
+  Problem p = cyclic_core(3000, 8, 3);
+  auto kick_runs = [&](double bound_share) {
+    SolveOptions o;
+    o.time_limit_s = 1.5;
+    o.gap_tolerance = 0;
+    o.search.bound_share = bound_share;
+    SolveResult r = solve(p, o);
+    EXPECT_TRUE(evaluate(p, r.solution).feasible);
+    int runs = 0;
+    for (const PhaseTotal& t : r.phases)
+      if (t.name == "kick") runs = t.runs;
+    return runs;
+  };
+  const int handed_over = kick_runs(0.1), kept = kick_runs(1.0);
+  EXPECT_GT(handed_over, 0);
+  EXPECT_GT(handed_over, kept);
+}
+
+// Past price_share the price phase goes on only while it improves: with
+// price_share_max equal to price_share it hands over at the share, with a
+// larger one it may run longer but never past price_share_max.
+TEST(SolveSchedule, PricePhaseStaysWithinItsShares) {
+  ASSERT_TRUE(testing::locate_highs());
+  Problem p = cyclic_core(3000, 8, 4);
+  auto price_seconds = [&](double share, double share_max) {
+    SolveOptions o;
+    o.time_limit_s = 2.0;
+    o.gap_tolerance = 0;
+    o.search.price_share = share;
+    o.search.price_share_max = share_max;
+    SolveResult r = solve(p, o);
+    EXPECT_TRUE(evaluate(p, r.solution).feasible);
+    for (const PhaseTotal& t : r.phases)
+      if (t.name == "price") return t.seconds;
+    return 0.0;
+  };
+  // Not timing assertions on speed: generous bounds on how the limit is split.
+  EXPECT_LT(price_seconds(0.1, 0.1), 0.2 * 2.0 + 0.3);
+  EXPECT_LT(price_seconds(0.1, 0.5), 0.5 * 2.0 + 0.3);
+}
+
 TEST(SolveLimits, GapToleranceStopsOnceTheCertifiedGapIsSmallEnough) {
   ASSERT_TRUE(testing::locate_highs());
   Problem p = cyclic_core(400, 6, 5);

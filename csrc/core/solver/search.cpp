@@ -19,7 +19,6 @@
 #include "core/solver/cost_math.h"
 #include "core/solver/merge.h"
 #include "core/solver/milp.h"
-#include "core/solver/move_chooser.h"
 #include "core/solver/primal.h"
 #include "core/solver/trace.h"
 
@@ -159,14 +158,7 @@ void bound_search(const Model& m, Shared& sh, Clock::time_point deadline, int ma
         ++sh.price_version;
       }
       sh.raise_bound(b);
-      // Progress is closing a share of the gap to the best labelling (when
-      // there is one): creeping by rounding-sized steps keeps this core from
-      // the kicks that pay more once the bound has nearly converged.
-      double ub_now = 0;
-      const long double needed = sh.upper(&ub_now) && std::isfinite(static_cast<double>(last))
-                                     ? std::max(0.0L, sh.so->bound_progress * (static_cast<long double>(ub_now) - last))
-                                     : 0.0L;
-      if (b > last + std::max(needed, 1e-7L * std::fabs(last) + 0.5L)) {
+      if (b > last + 1e-7L * std::fabs(last) + 0.5L) {
         last = b;
         stall = 0;
       } else if (++stall > max_stall) {
@@ -302,7 +294,6 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
   lo.region_groups = static_cast<int>(so.region_groups);
   lo.max_strategies = static_cast<int>(so.region_strategies);
   PricedKicks lagrangian(sh);
-  MoveChooser chooser(static_cast<int>(so.move_window), static_cast<int>(so.explore_every));
   int wins = 0, step = 0, priced_wins = 0, merge_wins = 0, pool_version = 0;
   std::vector<std::vector<int>> pool;
   auto last_merge = Clock::now();
@@ -355,31 +346,6 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
       trace("merge %s: cost %s", mr.improved ? "improved" : "did not improve", to_string(c).c_str());
       continue;
     }
-    // Regions or a burst of kicks, whichever has paid more lately (move_chooser.h).
-    if (chooser.next() == MoveChooser::kKicks) {
-      const auto t_burst = Clock::now();
-      const auto burst_end = std::min(deadline, t_burst + seconds(std::min(so.kick_burst_s, 0.5 * left)));
-      const __int128 before_cost = primal.cost();
-      std::vector<int> best = primal.labels();
-      __int128 best_cost = before_cost;
-      {
-        PhaseTimer timer(sh.ledger, Phase::Kick);
-        for (int k = 0; !sh.done && Clock::now() < burst_end; ++k) {
-          primal.set(best);
-          const bool ok = kick(m, *cs, *moves, *nbh, primal, rng, k % 2 == 1, k % 2 == 0 && !m.cap.empty());
-          if (ok) sh.remember(primal.labels(), primal.cost());
-          if (ok && primal.cost() < best_cost) {
-            best = primal.labels();
-            best_cost = primal.cost();
-            sh.offer(best, best_cost, Phase::Kick);
-          }
-        }
-      }
-      primal.set(best);
-      chooser.record(MoveChooser::kKicks, static_cast<double>(before_cost - best_cost),
-                     std::chrono::duration<double>(Clock::now() - t_burst).count());
-      continue;
-    }
     // Regions: connected ones around a group live at a tight point, with
     // the groups live at that point added (they compete for the same
     // memory, wherever they sit in the graph), and connected ones anywhere.
@@ -404,14 +370,12 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
     if (region.empty()) continue;
     const double budget = std::min(so.region_budget_s, left);
     const auto t_step = Clock::now();
-    const __int128 before_region = primal.cost();
     if (nbh->step(primal, region, lo, budget, seed + step)) {
       sh.offer(primal.labels(), primal.cost(), Phase::Regions);
       ++wins;
     }
     // Regions HiGHS cannot finish in time shrink; quick ones grow.
     const double used = std::chrono::duration<double>(Clock::now() - t_step).count();
-    chooser.record(MoveChooser::kRegion, static_cast<double>(before_region - primal.cost()), used);
     if (used > 0.8 * budget)
       lo.region_columns = std::max(static_cast<size_t>(so.region_columns_min), lo.region_columns * 7 / 10);
     else if (used < 0.2 * budget)
@@ -421,9 +385,9 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
       (*progress)();
     }
   }
-  trace("coarse lns (seed %llu): %d steps, %d improving regions, %d kick bursts, %d Lagrangian kicks improving, %d merges improving, final %s, region columns %zu",
-        static_cast<unsigned long long>(seed), step, wins, chooser.times_chosen(MoveChooser::kKicks), priced_wins, merge_wins,
-        to_string(primal.cost()).c_str(), lo.region_columns);
+  trace("coarse lns (seed %llu): %d steps, %d improving, %d Lagrangian kicks improving, %d merges improving, final %s, region columns %zu",
+        static_cast<unsigned long long>(seed), step, wins, priced_wins, merge_wins, to_string(primal.cost()).c_str(),
+        lo.region_columns);
 }
 
 // Iterated local search on groups, for the core the bound search leaves

@@ -34,7 +34,6 @@ struct SearchOptions {
   double price_share_max = 0.85;          // ... and the most it gets while it keeps improving
   double stall_iterations = 400;          // message passing stops after this many without progress
   double bound_share = 0.5;               // most of the time the bound search gets when kicks follow on its core
-  double bound_progress = 1e-3;           // share of the gap a bound check must close to count as progress
   double price_handover_iterations = 100; // the price phase hands over after this many without improving...
   double price_handover_s = 3;            // ... and this many seconds (or half its time to the last improvement)
   double forest_every = 8;                // region steps between forest sweeps
@@ -44,9 +43,6 @@ struct SearchOptions {
   double merge_min_new = 4;               // new pool members before a merge
   double merge_pool = 48;                 // kick results kept for merging
   double region_budget_s = 2;             // HiGHS time per region
-  double kick_burst_s = 0.25;             // seconds of one burst of kicks in the region search
-  double move_window = 6;                 // runs of each move (regions, kick bursts) its rate is measured over
-  double explore_every = 6;               // every this-many choices the region search takes the move that pays less
   double region_columns = 30000;          // MILP columns of the first regions
   double region_columns_min = 2000;       // regions shrink to no fewer columns...
   double region_columns_max = 200000;     // ... and grow to no more
