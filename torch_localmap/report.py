@@ -58,7 +58,7 @@ class _Calls:
             name = self.by_name[name]["parent"]
 
 
-def _module_entries(plan) -> list:
+def _module_entries(plan, params: dict) -> list:
     calls = _Calls(plan.module_calls)
     nodes = plan.nodes
     entries = {c["name"]: {"name": c["name"], "fqn": c["fqn"], "call": c["call"], "type": c["type"],
@@ -103,7 +103,6 @@ def _module_entries(plan) -> list:
                         seen_out.add(j)
                         e["outputs"].extend(nodes[j].outputs[:1])
 
-    params = _params(plan)
     for e in entries.values():
         prefix = e["fqn"] + "." if e["fqn"] else ""
         e["params"] = {k: v for k, v in params.items() if k.startswith(prefix)}
@@ -183,10 +182,9 @@ def _compare_repeated_calls(entries: dict, members: dict, nodes: list) -> None:
 _NUMBERED = re.compile(r"^(.*?)(\d+)$")
 
 
-def _layer_grid(plan) -> dict:
-    """Parameters of the largest group of numbered sibling modules (layers.0, layers.1, ...)
-    as a grid: one row per layer, one column per parameter name inside a layer."""
-    params = _params(plan)
+def _layer_grid(plan, params: dict) -> dict:
+    """Parameters (`params`: FQN -> spec) of the largest group of numbered sibling modules
+    (layers.0, layers.1, ...) as a grid: one row per layer, one column per parameter name inside a layer."""
     groups = defaultdict(dict)  # prefix -> {number: fqn}
     for c in plan.module_calls:
         m = _NUMBERED.match(c["fqn"])
@@ -248,6 +246,7 @@ def build_report(plan, title: str | None = None) -> dict:
     s = plan.summary
     mesh = "x".join(str(d) for d in plan.mesh_shape)
     root = next((c for c in plan.module_calls if c["name"] == ""), None)
+    params = _params(plan)  # one pass; the module table and the layer grid both read it
     return {
         "format": REPORT_FORMAT,
         "title": title or f"{root['type'] if root else 'model'} on mesh {mesh} ({s.device})",
@@ -260,9 +259,9 @@ def build_report(plan, title: str | None = None) -> dict:
                     "solver": {"cost": s.solver.cost, "bound": s.solver.bound, "gap": s.solver.gap,
                                "seconds": s.solver.seconds, "status": s.solver.status},
                     "device": s.device, "mode": s.mode},
-        "params": _params(plan),
-        "modules": _module_entries(plan),
-        "layers": _layer_grid(plan),
+        "params": params,
+        "modules": _module_entries(plan, params),
+        "layers": _layer_grid(plan, params),
         "nodes": _graph_view(plan),
         "memory_timeline": _timeline(plan),
         "solver_progress": {"seconds": [p[0] for p in s.solver_progress], "cost": [p[1] for p in s.solver_progress],

@@ -682,9 +682,9 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
         PhaseTimer timer(sh.ledger, Phase::Bound);
         // The bound gets at most bound_share of the time when kicks may
         // follow: it converges early, and this core then searches.
+        const auto now = Clock::now();
         const auto bound_end =
-            allow_lns ? Clock::now() + std::chrono::duration_cast<Clock::duration>((deadline - Clock::now()) *
-                                                                                   opt.search.bound_share)
+            allow_lns ? now + std::chrono::duration_cast<Clock::duration>((deadline - now) * opt.search.bound_share)
                       : deadline;
         bound_search(m, sh, bound_end, max_stall);
       }
