@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.fx as fx
 
-from . import _torch_private
+from . import _torch_private, _trace_stamp
 from ._local_map import RegionMutationError
 from ._integrations import tracing_context
 from ._torch_private import pytree
@@ -53,6 +53,7 @@ class JointGraph:
     backward: bool = True  # False: a forward-only graph (no_grad / nothing requires grad)
     training: bool = True  # module.training when traced
     module_calls: list = field(default_factory=list)  # ModuleCall per submodule call, in call order
+    stamped: str = ""  # FQN of the layer stack traced four layers deep and stamped ("" when traced whole)
 
     @property
     def num_user_inputs(self) -> int:
@@ -152,6 +153,40 @@ def _trace_joint(module: torch.nn.Module, args, kwargs) -> JointGraph:
     args, kwargs = normalize_call(module, args, kwargs)
     _refuse_submodule_hooks(module)
     leaves, in_spec = pytree.tree_flatten((args, kwargs))
+    traced = _trace_stamped(module, leaves, in_spec) if _trace_stamp.enabled() else None
+    if traced is None:
+        traced = (*_export(module, leaves, in_spec), "")
+    gm, out_spec, calls, stamped = traced
+    _merge_tied_state(gm, module)
+    joint = _joint_of(gm, leaves, in_spec, out_spec, module.training)
+    joint.module_calls = calls
+    joint.stamped = stamped
+    return joint
+
+
+def _trace_stamped(module, leaves, in_spec):
+    """(gm, out_spec, module calls, stack FQN) traced with four layers of a stack of alike layers and
+    stamped to all of them; None when the module has no such stack or the stamp is refused
+    (then it is traced whole, which gives the same graph, only slower)."""
+    stack = _trace_stamp.find_layer_stack(module)
+    if stack is None:
+        return None
+    t0 = time.perf_counter()
+    try:
+        with stack.truncated():
+            gm, out_spec, calls = _export(module, leaves, in_spec)
+        gm, calls = _trace_stamp.stamp(gm, stack, calls)
+    except Exception as e:  # noqa: BLE001  (the whole trace decides; it raises what is really wrong)
+        _log.info("tracing '%s' whole: its %d layers do not stamp (%s: %s)", stack.path, stack.count,
+                  type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+        return None
+    _log.info("traced 4 of the %d layers of '%s' and stamped the rest in %.2f s", stack.count, stack.path,
+              time.perf_counter() - t0)
+    return gm, out_spec, calls, stack.path
+
+
+def _export(module, leaves, in_spec):
+    """(gm, out_spec, module calls) of one export of module(*args, **kwargs)."""
     before = _python_state(module)
     fake_mode = _torch_private.FakeTensorMode()
     state = _fake_state(module, fake_mode)
@@ -170,10 +205,7 @@ def _trace_joint(module: torch.nn.Module, args, kwargs) -> JointGraph:
         gm = jd.graph_module
         out_spec = jd.out_spec
     _check_python_state(module, before)
-    _merge_tied_state(gm, module)
-    joint = _joint_of(gm, leaves, in_spec, out_spec, module.training)
-    joint.module_calls = list(where.calls)
-    return joint
+    return gm, out_spec, list(where.calls)
 
 
 def _fake_like(x, mode):

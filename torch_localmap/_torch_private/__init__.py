@@ -169,6 +169,29 @@ def describe_input(desc) -> tuple[str, str]:
     return "unknown", repr(desc)
 
 
+def lazy_graph_module(root: torch.nn.Module, graph: fx.Graph) -> fx.GraphModule:
+    """A GraphModule of `graph` whose Python code is generated at its first call, not now
+    (torch.fx._lazy_graph_module, 2.13): planning reads the graph and never calls it, and
+    code for a 7,000-node graph takes a third of a second."""
+    from torch.fx._lazy_graph_module import _LazyGraphModule
+
+    return _LazyGraphModule(root, graph)
+
+
+def state_input_desc(kind: str, fqn: str):
+    """The placeholder descriptor of parameter (kind "param") or buffer ("buffer") `fqn`."""
+    from torch._functorch._aot_autograd import descriptors as d
+
+    return d.ParamAOTInput(fqn) if kind == "param" else d.BufferAOTInput(fqn)
+
+
+def param_grad_desc(fqn: str):
+    """The output descriptor of parameter `fqn`'s gradient."""
+    from torch._functorch._aot_autograd import descriptors as d
+
+    return d.GradAOTOutput(d.ParamAOTInput(fqn))
+
+
 def describe_output(desc) -> tuple[str, str]:
     """(role, target) of a joint-graph output descriptor: ("output", index), ("grad", param
     FQN), ("input_grad", flat input index), ("mutation", buffer FQN), ("input_mutation", flat
