@@ -103,3 +103,19 @@ def test_reduce_dtype_moves_the_gradient_reduction_after_the_upcast():
     assert _weight_grad_chain(narrow)[1] == "R"  # reduced before the upcast, in bf16
     assert _weight_grad_chain(wide) == ("P(sum)", "P(sum)")  # reduced after it, in fp32
     assert wide.summary.comm_s > narrow.summary.comm_s  # fp32 moves twice the bytes
+
+
+def test_own_llama_preset_plans_under_a_bf16_policy():
+    # Its rotary tables are float32 buffers (a policy casts parameters only): q and k must
+    # come back in the compute dtype, or SDPA refuses float32 q/k with a bf16 v.
+    import dataclasses
+
+    from torch_localmap import _torch_private, models
+    from torch_localmap.plan import plan_module
+
+    cfg = dataclasses.replace(models.llama.LlamaConfig.tiny(), n_layers=2)
+    model, inputs = models.build("llama", config=cfg, batch=2)
+    plan = plan_module(model, (2, 2), inputs, mp_policy=POLICY, time_limit=3)
+    sdpa = [n for n in plan.joint.gm.graph.nodes if "scaled_dot_product" in str(n.target)
+            and not _torch_private.is_backward_node(n)]
+    assert sdpa and all(a.meta["val"].dtype == torch.bfloat16 for n in sdpa for a in n.args[:3])

@@ -74,7 +74,9 @@ def apply_rotary(x, cos, sin):
     """x: (batch, seq, heads, head_dim); cos/sin: (seq, head_dim)."""
     cos = cos[None, :, None, :]
     sin = sin[None, :, None, :]
-    return x * cos + _rotate_half(x) * sin
+    # The tables stay float32 (buffers are not cast by a mixed-precision policy): rotate in
+    # float32 and return x's dtype, so q and k match v (SDPA requires one dtype).
+    return (x * cos + _rotate_half(x) * sin).to(x.dtype)
 
 
 def repeat_kv(x, n_rep: int):
