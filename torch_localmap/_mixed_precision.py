@@ -47,6 +47,11 @@ class CastParameters(nn.Module):
         for name, b in module.named_buffers():
             attach_tensor(self, name, b, False)
 
+    @property
+    def _tlm_traced_module(self) -> nn.Module:
+        """The model whose submodules run in forward (tracing labels nodes with their calls)."""
+        return self._inner
+
     def forward(self, *args, **kwargs):
         pd, policy = self.policy.param_dtype, self.policy
         state = {n: (p.to(pd) if pd is not None and p.is_floating_point() else p) for n, p in self.named_parameters()}

@@ -168,6 +168,11 @@ def _trace_stamped(module, leaves, in_spec):
     """(gm, out_spec, module calls, stack FQN) traced with four layers of a stack of alike layers and
     stamped to all of them; None when the module has no such stack or the stamp is refused
     (then it is traced whole, which gives the same graph, only slower)."""
+    if _traced_module(module) is not module:
+        # A wrapper calling the model functionally (a mixed-precision cast) casts every
+        # layer's parameters outside the layers, and the casts' gradients come back
+        # outside them too: not a stack the stamp can repeat. Traced whole.
+        return None
     stack = _trace_stamp.find_layer_stack(module)
     if stack is None:
         return None
@@ -421,7 +426,7 @@ def _module_stack(module: torch.nn.Module):
             stack.pop()[2].__exit__(None, None, None)
 
     handles = []
-    for name, sub in module.named_modules():
+    for name, sub in _traced_module(module).named_modules():
         handles.append(sub.register_forward_pre_hook(enter(name, sub)))
         handles.append(sub.register_forward_hook(leave, always_call=True))
     where = _Where(stack, calls)
@@ -432,6 +437,12 @@ def _module_stack(module: torch.nn.Module):
             stack.pop()[2].__exit__(None, None, None)
         for h in handles:
             h.remove()
+
+
+def _traced_module(module: torch.nn.Module) -> torch.nn.Module:
+    """The model whose submodules a wrapper's forward runs (a mixed-precision cast calls
+    the model functionally), else the module itself."""
+    return getattr(module, "_tlm_traced_module", module)
 
 
 class _Where:

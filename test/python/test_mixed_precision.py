@@ -119,3 +119,6 @@ def test_own_llama_preset_plans_under_a_bf16_policy():
     sdpa = [n for n in plan.joint.gm.graph.nodes if "scaled_dot_product" in str(n.target)
             and not _torch_private.is_backward_node(n)]
     assert sdpa and all(a.meta["val"].dtype == torch.bfloat16 for n in sdpa for a in n.args[:3])
+    # The cast wrapper calls the model functionally; nodes still carry the model's module calls.
+    assert {"layers.0.attention", "layers.1.feed_forward"} <= {c["name"] for c in plan.module_calls}
+    assert {n.module for n in plan.nodes if n.phase == "backward"} >= {"layers.1.attention.wq", "output"}
