@@ -178,6 +178,7 @@ def _trace_stamped(module, leaves, in_spec):
         return None
     t0 = time.perf_counter()
     try:
+        _trace_stamp.check_layers_run_alike(module, stack, leaves, in_spec)
         with stack.truncated():
             gm, out_spec, calls = _export(module, leaves, in_spec)
         gm, calls = _trace_stamp.stamp(gm, stack, calls)

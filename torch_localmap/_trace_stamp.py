@@ -8,28 +8,33 @@ dtypes, same Python attributes apart from a layer index), the model is traced wi
 its layers — the first three and the last — and the graph of the third is stamped for the
 layers in between.
 
-The stamp is checked, not assumed: traced layers 1, 2 and N-1 must give the same operations
-on the same shapes, each wired to its neighbour the same way (layer t reads layer t-1's
+The stamp is checked, not assumed. Before tracing, the whole forward runs once on meta
+tensors (check_layers_run_alike): layers 1..N-1 must get the same arguments, and
+the model must do the same between any two of them. After tracing, layers 1, 2 and N-1
+must give the same operations on the same shapes, each wired to its neighbour the same way (layer t reads layer t-1's
 node at the same position forward and layer t+1's backward), reading its own parameters
 and otherwise only nodes outside the stack that every layer shares. Anything else — a
 layer reading a node two layers back, a per-layer buffer written in forward, the head
 collecting every layer's hidden state, layers that differ in a Python attribute (a drop
 path rate, a sliding window flag) — refuses the stamp and the model is traced whole, so
-the result is always the graph a whole trace gives. One case cannot be seen from the four
-traced layers: a forward that branches on its layer index in a way layers 0, 1, 2 and N-1
-do not show (say, only layer 17 differs). Set TLM_TRACE_STAMP=0 to trace such a model whole.
+the result is always the graph a whole trace gives. One case no check sees: a layer whose
+own forward branches on its index attribute in a way layers 0, 1, 2 and N-1 do not show
+(say, only layer 17 differs). Set TLM_TRACE_STAMP=0 to trace such a model whole.
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import os
+import re
 from dataclasses import dataclass
 
 import torch
 import torch.fx as fx
 
 from . import _torch_private
+from ._integrations import tracing_context
+from ._torch_private import pytree
 
 MIN_LAYERS = 6  # four are traced; below six the stamp saves too little to be worth a check
 _TRACED = 4
@@ -150,6 +155,102 @@ def _signature(m: torch.nn.Module) -> list:
             if not k.startswith("_"):
                 attrs[(n, k)] = v
     return [types, params, buffers, attrs]
+
+
+# ---- checking the whole forward -------------------------------------------------------
+
+def check_layers_run_alike(module, stack, leaves, in_spec) -> None:
+    """Runs the whole model's forward once on meta tensors (no graph, no gradients) and
+    refuses the stamp unless layers 1..N-1 are called once each with the same argument
+    shapes and values and the model runs the same ops (usually none) between consecutive
+    layers. The truncated trace sees layers at positions 0-3 only: this catches what
+    depends on a layer's place in the whole stack (arguments the parent computes from the
+    loop index, a step every k-th layer) that layers 0, 1, 2 and N-1 alone would not show.
+    Inside a layer, ops follow from its attributes (compared by find_layer_stack) and its
+    arguments (compared here), so layers 2..N-1 are not run: each returns a copy of layer
+    1's output (same shapes), and the check costs a forward of two layers."""
+    n = stack.count
+    inputs: list = [None] * n
+    after = [[] for _ in range(n)]
+    calls = [0] * n
+    recorder = [None, None]  # the op-recording mode while it is on, and the layer it follows
+    first_output = []
+
+    def like_first_output(*_args, **_kwargs):
+        if not first_output:
+            raise StampRefused(f"a layer runs before {stack.prefix(1)}")
+        return pytree.tree_map_only(torch.Tensor, lambda t: torch.empty_like(t), first_output[0])
+
+    def record(func, args, kwargs):
+        after[recorder[1]].append(_op_key(func, args, kwargs))
+
+    def stop():
+        if recorder[0] is not None:
+            recorder[0].__exit__(None, None, None)
+            recorder[0] = None
+
+    def enter(i):
+        def hook(_module, args, kwargs):
+            stop()
+            calls[i] += 1
+            inputs[i] = _op_key("call", args, kwargs)
+        return hook
+
+    def leave(i):
+        def hook(_module, _args, output):
+            if i == 1:
+                first_output.append(output)
+            recorder[0], recorder[1] = _torch_private.recording_ops(record), i
+            recorder[0].__enter__()
+        return hook
+
+    # Meta tensors: shapes only, C++ meta kernels; only calls and ops are compared.
+    def meta(x):
+        if not isinstance(x, torch.Tensor):
+            return x
+        local = x.to_local() if hasattr(x, "to_local") else x
+        return torch.empty(tuple(x.shape), dtype=local.dtype, device="meta", requires_grad=x.requires_grad)
+
+    state = {k: meta(t) for k, t in list(module.named_parameters()) + list(module.named_buffers())}
+    meta_args, meta_kwargs = pytree.tree_unflatten([meta(x) for x in leaves], in_spec)
+    handles = []
+    for i, layer in enumerate(stack.layers):
+        handles.append(layer.register_forward_pre_hook(enter(i), with_kwargs=True))
+        handles.append(layer.register_forward_hook(leave(i)))
+    for layer in stack.layers[2:]:
+        layer.forward = like_first_output  # an instance attribute, deleted below
+    try:
+        with contextlib.ExitStack() as ctx:
+            ctx.enter_context(tracing_context())
+            ctx.enter_context(_torch_private.reparametrized(module, state))
+            ctx.enter_context(torch.no_grad())
+            try:
+                module(*meta_args, **meta_kwargs)
+            finally:
+                stop()
+    finally:
+        for h in handles:
+            h.remove()
+        for layer in stack.layers[2:]:
+            del layer.forward
+    if calls != [1] * n:
+        raise StampRefused(f"the layers are called {calls} times (expected once each)")
+    for i in range(2, n):
+        if inputs[i] != inputs[1]:
+            raise StampRefused(f"layer {stack.prefix(i)} is called with other arguments than "
+                                            f"{stack.prefix(1)}")
+    for i in range(2, n - 1):
+        if after[i] != after[1]:
+            raise StampRefused(f"the model runs other ops after {stack.prefix(i)} than after "
+                                            f"{stack.prefix(1)}")
+
+
+def _op_key(func, args, kwargs) -> tuple:
+    def leaf(x):
+        if isinstance(x, torch.Tensor):
+            return (tuple(x.shape), x.dtype)
+        return repr(x)
+    return (str(func), tuple(leaf(x) for x in pytree.tree_leaves((args, kwargs))))
 
 
 # ---- checking the traced layers and stamping -------------------------------------------
@@ -394,12 +495,15 @@ class _Stamper:
         self.env[node] = new
 
     def new_placeholder(self, node):
-        """A copy of placeholder `node`; primal inputs are numbered afresh in order
-        (primals_1, ...), as a whole trace numbers them."""
-        name = node.target
-        if str(name).startswith("primals_"):
+        """A copy of placeholder `node`; inputs are numbered afresh in order, as a whole
+        trace numbers them (primals_1, ... in a joint graph; arg0_1, ... forward-only)."""
+        name = str(node.target)
+        if re.fullmatch(r"primals_\d+", name):
             self.primals += 1
             name = f"primals_{self.primals}"
+        elif re.fullmatch(r"arg\d+_1", name):
+            self.primals += 1
+            name = f"arg{self.primals - 1}_1"
         new = self.graph.placeholder(name, type_expr=node.type)
         new.meta = dict(node.meta)
         return new

@@ -49,10 +49,13 @@ def _own_llama(layers):
     return models.build("llama", config=cfg, batch=2)
 
 
-@pytest.mark.parametrize("layers", [6, 9])
-def test_own_llama_stamped_equals_whole_trace(monkeypatch, layers):
+@pytest.mark.parametrize("layers,train", [(6, True), (9, True), (7, False)])
+def test_own_llama_stamped_equals_whole_trace(monkeypatch, layers, train):
     module, inputs = _own_llama(layers)
-    stamped, whole = _both(monkeypatch, module, inputs)
+    module.train(train)
+    with torch.set_grad_enabled(train):  # eval under no_grad: a forward-only graph
+        stamped, whole = _both(monkeypatch, module, inputs)
+    assert stamped.backward == train
     assert stamped.stamped == "layers"
     assert _canonical(stamped) == _canonical(whole)
     assert [c.name for c in stamped.module_calls if c.depth == 1][1:1 + layers] == [f"layers.{i}" for i in range(layers)]
@@ -89,25 +92,31 @@ class _Block(nn.Module):
         self.index, self.special = index, special
         self.lin = nn.Linear(dim, dim)
 
-    def forward(self, x):
-        y = torch.tanh(self.lin(x))
+    def forward(self, x, scale=1.0):
+        y = torch.tanh(self.lin(x)) * scale
         return y * 2 if self.index == self.special else y
 
 
 class _Stack(nn.Module):
     """n alike blocks; `skip` adds the block two back (a wiring the stamp cannot repeat),
-    `collect` returns every block's output."""
+    `collect` returns every block's output; `every8` ("argument" / "step") treats every
+    8th block apart from the parent's loop (the four traced blocks 0, 1, 2, n-1 never show it)."""
 
-    def __init__(self, n=7, dim=8, special=-1, skip=False, collect=False, shared=False):
+    def __init__(self, n=7, dim=8, special=-1, skip=False, collect=False, shared=False, every8=""):
         super().__init__()
         one = _Block(dim, 0, special)
         self.blocks = nn.ModuleList(one if shared else _Block(dim, i, special) for i in range(n))
-        self.skip, self.collect = skip, collect
+        self.skip, self.collect, self.every8 = skip, collect, every8
 
     def forward(self, x):
         seen = [x, x]
-        for b in self.blocks:
-            x = b(x) + seen[-2] if self.skip else b(x)
+        for i, b in enumerate(self.blocks):
+            eighth = i % 8 == 7
+            x = b(x, scale=0.5) if eighth and self.every8 == "argument" else b(x)
+            if self.skip:
+                x = x + seen[-2]
+            if eighth and self.every8 == "step":
+                x = x * 3
             seen.append(x)
         return (x.sum(), seen[2:]) if self.collect else x.sum()
 
@@ -118,11 +127,15 @@ class _Stack(nn.Module):
     ("skip two back", ""),
     ("every output returned", ""),
     ("one block shared", ""),  # tied weights: not a stack of distinct layers
+    ("every 8th block gets another argument", ""),  # seen by the whole-model forward check
+    ("the parent acts after every 8th block", ""),
 ])
 def test_stacks_the_stamp_cannot_reproduce_are_traced_whole(monkeypatch, kind, expect):
     torch.manual_seed(0)
-    model = _Stack(special=6 if kind == "last layer differs" else -1, skip=kind == "skip two back",
-                   collect=kind == "every output returned", shared=kind == "one block shared")
+    model = _Stack(n=10, special=9 if kind == "last layer differs" else -1, skip=kind == "skip two back",
+                   collect=kind == "every output returned", shared=kind == "one block shared",
+                   every8={"every 8th block gets another argument": "argument",
+                           "the parent acts after every 8th block": "step"}.get(kind, ""))
     stamped, whole = _both(monkeypatch, model, (torch.randn(4, 8, requires_grad=False),))
     assert stamped.stamped == expect
     assert _canonical(stamped) == _canonical(whole)

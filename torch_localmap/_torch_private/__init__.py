@@ -56,7 +56,11 @@ def export_joint(stack: contextlib.ExitStack, module: torch.nn.Module, args: tup
     The result's `out_spec` is the pytree spec of the module's output.
     """
     from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
+    from torch.fx import traceback as fx_traceback
 
+    # Node annotations (node_annotation) are kept only while node meta is preserved; the
+    # autograd path turns that on itself, the forward-only (no_grad) path does not.
+    stack.enter_context(fx_traceback.preserve_node_meta())
     return aot_export_joint_with_descriptors(stack, module, args, kwargs, decompositions=_planning_decompositions())
 
 
@@ -167,6 +171,20 @@ def describe_input(desc) -> tuple[str, str]:
     if isinstance(desc, d.PlainAOTInput):
         return "input", str(desc.idx)
     return "unknown", repr(desc)
+
+
+def recording_ops(record):
+    """Context: each aten op call is passed to record(func, args, kwargs) before it runs
+    (a TorchDispatchMode, torch.utils._python_dispatch, 2.13)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Recorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            record(func, args, kwargs)
+            return func(*args, **kwargs)
+
+    return _Recorder()
 
 
 def lazy_graph_module(root: torch.nn.Module, graph: fx.Graph) -> fx.GraphModule:
