@@ -143,7 +143,7 @@ def _same(a, b) -> bool:
 
 
 def _signature(m: torch.nn.Module) -> list:
-    """[submodule types, parameter and buffer metadata, hooks, {attribute: value}]."""
+    """[submodule types and modes, parameter and buffer metadata, {(submodule, attribute): value}]."""
     types = tuple((n, type(s).__qualname__, s.training) for n, s in m.named_modules())
     def meta(t):
         return (tuple(t.shape), t.dtype, t.requires_grad, type(t).__name__, str(getattr(t, "placements", "")))
