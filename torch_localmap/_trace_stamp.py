@@ -39,7 +39,6 @@ from ._torch_private import pytree
 MIN_LAYERS = 6  # four are traced; below six the stamp saves too little to be worth a check
 _TRACED = 4
 _ENV = "TLM_TRACE_STAMP"
-_ANNOTATION = "tlm_module"  # _trace.MODULE_ANNOTATION (not imported: _trace imports this module)
 
 
 class StampRefused(Exception):
@@ -265,6 +264,14 @@ class _Layer:
         return self.fwd + self.bwd
 
 
+def _module_annotation() -> str:
+    """The node-meta key tracing labels module calls with (_trace.MODULE_ANNOTATION; read
+    when used: _trace imports this module)."""
+    from ._trace import MODULE_ANNOTATION
+
+    return MODULE_ANNOTATION
+
+
 def _layer_of(label: str | None, stack: LayerStack) -> int | None:
     """Traced layer index (0..3) of a module-call label, -1 for a label outside the stack,
     None for no label."""
@@ -287,7 +294,7 @@ def _split(gm: fx.GraphModule, stack: LayerStack) -> tuple[list, dict]:
     owner, previous_owner = {}, -1
     body = [n for n in gm.graph.nodes if n.op not in ("placeholder", "output")]
     for n in body:
-        t = _layer_of(_torch_private.node_annotations(n).get(_ANNOTATION), stack)
+        t = _layer_of(_torch_private.node_annotations(n).get(_module_annotation()), stack)
         if t is None:
             t = previous_owner
         owner[n] = previous_owner = t
@@ -423,7 +430,11 @@ class _Stamper:
         return self.n - 1 if t == _TRACED - 1 else t
 
     def build(self) -> fx.Graph:
-        layer2_state = [n for n in self.gm.graph.nodes if (_state_name(n, self.stack) or (0, -1))[1] == 2]
+        layer2_state = {}  # kind ("param" / "buffer") -> traced layer 2's placeholders of that kind
+        for n in self.gm.graph.nodes:
+            s = _state_name(n, self.stack)
+            if s is not None and s[1] == 2:
+                layer2_state.setdefault(s[0], []).append(n)
         for node in self.gm.graph.nodes:
             if node.op == "placeholder":
                 self.placeholder(node, layer2_state)
@@ -446,10 +457,11 @@ class _Stamper:
         meta = dict(node.meta)
         if layer is not None:
             custom = dict(_torch_private.node_annotations(node))
-            label = custom.get(_ANNOTATION)
+            key = _module_annotation()
+            label = custom.get(key)
             t = _layer_of(label, self.stack)
             if t is not None and t >= 0:
-                custom[_ANNOTATION] = self.stack.prefix(layer) + label[len(self.stack.prefix(t)):]
+                custom[key] = self.stack.prefix(layer) + label[len(self.stack.prefix(t)):]
                 meta["custom"] = custom
             if self.owner.get(node) == 2 and isinstance(meta.get("seq_nr"), int):
                 meta["seq_nr"] += (layer - 2) * self.seq_span
@@ -480,7 +492,7 @@ class _Stamper:
     def placeholder(self, node, layer2_state):
         s = _state_name(node, self.stack)
         if s is not None and s[1] == 2:
-            group = [p for p in layer2_state if _state_name(p, self.stack)[0] == s[0]]
+            group = layer2_state[s[0]]
             if node is group[0]:  # the group of every layer 2..N-2, in layer order
                 for layer in self.copies:
                     for p in group:
