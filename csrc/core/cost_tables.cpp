@@ -293,9 +293,40 @@ void add_sinks(const Graph& g, const std::vector<NodeStrategies>& strat, const B
 
 }  // namespace
 
+namespace {
+// A spec as one integer, a byte per mesh dim (R 1, S(d) 2 + 4d, P(op) 3 + 4op):
+// interning millions of specs through strings was a tenth of the table build
+// on 3-D meshes. False for specs that do not fit (more than 8 mesh dims, a
+// tensor dim past 63); those go through their string.
+bool packed_spec(const PlacementSpec& s, uint64_t* key) {
+  if (s.size() > 8) return false;
+  uint64_t k = 0;
+  for (const Placement& p : s) {
+    uint64_t code;
+    if (p.is_replicate()) code = 1;
+    else if (p.is_shard()) code = p.dim >= 0 && p.dim < 64 ? 2 + 4 * static_cast<uint64_t>(p.dim) : 0;
+    else code = static_cast<uint64_t>(p.reduce) < 63 ? 3 + 4 * static_cast<uint64_t>(p.reduce) : 0;
+    if (code == 0 || code > 255) return false;
+    k = (k << 8) | code;
+  }
+  *key = k;
+  return true;
+}
+}  // namespace
+
 int RedistCostCache::spec_id(const PlacementSpec& s) {
-  const int id = intern(spec_ids_, to_string(s));
-  if (id == static_cast<int>(specs_.size())) specs_.push_back(s);
+  const int next = static_cast<int>(specs_.size());
+  uint64_t key = 0;
+  int id;
+  bool fresh;
+  if (packed_spec(s, &key)) {
+    const auto r = packed_ids_.emplace(key, next);
+    id = r.first->second, fresh = r.second;
+  } else {
+    const auto r = spec_ids_.emplace(to_string(s), next);
+    id = r.first->second, fresh = r.second;
+  }
+  if (fresh) specs_.push_back(s);
   return id;
 }
 
@@ -309,12 +340,22 @@ int RedistCostCache::meta_id(const TensorMeta& t) {
 
 solver::Cost RedistCostCache::get(int meta, int src, int dst) {
   if (src == dst) return 0;
-  const uint64_t key =
-      (static_cast<uint64_t>(meta) << 42) | (static_cast<uint64_t>(src) << 21) | static_cast<uint64_t>(dst);
-  auto it = cache_.find(key);
-  if (it != cache_.end()) return it->second;
-  const solver::Cost c = to_cost(cm_.redistribute_seconds(metas_[meta], mesh_, specs_[src], specs_[dst]));
-  cache_.emplace(key, c);
+  if (tables_.size() <= static_cast<size_t>(meta)) tables_.resize(static_cast<size_t>(meta) + 1);
+  MetaTable& t = tables_[static_cast<size_t>(meta)];
+  auto local = [&t](int id) {
+    if (t.local.size() <= static_cast<size_t>(id)) t.local.resize(static_cast<size_t>(id) + 1, -1);
+    int& l = t.local[static_cast<size_t>(id)];
+    if (l < 0) l = static_cast<int>(t.rows.size()), t.rows.emplace_back();
+    return static_cast<size_t>(l);
+  };
+  const size_t ls = local(src), ld = local(dst);
+  std::vector<solver::Cost>& row = t.rows[ls];
+  if (row.size() <= ld) row.resize(t.rows.size(), -1);
+  solver::Cost& c = row[ld];
+  if (c < 0) {
+    c = to_cost(cm_.redistribute_seconds(metas_[meta], mesh_, specs_[src], specs_[dst]));
+    ++computed_;
+  }
   return c;
 }
 

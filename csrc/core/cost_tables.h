@@ -64,16 +64,25 @@ class RedistCostCache {
   solver::Cost get(const TensorMeta& t, const PlacementSpec& src, const PlacementSpec& dst) {
     return get(meta_id(t), spec_id(src), spec_id(dst));
   }
-  size_t size() const { return cache_.size(); }
+  size_t size() const { return computed_; }
   const PlacementSpec& spec(int id) const { return specs_.at(static_cast<size_t>(id)); }
 
  private:
   const CostModel& cm_;
   const Mesh& mesh_;
   std::unordered_map<std::string, int> spec_ids_, meta_ids_;
+  std::unordered_map<uint64_t, int> packed_ids_;  // specs that pack into one integer (cost_tables.cpp)
   std::vector<PlacementSpec> specs_;
   std::vector<TensorMeta> metas_;
-  std::unordered_map<uint64_t, solver::Cost> cache_;
+  // Per meta, a dense table over the specs seen with that meta: edge loops
+  // look up tens of millions of pairs on 3-D meshes, and a hash lookup per
+  // pair was most of the table build. -1 marks a pair not computed yet.
+  struct MetaTable {
+    std::vector<int> local;                  // global spec id -> row/column, or -1
+    std::vector<std::vector<solver::Cost>> rows;
+  };
+  std::vector<MetaTable> tables_;
+  size_t computed_ = 0;
 };
 
 // A graph output: the problem node standing for "where it must leave", one

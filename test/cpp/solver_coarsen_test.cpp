@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 #include <optional>
 #include <set>
@@ -18,7 +19,9 @@
 #include "core/solver/coarse_milp.h"
 #include "core/solver/coarsen.h"
 #include "core/solver/forest.h"
+#include "core/solver/greedy_start.h"
 #include "core/solver/kick.h"
+#include "core/solver/matrix_pool.h"
 #include "core/solver/merge.h"
 #include "core/solver/model.h"
 #include "core/solver/primal.h"
@@ -183,6 +186,145 @@ TEST(SolverCoarsen, IdentityCoarseningIsTheModel) {
   EXPECT_EQ(c.coarse.cost, m.cost);
   EXPECT_EQ(c.coarse.mat, m.mat);
   EXPECT_EQ(c.grouped_nodes, 0);
+}
+
+// Repeated layers: the same problem block copied k times along a chain,
+// so equal matrices appear on many edges.
+Problem repeated_blocks(std::mt19937_64& rng, int copies) {
+  Problem block = follower_problem(rng, true);
+  Problem p;
+  const int n = static_cast<int>(block.nodes.size());
+  for (int c = 0; c < copies; ++c) {
+    for (const auto& nd : block.nodes) p.nodes.push_back(nd);
+    for (const auto& e : block.edges) p.edges.push_back({e.u + c * n, e.v + c * n, e.costs});
+    if (c > 0) {  // link the copies: last node of the previous one to the first of this one
+      const int su = static_cast<int>(block.nodes[n - 1].strategies.size());
+      const int sv = static_cast<int>(block.nodes[0].strategies.size());
+      Edge link{c * n - 1, c * n, std::vector<Cost>(static_cast<size_t>(su) * sv, 7)};
+      p.edges.push_back(std::move(link));
+    }
+  }
+  return p;
+}
+
+TEST(SolverMatrixPool, EqualMatricesShareOneBlockDistinctOnesDoNot) {
+  std::vector<Cost> mat;
+  MatrixPool pool(mat);
+  const std::vector<Cost> a = {1, 2, 3, 4}, b = {1, 2, 3, 5}, c = {1, 2, 3};
+  bool fresh = false;
+  const size_t oa = pool.add(a.data(), a.size(), &fresh);
+  EXPECT_TRUE(fresh);
+  const size_t ob = pool.add(b.data(), b.size(), &fresh);
+  EXPECT_TRUE(fresh);
+  EXPECT_EQ(pool.add(a.data(), a.size(), &fresh), oa);
+  EXPECT_FALSE(fresh);
+  const size_t oc = pool.add(c.data(), c.size(), &fresh);  // a prefix of a is not a
+  EXPECT_TRUE(fresh);
+  EXPECT_EQ(mat.size(), a.size() + b.size() + c.size());
+  EXPECT_TRUE(std::equal(a.begin(), a.end(), mat.begin() + static_cast<std::ptrdiff_t>(oa)));
+  EXPECT_TRUE(std::equal(b.begin(), b.end(), mat.begin() + static_cast<std::ptrdiff_t>(ob)));
+  EXPECT_TRUE(std::equal(c.begin(), c.end(), mat.begin() + static_cast<std::ptrdiff_t>(oc)));
+}
+
+TEST(SolverMatrixPool, RepeatedLayersAreStoredOnceAndSolveTheSame) {
+  std::mt19937_64 rng(11);
+  int checked = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    Problem p = repeated_blocks(rng, 6);
+    Reduction red = reduce(p, false);
+    const Model& m = red.model;
+    size_t cells = 0;
+    std::set<size_t> blocks;
+    for (const auto& e : m.edges) {
+      cells += static_cast<size_t>(m.num_strategies(e.u)) * m.num_strategies(e.v);
+      blocks.insert(e.off);
+    }
+    if (m.edges.size() < 6) continue;  // reduction left too little to repeat
+    ++checked;
+    ASSERT_LT(m.mat.size(), cells) << "trial " << trial;  // the six copies' matrices share storage
+    ASSERT_LT(blocks.size(), m.edges.size()) << "trial " << trial;
+    // Every edge still reads its own matrix: a labelling's model cost plus
+    // the offset is the problem's cost of its expansion.
+    std::mt19937_64 r2(trial);
+    std::vector<int> x(m.n);
+    for (int i = 0; i < m.n; ++i) x[i] = uni(r2, 0, m.num_strategies(i) - 1);
+    __int128 direct = m.offset;
+    bool forbidden = false;
+    for (int i = 0; i < m.n; ++i) direct += m.cost[m.off[i] + x[i]];
+    for (const auto& e : m.edges) {
+      const Cost c = m.mat[e.off + static_cast<size_t>(x[e.u]) * m.num_strategies(e.v) + x[e.v]];
+      if (c == kInfiniteCost) forbidden = true;
+      else direct += c;
+    }
+    if (forbidden) continue;
+    Problem unlimited = p;
+    unlimited.usage_limit.reset();
+    ASSERT_EQ(to_string(direct), to_string(evaluate(unlimited, red.expand(x)).cost)) << "trial " << trial;
+  }
+  EXPECT_GT(checked, 15);
+}
+
+TEST(SolverCoarsen, CoarseMatricesOfRepeatedLayersAreSharedAndExact) {
+  std::mt19937_64 rng(13);
+  int shared = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    Problem p = repeated_blocks(rng, 5);
+    std::optional<Model> mo = model_of(p);
+    if (!mo || mo->n == 0) continue;
+    const Model& m = *mo;
+    Primal start(m);
+    start.set(greedy_labels(m));
+    if (!start.feasible() && !start.repair()) continue;
+    Coarsening c = coarsen(m, start.cost());
+    std::set<size_t> blocks;
+    for (const auto& e : c.coarse.edges) blocks.insert(e.off);
+    shared += blocks.size() < c.coarse.edges.size();
+    // The start labelling costs the same on the coarse model.
+    std::vector<int> y(c.coarse.n);
+    bool followed = true;
+    for (int g = 0; g < c.coarse.n; ++g) {
+      y[g] = c.label_of(g, start.labels());
+      followed = followed && y[g] >= 0;
+    }
+    ASSERT_TRUE(followed) << "trial " << trial;
+    __int128 coarse_cost = 0;
+    for (int g = 0; g < c.coarse.n; ++g) coarse_cost += c.coarse.cost[c.coarse.off[g] + y[g]];
+    for (const auto& e : c.coarse.edges)
+      coarse_cost += c.coarse.mat[e.off + static_cast<size_t>(y[e.u]) * c.coarse.num_strategies(e.v) + y[e.v]];
+    ASSERT_EQ(to_string(coarse_cost), to_string(start.cost())) << "trial " << trial;
+  }
+  EXPECT_GT(shared, 20);
+}
+
+TEST(SolverCoarsen, PastItsDeadlineCoarsenThrowsTimeout) {
+  std::mt19937_64 rng(17);
+  Problem p = repeated_blocks(rng, 4);
+  std::optional<Model> mo = model_of(p);
+  ASSERT_TRUE(mo && mo->n > 0);
+  Primal start(*mo);
+  start.set(greedy_labels(*mo));
+  ASSERT_TRUE(start.feasible() || start.repair());
+  EXPECT_THROW(coarsen(*mo, start.cost(), Clock::now() - std::chrono::seconds(1)), CoarsenTimeout);
+  EXPECT_NO_THROW(coarsen(*mo, start.cost(), Clock::now() + std::chrono::hours(1)));
+}
+
+TEST(SolverForest, SingleNodeMovesWithoutACopyMatchTheIdentityCoarsening) {
+  std::mt19937_64 rng(19);
+  for (int trial = 0; trial < 200; ++trial) {
+    Problem p = follower_problem(rng, trial % 2 == 0);
+    std::optional<Model> mo = model_of(p);
+    if (!mo || mo->n == 0) continue;
+    const Model& m = *mo;
+    Primal a(m), b(m);
+    a.set(greedy_labels(m));
+    if (!a.feasible()) continue;
+    b.set(a.labels());
+    Coarsening c = identity_coarsening(m);
+    ForestMoves with_copy(m, c), without(m);
+    std::mt19937_64 ra(trial), rb(trial);
+    for (int sw = 0; sw < 3; ++sw) ASSERT_EQ(with_copy.sweep(a, ra), without.sweep(b, rb)) << "trial " << trial;
+    ASSERT_EQ(a.labels(), b.labels()) << "trial " << trial;
+  }
 }
 
 TEST(SolverForest, NeverWorsensNeverOverfillsAndIsExactOnTrees) {

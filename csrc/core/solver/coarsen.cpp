@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <deque>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/solver/cost_math.h"
+#include "core/solver/matrix_pool.h"
 
 namespace tlm::solver {
 namespace {
@@ -14,11 +17,6 @@ namespace {
 Cost entry(const Model& m, int e, int su, int sv) {
   const auto& ed = m.edges[e];
   return m.mat[ed.off + static_cast<size_t>(su) * m.num_strategies(ed.v) + sv];
-}
-
-// Entry of edge e with node i's strategy first.
-Cost entry_from(const Model& m, int e, int i, int si, int sj) {
-  return m.edges[e].u == i ? entry(m, e, si, sj) : entry(m, e, sj, si);
 }
 
 // Each node's and each edge's cheapest entry, and their sum: no labelling
@@ -51,46 +49,69 @@ int find(std::vector<int>& p, int x) {
   return x;
 }
 
+// ub - lb + minimum as an entry limit: clamped to the finite cost range, so
+// kInfiniteCost is never within it.
+Cost clamp_limit(__int128 l) {
+  if (l > kHugeCost) return kHugeCost;
+  if (l < std::numeric_limits<Cost>::min()) return std::numeric_limits<Cost>::min();
+  return static_cast<Cost>(l);
+}
+
 // Builds the member slots, the coarse model's edges and adjacency from the groups and maps.
-void build_coarse_edges(const Model& m, Coarsening& c) {
+void build_coarse_edges(const Model& m, Coarsening& c, Clock::time_point deadline) {
   Model& cm = c.coarse;
   c.slot_of.assign(m.n, 0);
   for (int g = 0; g < cm.n; ++g)
     for (size_t sl = c.member_off[g]; sl < c.member_off[g + 1]; ++sl) c.slot_of[c.members[sl]] = sl;
   const std::vector<size_t>& slot_of = c.slot_of;
+  // The coarse edges first, then each one's matrix summed from its fine
+  // edges into a buffer and stored once per distinct content (matrix_pool.h:
+  // repeated layers give thousands of equal matrices).
   std::unordered_map<uint64_t, int> index;
   std::vector<std::vector<int>> adj(cm.n);
+  std::vector<std::vector<int>> fine_edges;  // per coarse edge
   for (size_t e = 0; e < m.edges.size(); ++e) {
     const auto& ed = m.edges[e];
     int g = c.group_of[ed.u], h = c.group_of[ed.v];
     if (g == h) continue;
     int a = std::min(g, h), b = std::max(g, h);
     uint64_t key = (static_cast<uint64_t>(a) << 32) | static_cast<uint32_t>(b);
-    auto it = index.find(key);
-    const int sa = cm.num_strategies(a), sb = cm.num_strategies(b);
-    int id;
-    if (it == index.end()) {
-      id = static_cast<int>(cm.edges.size());
-      index.emplace(key, id);
-      cm.edges.push_back({a, b, cm.mat.size()});
-      cm.mat.resize(cm.mat.size() + static_cast<size_t>(sa) * sb, 0);
-      adj[a].push_back(id);
-      adj[b].push_back(id);
-    } else {
-      id = it->second;
+    auto [it, fresh] = index.emplace(key, static_cast<int>(cm.edges.size()));
+    if (fresh) {
+      cm.edges.push_back({a, b, 0});
+      fine_edges.emplace_back();
+      adj[a].push_back(it->second);
+      adj[b].push_back(it->second);
     }
-    // fine node on the coarse edge's u side first
-    const int fa = c.group_of[ed.u] == a ? ed.u : ed.v;
-    const int fb = fa == ed.u ? ed.v : ed.u;
-    Cost* out = &cm.mat[cm.edges[id].off];
-    for (int r = 0; r < sa; ++r) {
-      int s = c.fine_strategy(slot_of[fa], r);
-      for (int q = 0; q < sb; ++q) {
-        int t = c.fine_strategy(slot_of[fb], q);
-        Cost& o = out[static_cast<size_t>(r) * sb + q];
-        o = sat_add(o, entry_from(m, static_cast<int>(e), fa, s, t));
+    fine_edges[it->second].push_back(static_cast<int>(e));
+  }
+  MatrixPool pool(cm.mat);
+  std::vector<Cost> block;
+  for (size_t id = 0; id < cm.edges.size(); ++id) {
+    if (id % 256 == 0 && Clock::now() >= deadline) throw CoarsenTimeout();
+    const int a = cm.edges[id].u;
+    const int sa = cm.num_strategies(a), sb = cm.num_strategies(cm.edges[id].v);
+    block.assign(static_cast<size_t>(sa) * sb, 0);
+    bool first = true;  // the first fine edge copies, later ones add
+    for (int e : fine_edges[id]) {
+      const auto& ed = m.edges[e];
+      // fine node on the coarse edge's u side first
+      const int fa = c.group_of[ed.u] == a ? ed.u : ed.v;
+      const int fb = fa == ed.u ? ed.v : ed.u;
+      const int* ra = &c.map[c.map_off[slot_of[fa]]];
+      const int* rb = &c.map[c.map_off[slot_of[fb]]];
+      const size_t fine_row = static_cast<size_t>(m.num_strategies(ed.v));
+      const Cost* in = &m.mat[ed.off];
+      for (int r = 0; r < sa; ++r) {
+        Cost* o = &block[static_cast<size_t>(r) * sb];
+        for (int q = 0; q < sb; ++q) {
+          const Cost x = fa == ed.u ? in[ra[r] * fine_row + rb[q]] : in[rb[q] * fine_row + ra[r]];
+          o[q] = first ? x : sat_add(o[q], x);
+        }
       }
+      first = false;
     }
+    cm.edges[id].off = pool.add(block.data(), block.size());
   }
   cm.adj_off.assign(1, 0);
   for (auto& a : adj) {
@@ -119,10 +140,17 @@ __int128 sum_of_minima(const Model& m) { return minima_of(m).sum; }
 
 __int128 huge_cost_threshold(const Model& m) {
   std::vector<size_t> decade(20, 0);  // decade d holds entries in [10^d, 10^(d+1))
+  // floor(log10 c) from the bit length (1233 / 4096 ~ log10 2), corrected by
+  // one comparison: a division loop per entry cost seconds on 3-D meshes.
+  static const Cost kPow10[19] = {1LL, 10LL, 100LL, 1000LL, 10000LL, 100000LL, 1000000LL, 10000000LL,
+                                  100000000LL, 1000000000LL, 10000000000LL, 100000000000LL, 1000000000000LL,
+                                  10000000000000LL, 100000000000000LL, 1000000000000000LL,
+                                  10000000000000000LL, 100000000000000000LL, 1000000000000000000LL};
   auto count = [&](Cost c) {
     if (c <= 0 || c == kInfiniteCost) return;
-    int d = 0;
-    for (Cost v = c; v >= 10 && d < 19; v /= 10) ++d;
+    const int bits = 64 - __builtin_clzll(static_cast<unsigned long long>(c));
+    int d = (bits * 1233) >> 12;
+    if (c < kPow10[d]) --d;
     ++decade[d];
   };
   for (Cost c : m.cost) count(c);
@@ -144,7 +172,7 @@ __int128 huge_cost_threshold(const Model& m) {
   return -1;
 }
 
-Coarsening identity_coarsening(const Model& m) {
+Coarsening identity_coarsening(const Model& m, bool with_edges) {
   Coarsening c;
   Model& cm = c.coarse;
   cm.n = m.n;
@@ -162,17 +190,19 @@ Coarsening identity_coarsening(const Model& m) {
   c.map = cm.strat;
   c.slot_of.resize(m.n);
   std::iota(c.slot_of.begin(), c.slot_of.end(), 0);
-  cm.edges = m.edges;
-  cm.mat = m.mat;
-  cm.adj_off = m.adj_off;
-  cm.adj = m.adj;
+  if (with_edges) {
+    cm.edges = m.edges;
+    cm.mat = m.mat;
+    cm.adj_off = m.adj_off;
+    cm.adj = m.adj;
+  }
   cm.plo.assign(cm.n, 0);
   cm.phi.assign(cm.n, 0);
   cm.usage.assign(cm.strat.size(), 0);
   return c;
 }
 
-Coarsening coarsen(const Model& m, __int128 ub) {
+Coarsening coarsen(const Model& m, __int128 ub, Clock::time_point deadline) {
   const Minima mn = minima_of(m);
   const __int128 lb = mn.sum;
   const std::vector<Cost>& node_min = mn.node;
@@ -180,36 +210,52 @@ Coarsening coarsen(const Model& m, __int128 ub) {
   std::vector<char> ok(m.strat.size());
   for (int i = 0; i < m.n; ++i)
     for (size_t k = m.off[i]; k < m.off[i + 1]; ++k) ok[k] = lb - node_min[i] + m.cost[k] <= ub;
-  auto affordable = [&](int e, int su, int sv) {
-    Cost c = entry(m, e, su, sv);
-    return c != kInfiniteCost && lb - edge_min[e] + c <= ub;
-  };
-  // Arc consistency over affordable entries: a strategy with no affordable partner goes.
+  // An entry is affordable when it is at most its edge's limit, ub - lb + the
+  // edge's minimum (clamped to the cost range, below kInfiniteCost): one
+  // 64-bit compare per entry, for tests that scan every matrix several times.
+  std::vector<Cost> limit(m.edges.size());
+  for (size_t e = 0; e < m.edges.size(); ++e) limit[e] = clamp_limit(ub - lb + edge_min[e]);
+  auto affordable = [&](int e, int su, int sv) { return entry(m, e, su, sv) <= limit[e]; };
+  // Arc consistency over affordable entries: a strategy with no affordable
+  // partner on some edge goes. AC-3 over directed arcs (arc 2e revises e's u
+  // against its v, arc 2e + 1 the reverse), each strategy resuming its search
+  // for a partner where it last found one (partners only ever go), so an
+  // edge's matrix is scanned about once however often its arcs are revised.
+  std::vector<size_t> support_off(m.edges.size() + 1, 0);
+  for (size_t e = 0; e < m.edges.size(); ++e)
+    support_off[e + 1] = support_off[e] + m.num_strategies(m.edges[e].u) + m.num_strategies(m.edges[e].v);
+  std::vector<int> support(support_off.back(), 0);
   std::deque<int> queue;
-  std::vector<char> queued(m.n, 1);
-  for (int i = 0; i < m.n; ++i) queue.push_back(i);
+  std::vector<char> queued(2 * m.edges.size(), 1);
+  for (size_t a = 0; a < 2 * m.edges.size(); ++a) queue.push_back(static_cast<int>(a));
   while (!queue.empty()) {
-    int i = queue.front();
+    const int arc = queue.front();
     queue.pop_front();
-    queued[i] = 0;
-    for (size_t a = m.adj_off[i]; a < m.adj_off[i + 1]; ++a) {
-      int e = m.adj[a];
-      const auto& ed = m.edges[e];
-      int j = ed.u == i ? ed.v : ed.u;
-      bool removed = false;
-      for (int s = 0; s < m.num_strategies(i); ++s) {
-        if (!ok[m.off[i] + s]) continue;
-        bool any = false;
-        for (int t = 0; t < m.num_strategies(j) && !any; ++t)
-          any = ok[m.off[j] + t] && (ed.u == i ? affordable(e, s, t) : affordable(e, t, s));
-        if (!any) ok[m.off[i] + s] = 0, removed = true;
+    queued[arc] = 0;
+    const int e = arc / 2;
+    const bool from_v = arc % 2 == 1;
+    const auto& ed = m.edges[e];
+    const int i = from_v ? ed.v : ed.u, j = from_v ? ed.u : ed.v;
+    const int si = m.num_strategies(i), sj = m.num_strategies(j), sv = m.num_strategies(ed.v);
+    const Cost* mat = &m.mat[ed.off];
+    int* next = &support[support_off[e] + (from_v ? m.num_strategies(ed.u) : 0)];
+    bool removed = false;
+    for (int s = 0; s < si; ++s) {
+      if (!ok[m.off[i] + s]) continue;
+      int t = next[s];
+      for (; t < sj; ++t) {
+        const Cost c = from_v ? mat[static_cast<size_t>(t) * sv + s] : mat[static_cast<size_t>(s) * sv + t];
+        if (ok[m.off[j] + t] && c <= limit[e]) break;
       }
-      if (removed)
-        for (size_t b = m.adj_off[i]; b < m.adj_off[i + 1]; ++b) {
-          const auto& eb = m.edges[m.adj[b]];
-          int k = eb.u == i ? eb.v : eb.u;
-          if (!queued[k]) queued[k] = 1, queue.push_back(k);
-        }
+      next[s] = t;
+      if (t == sj) ok[m.off[i] + s] = 0, removed = true;
+    }
+    if (!removed) continue;
+    for (size_t b = m.adj_off[i]; b < m.adj_off[i + 1]; ++b) {
+      const int f = m.adj[b];
+      if (f == e) continue;
+      const int back = 2 * f + (m.edges[f].u == i ? 1 : 0);  // revises f's other end against i
+      if (!queued[back]) queued[back] = 1, queue.push_back(back);
     }
   }
   // Bijection edges: every kept strategy on either side has exactly one affordable kept partner.
@@ -319,7 +365,8 @@ Coarsening coarsen(const Model& m, __int128 ub) {
     c.member_off.push_back(c.members.size());
     if (order.size() > 1) c.grouped_nodes += static_cast<int>(order.size());
   }
-  build_coarse_edges(m, c);
+  if (Clock::now() >= deadline) throw CoarsenTimeout();
+  build_coarse_edges(m, c, deadline);
   // The same affordability test on the coarse model: its sums are tighter
   // than the fine minima, and the MILP then never sees huge coefficients.
   const Minima cmn = minima_of(cm);
@@ -329,11 +376,16 @@ Coarsening coarsen(const Model& m, __int128 ub) {
   for (int g = 0; g < cm.n; ++g)
     for (size_t k = cm.off[g]; k < cm.off[g + 1]; ++k)
       if (clb - gmin[g] + cm.cost[k] > ub) cm.cost[k] = kHugeCost;
+  // Edges sharing a block have equal minima, so equal limits: each block once.
+  std::unordered_set<size_t> pruned;
   for (size_t e = 0; e < cm.edges.size(); ++e) {
     const auto& ed = cm.edges[e];
-    size_t cells = static_cast<size_t>(cm.num_strategies(ed.u)) * cm.num_strategies(ed.v);
+    if (!pruned.insert(ed.off).second) continue;
+    const size_t cells = static_cast<size_t>(cm.num_strategies(ed.u)) * cm.num_strategies(ed.v);
+    const Cost lim = clamp_limit(ub - clb + emin[e]);
+    Cost* mat = &cm.mat[ed.off];
     for (size_t k = 0; k < cells; ++k)
-      if (cm.mat[ed.off + k] != kInfiniteCost && clb - emin[e] + cm.mat[ed.off + k] > ub) cm.mat[ed.off + k] = kInfiniteCost;
+      if (mat[k] > lim) mat[k] = kInfiniteCost;
   }
   return c;
 }

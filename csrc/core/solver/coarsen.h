@@ -17,6 +17,7 @@
 // moves are checked on the fine model, member by member.
 #pragma once
 
+#include <stdexcept>
 #include <vector>
 
 #include "core/solver/model.h"
@@ -49,9 +50,16 @@ __int128 sum_of_minima(const Model& m);
 // magnitudes of the positive entries, or -1 when there is no such gap.
 __int128 huge_cost_threshold(const Model& m);
 
-// Every node its own group (the coarse model equals the fine one, without memory).
-Coarsening identity_coarsening(const Model& m);
+// Every node its own group (the coarse model equals the fine one, without
+// memory). Without edges the coarse model has the nodes and costs only.
+Coarsening identity_coarsening(const Model& m, bool with_edges = true);
+// Thrown by coarsen() past its deadline: on 3-D meshes one coarsening takes
+// seconds, more than a tight time limit has left.
+struct CoarsenTimeout : std::runtime_error {
+  CoarsenTimeout() : std::runtime_error("coarsen: deadline passed") {}
+};
+
 // Groups under the affordability test for a labelling of cost `ub` (model units).
-Coarsening coarsen(const Model& m, __int128 ub);
+Coarsening coarsen(const Model& m, __int128 ub, Clock::time_point deadline = Clock::time_point::max());
 
 }  // namespace tlm::solver

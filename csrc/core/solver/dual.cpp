@@ -3,16 +3,23 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 namespace tlm::solver {
 
 static constexpr double kInf = std::numeric_limits<double>::infinity();
 
-DualSolver::DualSolver(const Model& m) : m_(m) {
+DualSolver::EdgeCosts DualSolver::edge_costs(const Model& m) {
+  auto mat = std::make_shared<std::vector<double>>();
+  mat->reserve(m.mat.size());
+  for (Cost c : m.mat) mat->push_back(c == kInfiniteCost ? kInf : static_cast<double>(c));
+  return mat;
+}
+
+DualSolver::DualSolver(const Model& m, EdgeCosts mat) : m_(m), mat_(std::move(mat)) {
+  if (!mat_ || mat_->size() != m.mat.size()) throw std::logic_error("DualSolver: edge costs of another model");
   pot_.resize(m.cost.size());
   for (size_t k = 0; k < m.cost.size(); ++k) pot_[k] = static_cast<double>(m.cost[k]);
-  mat_.resize(m.mat.size());
-  for (size_t k = 0; k < m.mat.size(); ++k) mat_[k] = m.mat[k] == kInfiniteCost ? kInf : static_cast<double>(m.mat[k]);
   phi_off_.resize(m.edges.size() + 1, 0);
   for (size_t e = 0; e < m.edges.size(); ++e)
     phi_off_[e + 1] = phi_off_[e] + m.num_strategies(m.edges[e].u) + m.num_strategies(m.edges[e].v);
@@ -39,7 +46,7 @@ void DualSolver::collect(int e, int i) {
   const int su = m_.num_strategies(ed.u), sv = m_.num_strategies(ed.v);
   double* pu = &phi_[phi_off_[e]];
   double* pv = pu + su;
-  const double* M = &mat_[ed.off];
+  const double* M = &(*mat_)[ed.off];
   double* node = &pot_[m_.off[i]];
   if (i == ed.u) {
     for (int s = 0; s < su; ++s) {
@@ -97,7 +104,7 @@ void DualSolver::forward(std::vector<int>& labels) {
       if (j > i) continue;
       // i is the edge's v side (u < v); row x_j of the matrix
       const int sv = m_.num_strategies(ed.v);
-      const double* row = &mat_[ed.off + static_cast<size_t>(labels[j]) * sv];
+      const double* row = &(*mat_)[ed.off + static_cast<size_t>(labels[j]) * sv];
       const double* pv = &phi_[phi_off_[e]] + m_.num_strategies(ed.u);
       for (int t = 0; t < s_count; ++t) score[t] += row[t] + pv[t];
     }
@@ -173,7 +180,7 @@ long double DualSolver::exact_bound(long double* magnitude) const {
     const int su = m_.num_strategies(ed.u), sv = m_.num_strategies(ed.v);
     const double* pu = &phi_[phi_off_[e]];
     const double* pv = pu + su;
-    const double* M = &mat_[ed.off];
+    const double* M = &(*mat_)[ed.off];
     long double best = kInf;
     for (int s = 0; s < su; ++s)
       for (int t = 0; t < sv; ++t) {

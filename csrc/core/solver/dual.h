@@ -10,6 +10,7 @@
 // its cost, and sum_k lambda_k * cap_k subtracted from the bound.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "core/solver/model.h"
@@ -18,7 +19,14 @@ namespace tlm::solver {
 
 class DualSolver {
  public:
-  explicit DualSolver(const Model& m);
+  // The model's edge costs as doubles (+inf = forbidden). Built once and
+  // shared by the solvers of one model: on 3-D meshes it is hundreds of
+  // megabytes, and a copy per solver cost more than a pass of messages.
+  using EdgeCosts = std::shared_ptr<const std::vector<double>>;
+  static EdgeCosts edge_costs(const Model& m);
+
+  DualSolver(const Model& m, EdgeCosts mat);
+  explicit DualSolver(const Model& m) : DualSolver(m, edge_costs(m)) {}
 
   // Adds usage * delta[i] to node i's potentials (penalty change of node i).
   void add_penalty(const std::vector<double>& delta);
@@ -38,7 +46,7 @@ class DualSolver {
  private:
   const Model& m_;
   std::vector<double> pot_;      // per model strategy
-  std::vector<double> mat_;      // edge costs, +inf = forbidden
+  EdgeCosts mat_;                // edge costs, +inf = forbidden
   std::vector<double> phi_;      // per edge: phi_u (|S_u|) then phi_v (|S_v|)
   std::vector<size_t> phi_off_;
   std::vector<int> n_before_, n_after_;  // neighbours earlier / later in the order

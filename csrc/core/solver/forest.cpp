@@ -22,6 +22,20 @@ ForestMoves::ForestMoves(const Model& m, const Coarsening& c)
       dsu_(c.coarse.n, 0),
       allow_(m.n, 0) {}
 
+ForestMoves::ForestMoves(const Model& m)
+    : ForestMoves(m, std::make_unique<Coarsening>(identity_coarsening(m, /*with_edges=*/false))) {}
+
+ForestMoves::ForestMoves(const Model& m, std::unique_ptr<Coarsening> own)
+    : m_(m),
+      own_(std::move(own)),
+      c_(*own_),
+      cm_(m),
+      in_forest_(m.n, -1),
+      parent_(m.n, -2),
+      parent_edge_(m.n, -1),
+      dsu_(m.n, 0),
+      allow_(m.n, 0) {}
+
 __int128 ForestMoves::move_group(Primal& primal, int g, int r, std::vector<std::pair<int, int>>* undo) const {
   __int128 d = 0;
   for (size_t sl = c_.member_off[g]; sl < c_.member_off[g + 1]; ++sl) {

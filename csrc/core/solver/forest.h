@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <random>
 #include <vector>
@@ -33,6 +34,10 @@ class ForestMoves {
  public:
   // Both must outlive this object.
   ForestMoves(const Model& m, const Coarsening& c);
+  // Every node its own group, reading the model's own edges (m must outlive
+  // this object): the same moves as with identity_coarsening(m), without a
+  // copy of its edge matrices (hundreds of megabytes on 3-D meshes).
+  explicit ForestMoves(const Model& m);
 
   // Covers every node with a choice by random forests (about two or three
   // for sparse graphs) and re-optimises each. `price` (per model node, may
@@ -66,16 +71,17 @@ class ForestMoves {
                 bool respect_memory = true);
 
  private:
+  ForestMoves(const Model& m, std::unique_ptr<Coarsening> own);
+
   const Model& m_;
+  std::unique_ptr<Coarsening> own_;  // the identity groups, for the single-node constructor
   const Coarsening& c_;
-  const Model& cm_;  // c_.coarse
+  const Model& cm_;  // c_.coarse, or m_ with single nodes (same nodes, costs and edges)
   std::vector<int> order_, in_forest_, parent_, parent_edge_, dsu_;
   std::vector<double> belief_;
   std::vector<int> arg_, cur_;
   std::vector<size_t> arg_off_;
   std::vector<Usage> allow_;  // per fine node
-
-
 
   int find(int x);
 };

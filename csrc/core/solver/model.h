@@ -33,7 +33,8 @@ struct Model {
   std::vector<Usage> usage;  // residual usage (>= 0) per model strategy
   std::vector<int> plo, phi; // memory check points of node i: [plo, phi) (empty: no residual usage)
   std::vector<ModelEdge> edges;
-  std::vector<Cost> mat;     // edge costs; kInfiniteCost = forbidden pair
+  std::vector<Cost> mat;     // edge costs; kInfiniteCost = forbidden pair. Edges with equal
+                             // matrices may share a block (matrix_pool.h): read-only once built
   std::vector<size_t> adj_off;
   std::vector<int> adj;      // incident edge ids per node
   std::vector<Usage> cap;    // per check point: usage_limit - fixed load (>= 0)

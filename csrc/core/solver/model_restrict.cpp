@@ -30,6 +30,9 @@ Model restrict_strategies(const Model& m, const std::vector<char>& keep, std::ve
     if (r.strat.size() == r.off.back()) throw std::logic_error("restrict_strategies: a node kept no strategy");
     r.off.push_back(r.strat.size());
   }
+  size_t cells = 0;  // reserved once (see reduce.cpp)
+  for (const auto& e : m.edges) cells += static_cast<size_t>(r.num_strategies(e.u)) * r.num_strategies(e.v);
+  r.mat.reserve(cells);
   for (const auto& e : m.edges) {
     Model::ModelEdge ne{e.u, e.v, r.mat.size()};
     const int sv = m.num_strategies(e.v);

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "core/solver/cost_math.h"
+#include "core/solver/matrix_pool.h"
 #include "core/solver/model.h"
 #include "core/solver/slack_tree.h"
 #include "core/solver/solver.h"
@@ -540,14 +541,17 @@ class Reducer {
       m.off.push_back(m.strat.size());
     }
     std::vector<std::vector<int>> adj(m.n);
+    MatrixPool pool(m.mat);  // identical matrices stored once (matrix_pool.h)
+    std::vector<Cost> block;
     for (const WorkEdge& e : edges_) {
       if (!e.alive) continue;
-      Model::ModelEdge me{index[e.u], index[e.v], m.mat.size()};
+      block.clear();
       for (int a = 0; a < S(e.u); ++a) {
         if (local[e.u][a] < 0) continue;
         for (int b = 0; b < S(e.v); ++b)
-          if (local[e.v][b] >= 0) m.mat.push_back(at(e, a, b));
+          if (local[e.v][b] >= 0) block.push_back(at(e, a, b));
       }
+      Model::ModelEdge me{index[e.u], index[e.v], pool.add(block.data(), block.size())};
       int id = static_cast<int>(m.edges.size());
       m.edges.push_back(me);
       adj[me.u].push_back(id);

@@ -68,6 +68,12 @@ struct Shared {
   std::atomic<int> price_version{0};  // bumped whenever memory_price changes
   RecentPool pool;                   // kick results, for solution merging
   PhaseLedger* ledger = nullptr;     // time and improvements per phase
+  // The latest groups (coarsen.h) and the UB they were built for: workers
+  // asking for the same UB share them (one coarsening takes seconds on 3-D
+  // meshes, and two at once only compete for memory bandwidth).
+  std::mutex groups_mu;
+  std::shared_ptr<const Coarsening> groups;
+  __int128 groups_ub = -1;
   const SearchOptions* so = nullptr;
 
   explicit Shared(const SearchOptions& options, PhaseLedger* l)
@@ -126,9 +132,10 @@ struct Shared {
 // Dual side: message passing on cost + sum_k lambda_k * usage (a Lagrangian
 // of the memory constraints), lambda by projected subgradient steps. Every
 // bound it reports is exact for the lambda it was computed with.
-void bound_search(const Model& m, Shared& sh, Clock::time_point deadline, int max_stall) {
+void bound_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh, Clock::time_point deadline,
+                  int max_stall) {
   if (Clock::now() >= deadline) return;  // its set-up alone takes seconds on 3-D meshes
-  DualSolver dual(m);
+  DualSolver dual(m, mat);
   std::vector<double> lam(m.cap.size(), 0.0), node_lam(m.n, 0.0);
   std::vector<int> labels;
   // Points are strongly correlated (a node spans many): scale steps by the mean span.
@@ -257,15 +264,25 @@ class PricedKicks {
   std::vector<double> base_, price_, group_f_;
 };
 
-// Groups for a labelling of cost `ub`; the identity if grouping fails (it
-// cannot for a real labelling's cost, but a search must not die of it).
-std::unique_ptr<Coarsening> groups_for(const Model& m, __int128 ub) {
+// Groups for a labelling of cost `ub`, shared with the other workers; null
+// when the deadline passes first. When grouping fails (ub below every
+// labelling): null for an estimated ub (`labelling_cost` false), else the
+// identity (a real labelling's cost cannot fail, but a search must not die of it).
+std::shared_ptr<const Coarsening> groups_for(const Model& m, Shared& sh, __int128 ub, Clock::time_point deadline,
+                                             bool labelling_cost = true) {
+  std::lock_guard<std::mutex> lock(sh.groups_mu);
+  if (sh.groups && sh.groups_ub == ub) return sh.groups;
   try {
-    return std::make_unique<Coarsening>(coarsen(m, ub));
+    sh.groups = std::make_shared<const Coarsening>(coarsen(m, ub, deadline));
+  } catch (const CoarsenTimeout&) {
+    return nullptr;
   } catch (const std::logic_error& e) {
+    if (!labelling_cost) return nullptr;
     trace("grouping failed (%s); single nodes instead", e.what());
-    return std::make_unique<Coarsening>(identity_coarsening(m));
+    sh.groups = std::make_shared<const Coarsening>(identity_coarsening(m));
   }
+  sh.groups_ub = ub;
+  return sh.groups;
 }
 
 // Large-neighbourhood search over regions of groups from the shared best
@@ -280,8 +297,8 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
   if (!sh.best_below(-1, &start, &start_cost) || Clock::now() >= deadline) return;
   Primal primal(m);
   primal.set(start);
-  auto cs = groups_for(m, start_cost);
-  if (Clock::now() >= deadline) return;
+  auto cs = groups_for(m, sh, start_cost, deadline);
+  if (!cs || Clock::now() >= deadline) return;
   __int128 cs_ub = start_cost;
   auto last_report = Clock::now();
   std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ULL + 1);
@@ -305,7 +322,8 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
     if (primal.cost() < cs_ub - cs_ub / 20) {
       nbh.reset();
       moves.reset();
-      cs = groups_for(m, primal.cost());
+      cs = groups_for(m, sh, primal.cost(), deadline);
+      if (!cs) break;
       cs_ub = primal.cost();
       nbh = std::make_unique<CoarseLns>(m, *cs);
       moves = std::make_unique<ForestMoves>(m, *cs);
@@ -398,7 +416,7 @@ void kick_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_
   std::vector<int> best;
   __int128 best_cost = 0;
   if (!sh.best_below(-1, &best, &best_cost)) return;
-  std::unique_ptr<Coarsening> cs;
+  std::shared_ptr<const Coarsening> cs;
   std::unique_ptr<ForestMoves> moves;
   std::unique_ptr<CoarseLns> regions;
   __int128 cs_ub = -1;
@@ -411,10 +429,12 @@ void kick_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_
     if (cs_ub < 0 || best_cost < cs_ub - cs_ub / 20) {
       regions.reset();
       moves.reset();
-      cs = groups_for(m, best_cost);
+      cs = groups_for(m, sh, best_cost, deadline);
+      if (!cs) break;
       cs_ub = best_cost;
       moves = std::make_unique<ForestMoves>(m, *cs);
       regions = std::make_unique<CoarseLns>(m, *cs);
+      if (Clock::now() >= deadline) break;
     }
     primal.set(best);
     PhaseTimer timer(sh.ledger, Phase::Kick);
@@ -444,8 +464,8 @@ void kick_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_
 // is the highest price among the points it is live at, and prices rise where
 // the decoded labelling overflows and decay where it fits. Each decoded
 // labelling is repaired to fit, improved by local search and offered.
-void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int max_stall,
-                   const std::function<void()>& progress, uint64_t seed, bool allow_lns) {
+void primal_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh, Clock::time_point deadline,
+                   int max_stall, const std::function<void()>& progress, uint64_t seed, bool allow_lns) {
   const auto t_start = Clock::now();
   const bool lns = allow_lns && highs_api() != nullptr;
   // With HiGHS at hand, the price-guided phase only builds a good start.
@@ -461,7 +481,7 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
                               : deadline;
   auto price_timer = std::make_unique<PhaseTimer>(sh.ledger, Phase::Price);
   if (Clock::now() >= deadline) return;
-  DualSolver guide(m);
+  DualSolver guide(m, mat);
   Primal primal(m);
   std::vector<int> labels;
   // Group moves (coarsen.h, forest.h): memory repair by whole groups and
@@ -471,7 +491,7 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
   // forbidden" scale, so huge entries are pruned before any good labelling
   // is known. (The exact phases below coarsen with a real labelling's cost.)
   std::mt19937_64 frng(seed + 7);
-  std::unique_ptr<Coarsening> coarse;
+  std::shared_ptr<const Coarsening> coarse;
   std::unique_ptr<ForestMoves> forest;
   __int128 coarse_ub = 0, decoded_min = -1;
   auto best_cost = [&]() -> __int128 {
@@ -486,12 +506,10 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
     for (__int128 c : {best, decoded_min >= 0 ? 10 * decoded_min : __int128{-1}, practical_ub})
       if (c >= 0 && (ub < 0 || c < ub)) ub = c;
     if (ub < 0 || (coarse && ub >= coarse_ub / 2)) return;
+    auto fresh = groups_for(m, sh, ub, deadline, /*labelling_cost=*/ub == best);
+    if (!fresh) return;  // out of time, or ub below every labelling: keep the old groups
     forest.reset();
-    try {
-      coarse = std::make_unique<Coarsening>(coarsen(m, ub));
-    } catch (const std::logic_error&) {  // ub below every labelling: keep the old groups
-      return;
-    }
+    coarse = std::move(fresh);
     forest = std::make_unique<ForestMoves>(m, *coarse);
     coarse_ub = ub;
     trace("groups: %d for %d nodes (%d in groups of 2+), %zu coarse edges, %zu strategies", coarse->coarse.n, m.n,
@@ -500,7 +518,7 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
   auto polish = [&]() {
     __int128 best = best_cost();
     if (!forest || (best >= 0 && primal.cost() > best + best / 20)) return;
-    for (int sw = 0; sw < 8 && forest->sweep(primal, frng) > 0; ++sw) primal.improve();
+    for (int sw = 0; sw < 8 && Clock::now() < deadline && forest->sweep(primal, frng) > 0; ++sw) primal.improve();
   };
   std::vector<double> price(m.cap.size(), 0.0), node_price(m.n, 0.0);
   // Price unit: the median cost per byte between a node's cheapest and its leanest strategy.
@@ -534,15 +552,15 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
       // decoded labelling alone can still pay thousands of huge entries).
       Primal free(m);
       free.set(labels);
-      Coarsening single = identity_coarsening(m);
-      ForestMoves fine(m, single);
-      for (int sw = 0; sw < 6 && fine.sweep(free, frng, nullptr, false) > 0; ++sw) {
+      ForestMoves fine(m);
+      for (int sw = 0; sw < 6 && Clock::now() < deadline && fine.sweep(free, frng, nullptr, false) > 0; ++sw) {
       }
       if (free.conflicts() == 0) decoded_min = free.cost();
       trace("unconstrained estimate %s (decoded %s)", to_string(free.cost()).c_str(), to_string(primal.cost()).c_str());
     }
     if (primal.conflicts() == 0 && (decoded_min < 0 || primal.cost() < decoded_min)) decoded_min = primal.cost();
     ensure_groups();
+    if (Clock::now() >= deadline) break;
     bool improved = false;
     // One-node repair first (cheap); by whole groups when that fails or
     // ends on practically forbidden entries.
@@ -605,7 +623,8 @@ void primal_search(const Model& m, Shared& sh, Clock::time_point deadline, int m
   // search over regions of groups, with the groups rebuilt as the best
   // improves (a lower UB prunes more and groups more).
   {
-    auto cs = groups_for(m, start_cost);
+    auto cs = groups_for(m, sh, start_cost, deadline);
+    if (!cs) return;
     auto [cols, nz] = milp_size(cs->coarse);
     trace("coarse model: %d groups, %zu strategies, %zu edges, MILP %zu columns", cs->coarse.n, cs->coarse.strat.size(),
           cs->coarse.edges.size(), cols);
@@ -665,8 +684,7 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
     // and time is left: they change whole trees at once, which single-node
     // moves cannot (a parameter and its consumers switching together).
     if (first.feasible() && Clock::now() < deadline) {
-      Coarsening single = identity_coarsening(m);
-      ForestMoves fine(m, single);
+      ForestMoves fine(m);
       std::mt19937_64 rng(opt.seed + 17);
       for (int sw = 0; sw < 4 && Clock::now() < deadline && fine.sweep(first, rng) > 0; ++sw) first.improve();
     }
@@ -676,6 +694,7 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
   }
   if (Clock::now() >= deadline) return finish(sh);
   const int max_stall = static_cast<int>(opt.search.stall_iterations);
+  const DualSolver::EdgeCosts mat = DualSolver::edge_costs(m);  // one copy for both sides
   if (opt.threads >= 2) {
     std::thread dual_thread([&] {
       {
@@ -686,7 +705,7 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
         const auto bound_end =
             allow_lns ? now + std::chrono::duration_cast<Clock::duration>((deadline - now) * opt.search.bound_share)
                       : deadline;
-        bound_search(m, sh, bound_end, max_stall);
+        bound_search(m, mat, sh, bound_end, max_stall);
       }
       // Once the bound stalls, this core searches too (without HiGHS:
       // HiGHS sessions cannot overlap, see milp.cpp).
@@ -700,14 +719,14 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
       }
       if (!sh.done && Clock::now() < deadline) kick_worker(m, sh, deadline, opt.seed + 1000003);
     });
-    primal_search(m, sh, deadline, max_stall, report, opt.seed, allow_lns);
+    primal_search(m, mat, sh, deadline, max_stall, report, opt.seed, allow_lns);
     sh.done = true;  // the primal side decides when to stop; the bound so far stands
     dual_thread.join();
   } else {
     auto mid = Clock::now() + (deadline - Clock::now()) * 2 / 3;
-    primal_search(m, sh, mid, max_stall, report, opt.seed, allow_lns);
+    primal_search(m, mat, sh, mid, max_stall, report, opt.seed, allow_lns);
     PhaseTimer timer(sh.ledger, Phase::Bound);
-    bound_search(m, sh, deadline, max_stall);
+    bound_search(m, mat, sh, deadline, max_stall);
   }
   return finish(sh);
 }
