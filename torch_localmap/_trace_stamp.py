@@ -292,9 +292,10 @@ def _split(gm: fx.GraphModule, stack: LayerStack) -> tuple[list, dict]:
     accumulation) belongs to the labelled node before it: autograd sums a tensor's
     gradients right after the last use's gradient is made, in the layer that used it."""
     owner, previous_owner = {}, -1
+    key = _module_annotation()
     body = [n for n in gm.graph.nodes if n.op not in ("placeholder", "output")]
     for n in body:
-        t = _layer_of(_torch_private.node_annotations(n).get(_module_annotation()), stack)
+        t = _layer_of(_torch_private.node_annotations(n).get(key), stack)
         if t is None:
             t = previous_owner
         owner[n] = previous_owner = t
@@ -415,6 +416,7 @@ class _Stamper:
 
     def __init__(self, gm, stack, layers, owner, pos):
         self.gm, self.stack, self.layers, self.owner, self.pos = gm, stack, layers, owner, pos
+        self.annotation = _module_annotation()
         self.n = stack.count
         self.copies = range(2, self.n - 1)
         self.template = layers[2]
@@ -457,11 +459,10 @@ class _Stamper:
         meta = dict(node.meta)
         if layer is not None:
             custom = dict(_torch_private.node_annotations(node))
-            key = _module_annotation()
-            label = custom.get(key)
+            label = custom.get(self.annotation)
             t = _layer_of(label, self.stack)
             if t is not None and t >= 0:
-                custom[key] = self.stack.prefix(layer) + label[len(self.stack.prefix(t)):]
+                custom[self.annotation] = self.stack.prefix(layer) + label[len(self.stack.prefix(t)):]
                 meta["custom"] = custom
             if self.owner.get(node) == 2 and isinstance(meta.get("seq_nr"), int):
                 meta["seq_nr"] += (layer - 2) * self.seq_span

@@ -302,12 +302,11 @@ bool packed_spec(const PlacementSpec& s, uint64_t* key) {
   if (s.size() > 8) return false;
   uint64_t k = 0;
   for (const Placement& p : s) {
-    uint64_t code;
-    if (p.is_replicate()) code = 1;
-    else if (p.is_shard()) code = p.dim >= 0 && p.dim < 64 ? 2 + 4 * static_cast<uint64_t>(p.dim) : 0;
-    else code = static_cast<uint64_t>(p.reduce) < 63 ? 3 + 4 * static_cast<uint64_t>(p.reduce) : 0;
-    if (code == 0 || code > 255) return false;
-    k = (k << 8) | code;
+    const int64_t code = p.is_replicate() ? 1
+                         : p.is_shard()   ? 2 + 4 * static_cast<int64_t>(p.dim)
+                                          : 3 + 4 * static_cast<int64_t>(p.reduce);
+    if (code <= 0 || code > 255) return false;  // a negative or too large dim
+    k = (k << 8) | static_cast<uint64_t>(code);
   }
   *key = k;
   return true;
