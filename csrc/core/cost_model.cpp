@@ -120,29 +120,32 @@ double CostModel::collective_seconds(CollectiveKind kind, const Mesh& mesh, int 
 
 double CostModel::step_seconds(const CollectiveStep& step, const Mesh& mesh, DType dtype) const {
   check_mesh_dim(mesh, step.mesh_dim);
-  const double n = static_cast<double>(mesh.shape[step.mesh_dim]);
-  auto bytes = [&](const PlacementSpec& spec) {
-    return static_cast<double>(shard_bytes(step.shape, mesh, spec, dtype));
-  };
-  switch (step.kind) {
+  return step_seconds(step.kind, step.mesh_dim, step.reduce,
+                      static_cast<double>(shard_bytes(step.shape, mesh, step.before, dtype)),
+                      static_cast<double>(shard_bytes(step.shape, mesh, step.after, dtype)), mesh, dtype);
+}
+
+double CostModel::step_seconds(CollectiveKind kind, int mesh_dim, ReduceOp reduce, double bytes_before,
+                               double bytes_after, const Mesh& mesh, DType dtype) const {
+  check_mesh_dim(mesh, mesh_dim);
+  const double n = static_cast<double>(mesh.shape[mesh_dim]);
+  switch (kind) {
     case CollectiveKind::AllGather:  // gathers n padded chunks of the input shard
-      return collective_seconds(step.kind, mesh, step.mesh_dim, n * bytes(step.before));
+      return collective_seconds(kind, mesh, mesh_dim, n * bytes_before);
     case CollectiveKind::ReduceScatter:  // reduces n padded chunks of the output shard's size
-      return collective_seconds(step.kind, mesh, step.mesh_dim, n * bytes(step.after));
+      return collective_seconds(kind, mesh, mesh_dim, n * bytes_after);
     case CollectiveKind::AllReduce:
-      return collective_seconds(step.kind, mesh, step.mesh_dim, bytes(step.before));
+      return collective_seconds(kind, mesh, mesh_dim, bytes_before);
     case CollectiveKind::AllToAll:  // send and receive buffers differ only by uneven padding
-      return collective_seconds(step.kind, mesh, step.mesh_dim, std::max(bytes(step.before), bytes(step.after)));
+      return collective_seconds(kind, mesh, mesh_dim, std::max(bytes_before, bytes_after));
     case CollectiveKind::LocalChunk:
       // DTensor's Replicate -> Shard clones this rank's chunk: read + write it.
-      return compute_seconds(OpWork{0, 2 * bytes(step.after)}, dtype);
+      return compute_seconds(OpWork{0, 2 * bytes_after}, dtype);
     case CollectiveKind::LocalPartition:
       // Replicate -> Partial(sum) divides by n (one pointwise op over the
       // shard); avg/max/min keep the value as is, which costs nothing.
-      if (step.reduce != ReduceOp::Sum) return 0;
-      return compute_seconds(OpWork{bytes(step.before) / static_cast<double>(element_size(dtype)),
-                                    2 * bytes(step.before)},
-                             dtype);
+      if (reduce != ReduceOp::Sum) return 0;
+      return compute_seconds(OpWork{bytes_before / static_cast<double>(element_size(dtype)), 2 * bytes_before}, dtype);
   }
   return 0;
 }

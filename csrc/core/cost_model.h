@@ -74,6 +74,11 @@ struct CostModel {
   const CollectiveFit* fit(CollectiveKind kind, bool inter) const;
   // Time of one collective step (the step records shape and spec before it).
   double step_seconds(const CollectiveStep& step, const Mesh& mesh, DType dtype) const;
+  // The same from the bytes of the largest local shard before and after the
+  // step: a plan's steps depend on the specs only, so the cost tables plan
+  // each spec pair once and price it for every tensor meta from cached bytes.
+  double step_seconds(CollectiveKind kind, int mesh_dim, ReduceOp reduce, double bytes_before, double bytes_after,
+                      const Mesh& mesh, DType dtype) const;
   // Time to turn a tensor from `src` into `dst` (sum of its plan's steps);
   // +infinity when DTensor refuses the transition.
   double redistribute_seconds(const TensorMeta& t, const Mesh& mesh, const PlacementSpec& src,

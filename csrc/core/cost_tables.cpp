@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
+
+#include "core/solver/trace.h"
 
 namespace tlm {
 
@@ -38,31 +41,29 @@ std::vector<int> column(const std::vector<std::vector<int>>& rows, size_t k) {
   return c;
 }
 
-// The cost matrix of one (producer output -> consumer input) edge: costs are
-// computed per unique (src, dst) spec pair and then spread by index.
-std::vector<solver::Cost> edge_matrix(RedistCostCache& cache, int meta, const std::vector<int>& src_ids,
-                                      const std::vector<int>& dst_ids, bool materialize) {
-  std::vector<int> usrc, udst, src_pos(src_ids.size()), dst_pos(dst_ids.size());
-  auto index_of = [](std::vector<int>& uniq, int id) {
-    for (size_t i = 0; i < uniq.size(); ++i)
-      if (uniq[i] == id) return static_cast<int>(i);
-    uniq.push_back(id);
-    return static_cast<int>(uniq.size() - 1);
-  };
-  for (size_t a = 0; a < src_ids.size(); ++a) src_pos[a] = index_of(usrc, src_ids[a]);
-  for (size_t b = 0; b < dst_ids.size(); ++b) dst_pos[b] = index_of(udst, dst_ids[b]);
-  std::vector<solver::Cost> pair(usrc.size() * udst.size());
-  for (size_t a = 0; a < usrc.size(); ++a)
-    for (size_t b = 0; b < udst.size(); ++b) pair[a * udst.size() + b] = cache.get(meta, usrc[a], udst[b]);
-  if (!materialize) return {};
-  std::vector<solver::Cost> m(src_ids.size() * dst_ids.size());
-  for (size_t a = 0; a < src_ids.size(); ++a) {
-    const solver::Cost* row = &pair[src_pos[a] * udst.size()];
-    solver::Cost* out = &m[a * dst_ids.size()];
-    for (size_t b = 0; b < dst_ids.size(); ++b) out[b] = row[dst_pos[b]];
+// Position of each spec id among the distinct ids of one list; a dense
+// array reused across edges (a linear search per entry was a tenth of the
+// table build on 3-D meshes, where nodes have hundreds of strategies).
+class DistinctIds {
+ public:
+  // Fills `uniq` with the distinct ids of `ids` in first-seen order and
+  // `pos[a]` with the index of ids[a] in `uniq`.
+  void index(const std::vector<int>& ids, std::vector<int>& uniq, std::vector<int>& pos) {
+    uniq.clear();
+    pos.resize(ids.size());
+    for (size_t a = 0; a < ids.size(); ++a) {
+      const size_t id = static_cast<size_t>(ids[a]);
+      if (slot_.size() <= id) slot_.resize(id + 1, -1);
+      int& s = slot_[id];
+      if (s < 0) s = static_cast<int>(uniq.size()), uniq.push_back(ids[a]);
+      pos[a] = s;
+    }
+    for (int id : uniq) slot_[static_cast<size_t>(id)] = -1;  // clean for the next list
   }
-  return m;
-}
+
+ private:
+  std::vector<int> slot_;
+};
 
 int find_output_spec(const std::vector<OpStrategy>& strategies, const PlacementSpec& spec) {
   for (size_t i = 0; i < strategies.size(); ++i)
@@ -197,29 +198,92 @@ void restrict_edge(const RedistCostCache& cache, InputEdgeRule rule, const std::
   }
 }
 
+struct IdsHash {
+  size_t operator()(const std::vector<int>& v) const {
+    uint64_t h = 1469598103934665603ull ^ v.size();
+    for (int x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
+// Edge matrices, one per distinct (tensor meta, producer spec list, consumer
+// spec list, input rule): equal keys give equal matrices, and a model's
+// repeated layers make most edges equal, so each is priced and built once
+// and the problem's edges share it (problem.h: CostMatrix).
+class EdgeMatrices {
+ public:
+  EdgeMatrices(RedistCostCache& cache, bool materialize) : cache_(cache), materialize_(materialize) {}
+  bool materialize() const { return materialize_; }
+
+  // Null when not materializing (the pairs are still priced, for the counts).
+  solver::CostMatrix get(int meta, const std::vector<int>& src_ids, const std::vector<int>& dst_ids,
+                         InputEdgeRule rule) {
+    const auto key = std::make_tuple(meta, list_id(src_ids), list_id(dst_ids), static_cast<int>(rule));
+    auto found = built_.find(key);
+    if (found != built_.end()) return found->second;
+    solver::CostMatrix m = build(meta, src_ids, dst_ids, rule);
+    built_.emplace(key, m);
+    return m;
+  }
+
+ private:
+  int list_id(const std::vector<int>& ids) {
+    return lists_.emplace(ids, static_cast<int>(lists_.size())).first->second;
+  }
+
+  // Costs are computed per distinct (src, dst) spec pair, then spread by index.
+  solver::CostMatrix build(int meta, const std::vector<int>& src_ids, const std::vector<int>& dst_ids,
+                           InputEdgeRule rule) {
+    distinct_.index(src_ids, usrc_, src_pos_);
+    distinct_.index(dst_ids, udst_, dst_pos_);
+    pair_.resize(usrc_.size() * udst_.size());
+    for (size_t a = 0; a < usrc_.size(); ++a)
+      for (size_t b = 0; b < udst_.size(); ++b) pair_[a * udst_.size() + b] = cache_.get(meta, usrc_[a], udst_[b]);
+    if (!materialize_) return nullptr;
+    std::vector<solver::Cost> m(src_ids.size() * dst_ids.size());
+    for (size_t a = 0; a < src_ids.size(); ++a) {
+      const solver::Cost* row = &pair_[static_cast<size_t>(src_pos_[a]) * udst_.size()];
+      solver::Cost* out = &m[a * dst_ids.size()];
+      for (size_t b = 0; b < dst_ids.size(); ++b) out[b] = row[dst_pos_[b]];
+    }
+    if (rule != InputEdgeRule::Any) restrict_edge(cache_, rule, src_ids, dst_ids, m);
+    return solver::make_cost_matrix(std::move(m));
+  }
+
+  RedistCostCache& cache_;
+  bool materialize_;
+  DistinctIds distinct_;
+  std::vector<int> usrc_, udst_, src_pos_, dst_pos_;
+  std::vector<solver::Cost> pair_;
+  std::unordered_map<std::vector<int>, int, IdsHash> lists_;
+  std::map<std::tuple<int, int, int, int>, solver::CostMatrix> built_;
+};
+
 // Edges accumulate here: several inputs from one producer share one summed edge.
 class EdgeBuilder {
  public:
-  EdgeBuilder(CostTables& t, bool materialize) : t_(t), materialize_(materialize) {}
-  bool materialize() const { return materialize_; }
-  void add(int u, int v, std::vector<solver::Cost> m) {
+  EdgeBuilder(CostTables& t, bool materialize) : t_(t), matrices_(t.redist, materialize) {}
+  EdgeMatrices& matrices() { return matrices_; }
+  void add(int u, int v, solver::CostMatrix m) {
     const auto key = std::make_pair(u, v);
     auto it = index_.find(key);
     if (it == index_.end()) {
       index_[key] = static_cast<size_t>(t_.edge_count++);
       t_.edge_matrix_entries +=
           static_cast<int64_t>(t_.problem.nodes[u].strategies.size() * t_.problem.nodes[v].strategies.size());
-      if (!materialize_) return;
-      t_.problem.edges.push_back(solver::Edge{u, v, std::move(m)});
-    } else if (materialize_) {
-      auto& costs = t_.problem.edges[it->second].costs;
-      for (size_t a = 0; a < m.size(); ++a) costs[a] = add_cost(costs[a], m[a]);
+      if (!matrices_.materialize()) return;
+      t_.problem.edges.emplace_back(u, v, std::move(m));
+    } else if (matrices_.materialize()) {  // shared matrices are read-only: the sum is a new one
+      solver::CostMatrix& costs = t_.problem.edges[it->second].costs;
+      std::vector<solver::Cost> sum(*costs);
+      for (size_t a = 0; a < sum.size(); ++a) sum[a] = add_cost(sum[a], (*m)[a]);
+      costs = solver::make_cost_matrix(std::move(sum));
     }
   }
 
  private:
   CostTables& t_;
-  bool materialize_;
+  EdgeMatrices matrices_;
   std::map<std::pair<int, int>, size_t> index_;
 };
 
@@ -277,8 +341,8 @@ void add_sinks(const Graph& g, const std::vector<NodeStrategies>& strat, const B
     std::vector<int> dst_ids;
     for (const auto& sp : s.specs) dst_ids.push_back(t.redist.spec_id(sp));
     edges.add(s.ref.node, s.problem_node,
-              edge_matrix(t.redist, t.redist.meta_id(g.meta(s.ref)), column(ids[s.ref.node].out, s.ref.output), dst_ids,
-                          edges.materialize()));
+              edges.matrices().get(t.redist.meta_id(g.meta(s.ref)), column(ids[s.ref.node].out, s.ref.output), dst_ids,
+                                   InputEdgeRule::Any));
     if (s.coupled_param >= 0) {  // the sink's choice k is the coupled placeholder's choice k
       solver::Coupling c;
       c.u = s.coupled_param;
@@ -337,25 +401,87 @@ int RedistCostCache::meta_id(const TensorMeta& t) {
   return id;
 }
 
+RedistCostCache::MetaTable& RedistCostCache::table(int meta) {
+  if (tables_.size() <= static_cast<size_t>(meta)) tables_.resize(static_cast<size_t>(meta) + 1);
+  return tables_[static_cast<size_t>(meta)];
+}
+
+size_t RedistCostCache::local(MetaTable& t, int spec) {
+  if (t.local.size() <= static_cast<size_t>(spec)) t.local.resize(static_cast<size_t>(spec) + 1, -1);
+  int& l = t.local[static_cast<size_t>(spec)];
+  if (l < 0) {
+    l = static_cast<int>(t.rows.size());
+    t.rows.emplace_back();
+    t.bytes.push_back(-1);
+  }
+  return static_cast<size_t>(l);
+}
+
 solver::Cost RedistCostCache::get(int meta, int src, int dst) {
   if (src == dst) return 0;
-  if (tables_.size() <= static_cast<size_t>(meta)) tables_.resize(static_cast<size_t>(meta) + 1);
-  MetaTable& t = tables_[static_cast<size_t>(meta)];
-  auto local = [&t](int id) {
-    if (t.local.size() <= static_cast<size_t>(id)) t.local.resize(static_cast<size_t>(id) + 1, -1);
-    int& l = t.local[static_cast<size_t>(id)];
-    if (l < 0) l = static_cast<int>(t.rows.size()), t.rows.emplace_back();
-    return static_cast<size_t>(l);
-  };
-  const size_t ls = local(src), ld = local(dst);
+  MetaTable& t = table(meta);
+  const size_t ls = local(t, src), ld = local(t, dst);
   std::vector<solver::Cost>& row = t.rows[ls];
   if (row.size() <= ld) row.resize(t.rows.size(), -1);
-  solver::Cost& c = row[ld];
-  if (c < 0) {
-    c = to_cost(cm_.redistribute_seconds(metas_[meta], mesh_, specs_[src], specs_[dst]));
+  if (row[ld] < 0) {
+    const solver::Cost c = price(meta, t, src, dst);  // may add rows: `row` is not used after this
+    t.rows[ls][ld] = c;
     ++computed_;
   }
-  return c;
+  return t.rows[ls][ld];
+}
+
+namespace {
+// Whether every Shard dim of `s` is a non-negative dim below `ndim` (the specs
+// the strategies produce); anything else takes CostModel's checked path.
+bool plain_dims(const PlacementSpec& s, int64_t ndim) {
+  for (const Placement& p : s)
+    if (p.is_shard() && (p.dim < 0 || p.dim >= ndim)) return false;
+  return true;
+}
+}  // namespace
+
+const RedistCostCache::PairPlan& RedistCostCache::pair_plan(int src, int dst) {
+  const uint64_t key = (static_cast<uint64_t>(src) << 32) | static_cast<uint32_t>(dst);
+  const auto found = pair_ids_.find(key);
+  if (found != pair_ids_.end()) return pairs_[static_cast<size_t>(found->second)];
+  PairPlan plan;
+  const PlacementSpec s = specs_[static_cast<size_t>(src)], d = specs_[static_cast<size_t>(dst)];
+  if (!can_redistribute(s, d)) {
+    plan.refused = true;
+  } else {
+    int64_t ndim = 0;  // any shape of the specs' rank: the steps do not depend on sizes
+    for (const auto* spec : {&s, &d})
+      for (const Placement& p : *spec)
+        if (p.is_shard()) ndim = std::max<int64_t>(ndim, p.dim + 1);
+    for (const CollectiveStep& step :
+         plan_redistribute(std::vector<int64_t>(static_cast<size_t>(ndim), 1), mesh_, s, d).steps)
+      plan.steps.push_back({step.kind, step.mesh_dim, step.reduce, spec_id(step.before), spec_id(step.after)});
+  }
+  pair_ids_.emplace(key, static_cast<int>(pairs_.size()));
+  pairs_.push_back(std::move(plan));
+  return pairs_.back();
+}
+
+int64_t RedistCostCache::local_bytes(int meta, MetaTable& t, int spec) {
+  const size_t l = local(t, spec);
+  if (t.bytes[l] < 0) t.bytes[l] = cm_.local_bytes(metas_[static_cast<size_t>(meta)], mesh_, specs_[static_cast<size_t>(spec)]);
+  return t.bytes[l];
+}
+
+// Sums the pair plan's steps with the same formula and order as
+// CostModel::redistribute_seconds, so both give the same value to the bit.
+solver::Cost RedistCostCache::price(int meta, MetaTable& t, int src, int dst) {
+  const TensorMeta& tm = metas_[static_cast<size_t>(meta)];
+  if (!plain_dims(specs_[static_cast<size_t>(src)], tm.ndim()) || !plain_dims(specs_[static_cast<size_t>(dst)], tm.ndim()))
+    return to_cost(cm_.redistribute_seconds(tm, mesh_, specs_[static_cast<size_t>(src)], specs_[static_cast<size_t>(dst)]));
+  const PairPlan& plan = pair_plan(src, dst);
+  if (plan.refused) return solver::kInfiniteCost;
+  double total = 0;
+  for (const PairStep& st : plan.steps)
+    total += cm_.step_seconds(st.kind, st.mesh_dim, st.reduce, static_cast<double>(local_bytes(meta, t, st.before)),
+                              static_cast<double>(local_bytes(meta, t, st.after)), mesh_, tm.dtype);
+  return to_cost(total);
 }
 
 void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat, const CostModel& cm,
@@ -365,6 +491,7 @@ void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat,
   t.problem.name = "plan";
   add_nodes(g, strat, cm, policy, t.problem);
   const Placeholders placeholders = pin_placeholders(g, strat, policy, t.problem);
+  solver::trace("tables: node costs");
 
   // Edges: redistribution from each producer's output spec to each consumer's input spec.
   std::vector<SpecIds> ids(n);
@@ -375,6 +502,7 @@ void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat,
       ids[i].out.emplace_back();
       for (const auto& sp : st.outputs) ids[i].out.back().push_back(t.redist.spec_id(sp));
     }
+  solver::trace("tables: spec ids");
   EdgeBuilder edges(t, materialize_edges);
   for (int v = 0; v + 1 < n; ++v) {
     const IrNode& node = g.nodes[v];
@@ -382,11 +510,10 @@ void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat,
     for (size_t k = 0; k < node.tensor_inputs.size(); ++k) {
       const TensorRef& r = node.tensor_inputs[k];
       const auto src = column(ids[r.node].out, r.output), dst = column(ids[v].in, k);
-      auto m = edge_matrix(t.redist, t.redist.meta_id(g.meta(r)), src, dst, materialize_edges);
-      if (rule != InputEdgeRule::Any && materialize_edges) restrict_edge(t.redist, rule, src, dst, m);
-      edges.add(r.node, v, std::move(m));
+      edges.add(r.node, v, edges.matrices().get(t.redist.meta_id(g.meta(r)), src, dst, rule));
     }
   }
+  solver::trace("tables: edges (%lld computed redistribution costs)", (long long)t.redist.size());
   add_sinks(g, strat, policy, placeholders, ids, edges, t);
   if (memory_limit) t.problem.usage_limit = *memory_limit;
 }

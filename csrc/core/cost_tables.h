@@ -76,12 +76,33 @@ class RedistCostCache {
   std::vector<TensorMeta> metas_;
   // Per meta, a dense table over the specs seen with that meta: edge loops
   // look up tens of millions of pairs on 3-D meshes, and a hash lookup per
-  // pair was most of the table build. -1 marks a pair not computed yet.
+  // pair was most of the table build. -1 marks a pair (or bytes) not computed yet.
   struct MetaTable {
     std::vector<int> local;                  // global spec id -> row/column, or -1
     std::vector<std::vector<solver::Cost>> rows;
+    std::vector<int64_t> bytes;              // by row: the largest local shard's bytes
   };
+  // A spec pair's redistribution plan: its steps depend on the specs and the
+  // mesh, never on the tensor's sizes, so each pair is planned once and
+  // priced per meta from the bytes of the specs its steps pass through.
+  struct PairStep {
+    CollectiveKind kind;
+    int mesh_dim;
+    ReduceOp reduce;
+    int before, after;  // spec ids
+  };
+  struct PairPlan {
+    bool refused = false;  // DTensor refuses the transition: +infinity
+    std::vector<PairStep> steps;
+  };
+  MetaTable& table(int meta);
+  size_t local(MetaTable& t, int spec);
+  const PairPlan& pair_plan(int src, int dst);
+  int64_t local_bytes(int meta, MetaTable& t, int spec);
+  solver::Cost price(int meta, MetaTable& t, int src, int dst);
   std::vector<MetaTable> tables_;
+  std::unordered_map<uint64_t, int> pair_ids_;  // (src << 32 | dst) -> pairs_ index
+  std::vector<PairPlan> pairs_;
   size_t computed_ = 0;
 };
 

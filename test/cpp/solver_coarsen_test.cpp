@@ -50,19 +50,19 @@ Problem follower_problem(std::mt19937_64& rng, bool tree = false) {
   }
   for (int v = 1; v < n; ++v) {
     int u = uni(rng, 0, v - 1);  // a random tree first
-    Edge e{u, v, {}};
+    std::vector<Cost> costs;
     const bool follow = uni(rng, 0, 2) != 0;
     for (int a = 0; a < s; ++a)
-      for (int b = 0; b < s; ++b) e.costs.push_back(follow ? (a == b ? uni(rng, 0, 5) : 1000000000000LL) : uni(rng, 0, 40));
-    p.edges.push_back(std::move(e));
+      for (int b = 0; b < s; ++b) costs.push_back(follow ? (a == b ? uni(rng, 0, 5) : 1000000000000LL) : uni(rng, 0, 40));
+    p.edges.emplace_back(u, v, std::move(costs));
   }
   if (!tree)
     for (int k = uni(rng, 0, n); k > 0; --k) {
       int u = uni(rng, 0, n - 1), v = uni(rng, 0, n - 1);
       if (u == v) continue;
-      Edge e{u, v, {}};
-      for (int c = 0; c < s * s; ++c) e.costs.push_back(uni(rng, 0, 40));
-      p.edges.push_back(std::move(e));
+      std::vector<Cost> costs;
+      for (int c = 0; c < s * s; ++c) costs.push_back(uni(rng, 0, 40));
+      p.edges.emplace_back(u, v, std::move(costs));
     }
   if (!tree) p.usage_limit = uni(rng, 4, 30);
   return p;
@@ -196,7 +196,7 @@ Problem repeated_blocks(std::mt19937_64& rng, int copies) {
   const int n = static_cast<int>(block.nodes.size());
   for (int c = 0; c < copies; ++c) {
     for (const auto& nd : block.nodes) p.nodes.push_back(nd);
-    for (const auto& e : block.edges) p.edges.push_back({e.u + c * n, e.v + c * n, e.costs});
+    for (const auto& e : block.edges) p.edges.emplace_back(e.u + c * n, e.v + c * n, e.costs);
     if (c > 0) {  // link the copies: last node of the previous one to the first of this one
       const int su = static_cast<int>(block.nodes[n - 1].strategies.size());
       const int sv = static_cast<int>(block.nodes[0].strategies.size());
@@ -534,7 +534,7 @@ TEST(SolverKick, ResultsAreFeasibleAndDirectedKicksImproveSomeStarts) {
       Primal primal(m);
       primal.set(all.labels[ex.worst]);
       const __int128 start = primal.cost();
-      if (!kick(m, c, moves, lns, primal, rng, variant % 2 == 0, variant / 2 == 0)) continue;
+      if (!kick(m, c, moves, lns, primal, rng, variant % 2 == 0, variant / 2 == 0, Clock::time_point::max())) continue;
       ASSERT_TRUE(primal.feasible()) << "trial " << trial << " variant " << variant;
       ASSERT_GE(primal.cost(), ex.best);
       ++feasible_results;
@@ -603,7 +603,7 @@ TEST(SolverKick, PricedKicksAreFeasibleAndImproveSomeStarts) {
       Primal primal(m);
       primal.set(all.labels[ex.worst]);
       const __int128 start = primal.cost();
-      if (!priced_kick(m, moves, primal, price, rng)) continue;
+      if (!priced_kick(m, moves, primal, price, rng, Clock::time_point::max())) continue;
       ASSERT_TRUE(primal.feasible()) << "trial " << trial << " level " << level;
       ASSERT_GE(primal.cost(), ex.best);
       ++feasible_results;

@@ -33,7 +33,7 @@ TEST(SolverIo, ReadsTheContestExample) {
   EXPECT_EQ(p.nodes[2].strategies[1].usage, 20);
   EXPECT_EQ(p.nodes[4].end, 150);
   ASSERT_EQ(p.edges.size(), 5u);
-  EXPECT_EQ(p.edges[2].costs, (std::vector<Cost>{90, 10, 20, 80}));
+  EXPECT_EQ(*p.edges[2].costs, (std::vector<Cost>{90, 10, 20, 80}));
   EXPECT_EQ(p.usage_limit, 50);
 }
 
@@ -43,7 +43,9 @@ TEST(SolverIo, OurExtraFieldsRoundTrip) {
   p.nodes[2].usage_upper = 15;
   p.nodes[3].usage_lower = 10;
   p.couplings = {{1, 3, {0, -1}}};
-  p.edges[0].costs[1] = kInfiniteCost;
+  std::vector<Cost> forbid = *p.edges[0].costs;
+  forbid[1] = kInfiniteCost;
+  p.edges[0].costs = make_cost_matrix(forbid);
   Problem q = read_problem(write_problem(p));
   EXPECT_EQ(q.nodes[1].pinned, 1);
   EXPECT_EQ(q.nodes[2].usage_upper, 15);
@@ -51,7 +53,7 @@ TEST(SolverIo, OurExtraFieldsRoundTrip) {
   EXPECT_EQ(q.nodes[3].usage_lower, 10);
   ASSERT_EQ(q.couplings.size(), 1u);
   EXPECT_EQ(q.couplings[0].map, (std::vector<int>{0, -1}));
-  EXPECT_EQ(q.edges[0].costs[1], kInfiniteCost);
+  EXPECT_EQ((*q.edges[0].costs)[1], kInfiniteCost);
   EXPECT_EQ(write_problem(q), write_problem(p));
 }
 

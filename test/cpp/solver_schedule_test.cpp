@@ -36,11 +36,11 @@ Problem cyclic_core(int n, int strategies, uint64_t seed) {
   for (int i = 1; i < n; ++i)
     for (int k = 0; k < 3; ++k) {
       const int j = static_cast<int>(uni(std::max(0, i - 40), i - 1));
-      Edge e{j, i, {}};
+      std::vector<Cost> costs;
       const int64_t scale = uni(1, 1000000);
       for (int a = 0; a < strategies; ++a)
-        for (int b = 0; b < strategies; ++b) e.costs.push_back(a % 4 == b % 4 ? 0 : scale + uni(0, scale));
-      p.edges.push_back(std::move(e));
+        for (int b = 0; b < strategies; ++b) costs.push_back(a % 4 == b % 4 ? 0 : scale + uni(0, scale));
+      p.edges.emplace_back(j, i, std::move(costs));
     }
   return p;
 }

@@ -134,6 +134,24 @@ TEST_F(SolverSolve, ReductionExpandsToTheSameCost) {
   EXPECT_EQ(to_string(red.model.offset), to_string(*testing::brute_force(p)));
 }
 
+TEST_F(SolverSolve, SharedEdgeMatricesAreReadOnly) {
+  // One matrix object on three edges, two of them parallel (the reduction
+  // sums those): the solve must leave it as it was and give the same
+  // result as separate copies.
+  const std::vector<Cost> values{0, 9, 9, 0};
+  Problem shared;
+  for (int i = 0; i < 3; ++i) shared.nodes.push_back(node(0, 1, {{1, 0}, {4, 0}}));
+  const CostMatrix m = make_cost_matrix(values);
+  shared.edges = {Edge(0, 1, m), Edge(0, 1, m), Edge(1, 2, m)};
+  Problem copies = shared;
+  for (auto& e : copies.edges) e.costs = make_cost_matrix(values);
+  const SolveResult a = run(shared), b = run(copies);
+  EXPECT_EQ(*m, values);
+  EXPECT_EQ(to_string(a.cost), to_string(b.cost));
+  EXPECT_EQ(to_string(a.cost), "3");  // all on strategy 0
+  EXPECT_EQ(a.solution, b.solution);
+}
+
 TEST_F(SolverSolve, ThousandRandomProblemsMatchBruteForce) {
   std::mt19937_64 rng(20250101);
   int feasible = 0, infeasible = 0;

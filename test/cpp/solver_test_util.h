@@ -51,7 +51,7 @@ inline std::optional<__int128> brute_force(const Problem& p, Solution* best_x = 
     }
     for (size_t e = 0; e < p.edges.size() && ok; ++e) {
       const Edge& ed = p.edges[e];
-      Cost v = ed.costs[static_cast<size_t>(x[ed.u]) * p.nodes[ed.v].strategies.size() + x[ed.v]];
+      Cost v = (*ed.costs)[static_cast<size_t>(x[ed.u]) * p.nodes[ed.v].strategies.size() + x[ed.v]];
       if (v == kInfiniteCost) ok = false;
       c += v;
     }
@@ -98,10 +98,10 @@ inline Problem random_problem(std::mt19937_64& rng) {
   for (int k = 0; k < edges; ++k) {
     int u = uni(0, n - 1), v = uni(0, n - 1);
     if (u == v) continue;
-    Edge e{u, v, {}};
+    std::vector<Cost> costs;
     size_t cells = p.nodes[u].strategies.size() * p.nodes[v].strategies.size();
-    for (size_t c = 0; c < cells; ++c) e.costs.push_back(uni(0, 9) == 0 ? kInfiniteCost : uni(0, 60));
-    p.edges.push_back(std::move(e));
+    for (size_t c = 0; c < cells; ++c) costs.push_back(uni(0, 9) == 0 ? kInfiniteCost : uni(0, 60));
+    p.edges.emplace_back(u, v, std::move(costs));
   }
   if (n > 1 && uni(0, 3) == 0) {
     int u = uni(0, n - 1), v = uni(0, n - 1);

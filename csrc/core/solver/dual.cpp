@@ -9,15 +9,9 @@ namespace tlm::solver {
 
 static constexpr double kInf = std::numeric_limits<double>::infinity();
 
-DualSolver::EdgeCosts DualSolver::edge_costs(const Model& m) {
-  auto mat = std::make_shared<std::vector<double>>();
-  mat->reserve(m.mat.size());
-  for (Cost c : m.mat) mat->push_back(c == kInfiniteCost ? kInf : static_cast<double>(c));
-  return mat;
-}
-
 DualSolver::DualSolver(const Model& m, EdgeCosts mat) : m_(m), mat_(std::move(mat)) {
-  if (!mat_ || mat_->size() != m.mat.size()) throw std::logic_error("DualSolver: edge costs of another model");
+  if (!mat_ || mat_->block_of_edge.size() != m.edges.size())
+    throw std::logic_error("DualSolver: edge costs of another model");
   pot_.resize(m.cost.size());
   for (size_t k = 0; k < m.cost.size(); ++k) pot_[k] = static_cast<double>(m.cost[k]);
   phi_off_.resize(m.edges.size() + 1, 0);
@@ -41,32 +35,38 @@ void DualSolver::add_penalty(const std::vector<double>& delta) {
   }
 }
 
+// min over t of M[s][t] + pv[t] is min over column classes c of K[row(s)][c]
+// plus the least pv[t] in class c (factored_costs.h), and symmetrically.
 void DualSolver::collect(int e, int i) {
   const auto& ed = m_.edges[e];
+  const FactoredBlock& b = mat_->of(e);
   const int su = m_.num_strategies(ed.u), sv = m_.num_strategies(ed.v);
   double* pu = &phi_[phi_off_[e]];
   double* pv = pu + su;
-  const double* M = &(*mat_)[ed.off];
   double* node = &pot_[m_.off[i]];
+  const double* K = b.k.data();
   if (i == ed.u) {
+    line_min_.assign(b.cols, kInf);
+    for (int t = 0; t < sv; ++t) line_min_[b.col[t]] = std::min(line_min_[b.col[t]], pv[t]);
+    class_best_.assign(b.rows, kInf);
+    for (int r = 0; r < b.rows; ++r) class_best_[r] = min_plus(K + static_cast<size_t>(r) * b.cols, line_min_.data(), b.cols);
     for (int s = 0; s < su; ++s) {
-      const double* row = M + static_cast<size_t>(s) * sv;
-      double best = kInf;
-      for (int t = 0; t < sv; ++t) best = std::min(best, row[t] + pv[t]);
-      double mu = best + pu[s];
+      double mu = class_best_[b.row[s]] + pu[s];
       pu[s] -= mu;
       node[s] += mu;
     }
   } else {
-    buf_.assign(sv, kInf);
-    double* best = buf_.data();
-    for (int s = 0; s < su; ++s) {
-      const double* row = M + static_cast<size_t>(s) * sv;
-      const double a = pu[s];
-      for (int t = 0; t < sv; ++t) best[t] = std::min(best[t], row[t] + a);
+    line_min_.assign(b.rows, kInf);
+    for (int s = 0; s < su; ++s) line_min_[b.row[s]] = std::min(line_min_[b.row[s]], pu[s]);
+    class_best_.assign(b.cols, kInf);
+    double* best = class_best_.data();
+    for (int r = 0; r < b.rows; ++r) {
+      const double* krow = K + static_cast<size_t>(r) * b.cols;
+      const double a = line_min_[r];
+      for (int c = 0; c < b.cols; ++c) best[c] = std::min(best[c], krow[c] + a);
     }
     for (int t = 0; t < sv; ++t) {
-      double mu = best[t] + pv[t];
+      double mu = best[b.col[t]] + pv[t];
       pv[t] -= mu;
       node[t] += mu;
     }
@@ -103,10 +103,10 @@ void DualSolver::forward(std::vector<int>& labels) {
       int j = ed.u == i ? ed.v : ed.u;
       if (j > i) continue;
       // i is the edge's v side (u < v); row x_j of the matrix
-      const int sv = m_.num_strategies(ed.v);
-      const double* row = &(*mat_)[ed.off + static_cast<size_t>(labels[j]) * sv];
+      const FactoredBlock& b = mat_->of(e);
+      const double* krow = &b.k[static_cast<size_t>(b.row[labels[j]]) * b.cols];
       const double* pv = &phi_[phi_off_[e]] + m_.num_strategies(ed.u);
-      for (int t = 0; t < s_count; ++t) score[t] += row[t] + pv[t];
+      for (int t = 0; t < s_count; ++t) score[t] += krow[b.col[t]] + pv[t];
     }
     int best = 0;
     for (int s = 1; s < s_count; ++s)
@@ -175,20 +175,35 @@ long double DualSolver::exact_bound(long double* magnitude) const {
     total += b;
     mag += std::fabs(b);
   }
+  std::vector<double> rmin, cmin;
   for (size_t e = 0; e < m_.edges.size(); ++e) {
     const auto& ed = m_.edges[e];
+    const FactoredBlock& b = mat_->of(static_cast<int>(e));
     const int su = m_.num_strategies(ed.u), sv = m_.num_strategies(ed.v);
     const double* pu = &phi_[phi_off_[e]];
     const double* pv = pu + su;
-    const double* M = &(*mat_)[ed.off];
-    long double best = kInf;
-    for (int s = 0; s < su; ++s)
-      for (int t = 0; t < sv; ++t) {
-        double x = M[static_cast<size_t>(s) * sv + t];
-        if (x == kInf) continue;
-        best = std::min(best, static_cast<long double>(x) + pu[s] + pv[t]);
+    // min over finite entries of M[s][t] + pu[s] + pv[t], by classes.
+    rmin.assign(b.rows, kInf);
+    cmin.assign(b.cols, kInf);
+    for (int s = 0; s < su; ++s) rmin[b.row[s]] = std::min(rmin[b.row[s]], pu[s]);
+    for (int t = 0; t < sv; ++t) cmin[b.col[t]] = std::min(cmin[b.col[t]], pv[t]);
+    // In doubles (long double arithmetic was most of this loop). Each term
+    // k + c + r is off by at most eps * (|k| + |c| + |r|) after two roundings,
+    // and |k| <= |term| + |c| + |r|; so near the minimum the error is below
+    // eps * (|best| + 2 (max|r| + max|c|)), and twice that is subtracted.
+    double best = kInf, rtop = 0, ctop = 0;
+    for (int r = 0; r < b.rows; ++r)
+      if (rmin[r] < kInf) {
+        best = std::min(best, min_plus(&b.k[static_cast<size_t>(r) * b.cols], cmin.data(), b.cols) + rmin[r]);
+        rtop = std::max(rtop, std::fabs(rmin[r]));
       }
-    total += best;
+    for (int c = 0; c < b.cols; ++c)
+      if (cmin[c] < kInf) ctop = std::max(ctop, std::fabs(cmin[c]));
+    const long double slack =
+        2.0L * std::numeric_limits<double>::epsilon() * (std::fabs(best) + 2.0 * (rtop + ctop));
+    const long double best_ld = best == kInf ? static_cast<long double>(kInf) : static_cast<long double>(best) - slack;
+    total += best_ld;
+    best = static_cast<double>(best_ld);
     mag += std::fabs(best);
   }
   if (magnitude) *magnitude = mag;

@@ -13,17 +13,18 @@
 #include <memory>
 #include <vector>
 
+#include "core/solver/factored_costs.h"
 #include "core/solver/model.h"
 
 namespace tlm::solver {
 
 class DualSolver {
  public:
-  // The model's edge costs as doubles (+inf = forbidden). Built once and
-  // shared by the solvers of one model: on 3-D meshes it is hundreds of
-  // megabytes, and a copy per solver cost more than a pass of messages.
-  using EdgeCosts = std::shared_ptr<const std::vector<double>>;
-  static EdgeCosts edge_costs(const Model& m);
+  // The model's edge costs factored into distinct rows and columns
+  // (factored_costs.h), as doubles (+inf = forbidden). Built once and shared
+  // by the solvers of one model.
+  using EdgeCosts = std::shared_ptr<const FactoredCosts>;
+  static EdgeCosts edge_costs(const Model& m) { return factor_edge_costs(m); }
 
   DualSolver(const Model& m, EdgeCosts mat);
   explicit DualSolver(const Model& m) : DualSolver(m, edge_costs(m)) {}
@@ -50,7 +51,7 @@ class DualSolver {
   std::vector<double> phi_;      // per edge: phi_u (|S_u|) then phi_v (|S_v|)
   std::vector<size_t> phi_off_;
   std::vector<int> n_before_, n_after_;  // neighbours earlier / later in the order
-  std::vector<double> buf_;
+  std::vector<double> line_min_, class_best_;  // per row / column class, reused by collect
 
   void collect(int e, int i);           // move edge e's min-marginal into node i
   void push(int e, int i, double frac); // move frac * pot_i into edge e

@@ -5,12 +5,19 @@
 #include <optional>
 
 #include "core/solver/cost_math.h"
+#include "core/solver/factored_costs.h"
 #include "core/solver/trace.h"
 
 namespace tlm::solver {
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
+
+std::vector<double> as_doubles(const std::vector<Cost>& mat) {
+  std::vector<double> d(mat.size());
+  for (size_t k = 0; k < mat.size(); ++k) d[k] = mat[k] == kInfiniteCost ? kInf : static_cast<double>(mat[k]);
+  return d;
 }
+}  // namespace
 
 ForestMoves::ForestMoves(const Model& m, const Coarsening& c)
     : m_(m),
@@ -20,6 +27,7 @@ ForestMoves::ForestMoves(const Model& m, const Coarsening& c)
       parent_(c.coarse.n, -2),
       parent_edge_(c.coarse.n, -1),
       dsu_(c.coarse.n, 0),
+      matd_(as_doubles(c.coarse.mat)),
       allow_(m.n, 0) {}
 
 ForestMoves::ForestMoves(const Model& m)
@@ -34,6 +42,7 @@ ForestMoves::ForestMoves(const Model& m, std::unique_ptr<Coarsening> own)
       parent_(m.n, -2),
       parent_edge_(m.n, -1),
       dsu_(m.n, 0),
+      matd_(as_doubles(m.mat)),
       allow_(m.n, 0) {}
 
 __int128 ForestMoves::move_group(Primal& primal, int g, int r, std::vector<std::pair<int, int>>* undo) const {
@@ -253,60 +262,72 @@ bool ForestMoves::optimise(Primal& primal, const std::vector<int>& forest, const
     }
   }
 
-  // Upward pass: children (later in the order) send min-marginals to their parents.
-  arg_off_.assign(forest.size(), 0);
-  size_t arg_size = 0;
+  // Upward pass: children (later in the order) send min-marginals to their
+  // parents: up[sp] = min over sc of bc[sc] + M(sp, sc), the matrix read row
+  // by row whichever side the parent is on.
+  up_off_.assign(forest.size(), 0);
+  size_t up_size = 0;
   for (size_t k = 0; k < forest.size(); ++k) {
     int p = parent_[forest[k]];
-    arg_off_[k] = arg_size;
-    if (p >= 0) arg_size += cm_.num_strategies(p);
+    up_off_[k] = up_size;
+    if (p >= 0) up_size += cm_.num_strategies(p);
   }
-  arg_.assign(arg_size, -1);
+  up_.assign(up_size, kInf);
+  auto matrix = [&](int c) {
+    const auto& e = cm_.edges[parent_edge_[c]];
+    return &matd_[e.off];
+  };
   for (size_t idx = order_.size(); idx-- > 0;) {
     const int c = order_[idx], p = parent_[c];
     if (p < 0) continue;
     const auto& e = cm_.edges[parent_edge_[c]];
     const int sp_count = cm_.num_strategies(p), sc_count = cm_.num_strategies(c);
-    const int sv = cm_.num_strategies(e.v);
-    const bool p_is_u = e.u == p;
     const double* bc = &belief_[cm_.off[c]];
-    const int cur_c = cur_[in_forest_[c]];
-    int* arg = &arg_[arg_off_[in_forest_[c]]];
-    for (int sp = 0; sp < sp_count; ++sp) {
-      double& bp = belief_[cm_.off[p] + sp];
-      if (bp == kInf) continue;
-      int best_s = -1;
-      double best = kInf;
-      auto consider = [&](int sc) {
-        if (bc[sc] == kInf) return;
-        Cost c0 = p_is_u ? cm_.mat[e.off + static_cast<size_t>(sp) * sv + sc]
-                         : cm_.mat[e.off + static_cast<size_t>(sc) * sv + sp];
-        if (c0 == kInfiniteCost) return;
-        double v = bc[sc] + static_cast<double>(c0);
-        if (v < best) best = v, best_s = sc;
-      };
-      if (cur_c >= 0) consider(cur_c);  // ties keep the current strategy
-      for (int sc = 0; sc < sc_count; ++sc)
-        if (sc != cur_c) consider(sc);
-      arg[sp] = best_s;
-      bp = best_s < 0 ? kInf : bp + best;
+    double* bp = &belief_[cm_.off[p]];
+    double* up = &up_[up_off_[in_forest_[c]]];
+    const double* M = matrix(c);
+    if (e.u == p) {
+      for (int sp = 0; sp < sp_count; ++sp)
+        if (bp[sp] != kInf) up[sp] = min_plus(M + static_cast<size_t>(sp) * sc_count, bc, sc_count);
+    } else {
+      for (int sc = 0; sc < sc_count; ++sc) {
+        const double b = bc[sc];
+        if (b == kInf) continue;
+        const double* row = M + static_cast<size_t>(sc) * sp_count;
+        for (int sp = 0; sp < sp_count; ++sp) up[sp] = std::min(up[sp], b + row[sp]);
+      }
     }
+    for (int sp = 0; sp < sp_count; ++sp) bp[sp] += up[sp];  // +inf when no child strategy fits
   }
 
-  // Downward pass: roots take their best, children follow their parent's choice.
+  // Downward pass: roots take their best, children follow their parent's
+  // choice: the first child strategy (the current one first, so ties keep
+  // it) whose belief + edge cost equals the parent's message, the same sums
+  // as the upward pass computed.
   std::vector<int> label(forest.size(), -1);
   for (int g : order_) {
     const int k = in_forest_[g], p = parent_[g];
     int s = -1;
+    const double* b = &belief_[cm_.off[g]];
     if (p < 0) {
-      const double* b = &belief_[cm_.off[g]];
       double best = kInf;
       if (cur_[k] >= 0 && b[cur_[k]] < kInf) best = b[cur_[k]], s = cur_[k];
       for (int t = 0; t < cm_.num_strategies(g); ++t)
         if (b[t] < best) best = b[t], s = t;
-    } else {
-      int lp = label[in_forest_[p]];
-      s = lp >= 0 ? arg_[arg_off_[k] + lp] : -1;
+    } else if (const int lp = label[in_forest_[p]]; lp >= 0) {
+      const double want = up_[up_off_[k] + lp];
+      const auto& e = cm_.edges[parent_edge_[g]];
+      const int sc_count = cm_.num_strategies(g), sp_count = cm_.num_strategies(p);
+      const double* M = matrix(g);
+      auto entry = [&](int sc) {
+        return e.u == p ? M[static_cast<size_t>(lp) * sc_count + sc] : M[static_cast<size_t>(sc) * sp_count + lp];
+      };
+      if (want < kInf) {
+        const int cur = cur_[k];
+        if (cur >= 0 && b[cur] + entry(cur) == want) s = cur;
+        for (int sc = 0; sc < sc_count && s < 0; ++sc)
+          if (b[sc] + entry(sc) == want) s = sc;
+      }
     }
     label[k] = s;
   }

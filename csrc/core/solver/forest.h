@@ -78,9 +78,16 @@ class ForestMoves {
   const Coarsening& c_;
   const Model& cm_;  // c_.coarse, or m_ with single nodes (same nodes, costs and edges)
   std::vector<int> order_, in_forest_, parent_, parent_edge_, dsu_;
+  // cm_'s matrices as doubles (+inf = forbidden): the DP's inner loops then
+  // need no conversion or test per entry. Pooled matrices are small.
+  std::vector<double> matd_;
   std::vector<double> belief_;
-  std::vector<int> arg_, cur_;
-  std::vector<size_t> arg_off_;
+  // Per child and parent strategy, the least child belief + edge cost (the
+  // upward message); the child's argmin is found only for the parent's
+  // chosen strategy, in the downward pass.
+  std::vector<double> up_;
+  std::vector<int> cur_;
+  std::vector<size_t> up_off_;
   std::vector<Usage> allow_;  // per fine node
 
   int find(int x);

@@ -9,18 +9,18 @@ namespace tlm::solver {
 namespace {
 
 // After a kick: memory repair by groups (then by nodes), single-node moves
-// and a few exact forest sweeps.
-bool settle(ForestMoves& moves, Primal& primal, std::mt19937_64& rng) {
+// and a few exact forest sweeps (none past the deadline).
+bool settle(ForestMoves& moves, Primal& primal, std::mt19937_64& rng, Clock::time_point deadline) {
   if (!primal.memory_ok() && !moves.repair(primal) && !primal.repair()) return false;
   primal.improve();
-  for (int sw = 0; sw < 4 && moves.sweep(primal, rng) > 0; ++sw) primal.improve();
+  for (int sw = 0; sw < 4 && Clock::now() < deadline && moves.sweep(primal, rng) > 0; ++sw) primal.improve();
   return primal.feasible();
 }
 
 }  // namespace
 
 bool kick(const Model& m, const Coarsening& cs, ForestMoves& moves, const CoarseLns& regions, Primal& primal,
-          std::mt19937_64& rng, bool directed, bool near_tight) {
+          std::mt19937_64& rng, bool directed, bool near_tight, Clock::time_point deadline) {
   CoarseLnsOptions ko;
   ko.region_groups = directed ? 1 + static_cast<int>(rng() % 3) : 2 + static_cast<int>(rng() % 11);
   ko.region_columns = SIZE_MAX;
@@ -43,13 +43,13 @@ bool kick(const Model& m, const Coarsening& cs, ForestMoves& moves, const Coarse
     if (r != cur && cs.coarse.cost[cs.coarse.off[g] + r] < kHugeCost) moves.move_group(primal, g, r, nullptr), kicked = true;
   }
   if (!kicked) return false;
-  return settle(moves, primal, rng);
+  return settle(moves, primal, rng, deadline);
 }
 
 bool priced_kick(const Model& m, ForestMoves& moves, Primal& primal, const std::vector<double>& price,
-                 std::mt19937_64& rng) {
+                 std::mt19937_64& rng, Clock::time_point deadline) {
   if (m.cap.empty() || moves.sweep(primal, rng, &price, false) == 0) return false;
-  return settle(moves, primal, rng);
+  return settle(moves, primal, rng, deadline);
 }
 
 }  // namespace tlm::solver

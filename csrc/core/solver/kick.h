@@ -23,8 +23,10 @@ namespace tlm::solver {
 // cost may be higher); false when nothing moved or memory could not be
 // repaired, and `primal` then holds a labelling to discard. `near_tight`
 // centres the kick on a group live at one of the tightest memory points.
+// The re-optimisation stops its sweeps at `deadline` (one sweep takes a
+// tenth of a second on 3-D meshes, and a kick runs up to five).
 bool kick(const Model& m, const Coarsening& cs, ForestMoves& moves, const CoarseLns& regions, Primal& primal,
-          std::mt19937_64& rng, bool directed, bool near_tight);
+          std::mt19937_64& rng, bool directed, bool near_tight, Clock::time_point deadline);
 
 // A Lagrangian kick: one forest sweep over all groups minimising
 // cost + price * usage with the memory limit ignored (each forest accepted
@@ -34,6 +36,6 @@ bool kick(const Model& m, const Coarsening& cs, ForestMoves& moves, const Coarse
 // many groups at once, wherever memory is dear or cheap, which trades
 // memory between groups far apart in the graph. Same result contract as kick().
 bool priced_kick(const Model& m, ForestMoves& moves, Primal& primal, const std::vector<double>& price,
-                 std::mt19937_64& rng);
+                 std::mt19937_64& rng, Clock::time_point deadline);
 
 }  // namespace tlm::solver

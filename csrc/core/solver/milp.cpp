@@ -309,7 +309,8 @@ Model plain_model(const Problem& p) {
   };
   for (const Edge& e : p.edges) {
     size_t sv = p.nodes[e.v].strategies.size();
-    add_edge(e.u, e.v, [&](size_t a, size_t b) { return e.costs[a * sv + b]; });
+    const std::vector<Cost>& costs = *e.costs;
+    add_edge(e.u, e.v, [&](size_t a, size_t b) { return costs[a * sv + b]; });
   }
   for (const Coupling& c : p.couplings)
     add_edge(c.u, c.v, [&](size_t a, size_t b) { return c.map[a] == static_cast<int>(b) ? Cost{0} : kInfiniteCost; });

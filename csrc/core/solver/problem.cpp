@@ -53,9 +53,12 @@ void validate(const Problem& p) {
     check_node(edge.v, what);
     if (edge.u == edge.v) throw std::invalid_argument(what + " connects node " + std::to_string(edge.u) + " to itself");
     size_t want = p.nodes[edge.u].strategies.size() * p.nodes[edge.v].strategies.size();
-    if (edge.costs.size() != want)
+    if (!edge.costs)
+      throw std::invalid_argument(what + " (" + std::to_string(edge.u) + ", " + std::to_string(edge.v) +
+                                  ") has no cost matrix; expected |S_u| x |S_v| = " + std::to_string(want) + " costs");
+    if (edge.costs->size() != want)
       throw std::invalid_argument(what + " (" + std::to_string(edge.u) + ", " + std::to_string(edge.v) + ") has " +
-                                  std::to_string(edge.costs.size()) + " costs; expected |S_u| x |S_v| = " +
+                                  std::to_string(edge.costs->size()) + " costs; expected |S_u| x |S_v| = " +
                                   std::to_string(want));
   }
   for (size_t c = 0; c < p.couplings.size(); ++c) {
@@ -152,8 +155,9 @@ Evaluation evaluate(const Problem& p, const Solution& x) {
   }
   for (size_t e = 0; e < p.edges.size(); ++e) {
     const Edge& edge = p.edges[e];
+    if (!edge.costs) throw std::invalid_argument("edge " + std::to_string(e) + " has no cost matrix");
     size_t sv_count = p.nodes[edge.v].strategies.size();
-    Cost c = edge.costs[static_cast<size_t>(x[edge.u]) * sv_count + x[edge.v]];
+    Cost c = (*edge.costs)[static_cast<size_t>(x[edge.u]) * sv_count + x[edge.v]];
     if (c == kInfiniteCost)
       ev.violations.push_back("edge " + std::to_string(e) + " (" + std::to_string(edge.u) + ", " +
                               std::to_string(edge.v) + ") forbids strategies (" + std::to_string(x[edge.u]) + ", " +

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,9 +34,23 @@ struct Node {
   std::optional<Usage> usage_upper;
 };
 
+// An edge's |S_u| x |S_v| matrix, row-major: (*costs)[su * |S_v| + sv]. Shared
+// and read-only: a model's repeated layers give thousands of edges with equal
+// matrices (tens of millions of entries on 3-D meshes), which the planner
+// builds once and every stage reads in place. Change one by assigning a new one.
+using CostMatrix = std::shared_ptr<const std::vector<Cost>>;
+
+inline CostMatrix make_cost_matrix(std::vector<Cost> costs) {
+  return std::make_shared<const std::vector<Cost>>(std::move(costs));
+}
+
 struct Edge {
   int u = 0, v = 0;
-  std::vector<Cost> costs;  // |S_u| x |S_v|, row-major: costs[su * |S_v| + sv]
+  CostMatrix costs;
+
+  Edge() = default;
+  Edge(int u_, int v_, std::vector<Cost> c) : u(u_), v(v_), costs(make_cost_matrix(std::move(c))) {}
+  Edge(int u_, int v_, CostMatrix c) : u(u_), v(v_), costs(std::move(c)) {}
 };
 
 // Strategy s_u of node u forces strategy map[s_u] of node v (-1: s_u forbidden).

@@ -364,7 +364,7 @@ Problem assemble(const std::string& pre, std::string name, RawNodes& rn, std::op
       if (costs.size() != want)
         throw SchemaError(ep + ".costs" + at + ": has " + std::to_string(costs.size()) +
                           " entries; expected |S_u| x |S_v| = " + std::to_string(want));
-      edge.costs = std::move(costs);
+      edge.costs = make_cost_matrix(std::move(costs));
     }
   }
   if (rc) {
@@ -473,7 +473,7 @@ std::string write_problem(const Problem& p) {
   o += "},\"edges\":{\"nodes\":";
   list(p.edges, [&](const Edge& e) { o += '['; num(e.u); o += ','; num(e.v); o += ']'; });
   o += ",\"costs\":";
-  list(p.edges, [&](const Edge& e) { list(e.costs, [&](Cost c) { num(c); }); });
+  list(p.edges, [&](const Edge& e) { list(*e.costs, [&](Cost c) { num(c); }); });
   o += '}';
   if (!p.couplings.empty()) {
     o += ",\"couplings\":{\"nodes\":";

@@ -1,7 +1,9 @@
 // Optimum-preserving reductions: see model.h for what they may do and why.
 #include <algorithm>
 #include <deque>
+#include <map>
 #include <sstream>
+#include <tuple>
 #include <unordered_map>
 
 #include "core/solver/cost_math.h"
@@ -21,7 +23,7 @@ enum Cause : unsigned { kPinned = 1, kBounds = 2, kForbidden = 4, kMemory = 8, k
 
 struct WorkEdge {
   int u = 0, v = 0;
-  std::vector<Cost> m;  // |S_u| x |S_v| over problem strategy indices
+  CostMatrix m;  // |S_u| x |S_v| over problem strategy indices; shared with the problem until summed
   bool alive = true;
 };
 
@@ -157,20 +159,25 @@ class Reducer {
     }
   }
 
-  void add_edge(int u, int v, std::vector<Cost> m) {
+  void add_edge(int u, int v, std::vector<Cost> m) { add_edge(u, v, make_cost_matrix(std::move(m))); }
+
+  // Matrices are shared (problem.h): transposing or summing makes a new one.
+  void add_edge(int u, int v, CostMatrix m) {
     if (u > v) {  // store with u < v so parallel edges meet under one key
-      std::vector<Cost> t(m.size());
+      std::vector<Cost> t(m->size());
       int su = S(u), sv = S(v);
       for (int a = 0; a < su; ++a)
-        for (int b = 0; b < sv; ++b) t[static_cast<size_t>(b) * su + a] = m[static_cast<size_t>(a) * sv + b];
-      m.swap(t);
+        for (int b = 0; b < sv; ++b) t[static_cast<size_t>(b) * su + a] = (*m)[static_cast<size_t>(a) * sv + b];
+      m = make_cost_matrix(std::move(t));
       std::swap(u, v);
     }
     uint64_t key = (static_cast<uint64_t>(u) << 32) | static_cast<uint32_t>(v);
     auto it = pair_edge_.find(key);
     if (it != pair_edge_.end() && edges_[it->second].alive) {
-      auto& dst = edges_[it->second].m;
-      for (size_t k = 0; k < m.size(); ++k) dst[k] = sat_add(dst[k], m[k]);
+      CostMatrix& dst = edges_[it->second].m;
+      std::vector<Cost> sum(*dst);
+      for (size_t k = 0; k < sum.size(); ++k) sum[k] = sat_add(sum[k], (*m)[k]);
+      dst = make_cost_matrix(std::move(sum));
     } else {
       int id = static_cast<int>(edges_.size());
       edges_.push_back({u, v, std::move(m), true});
@@ -279,7 +286,7 @@ class Reducer {
     return static_cast<int>(a.size());
   }
 
-  Cost at(const WorkEdge& e, int su, int sv) const { return e.m[static_cast<size_t>(su) * S(e.v) + sv]; }
+  Cost at(const WorkEdge& e, int su, int sv) const { return (*e.m)[static_cast<size_t>(su) * S(e.v) + sv]; }
   // Entry with the strategy of `i` first, whichever side of the edge i is on.
   Cost at_from(const WorkEdge& e, int i, int si, int sj) const {
     return e.u == i ? at(e, si, sj) : at(e, sj, si);
@@ -542,16 +549,31 @@ class Reducer {
     }
     std::vector<std::vector<int>> adj(m.n);
     MatrixPool pool(m.mat);  // identical matrices stored once (matrix_pool.h)
+    // A shared problem matrix between nodes that kept the same strategies
+    // gives the same block: cut and pool it once per (matrix, kept sets)
+    // instead of once per edge (tens of millions of entries on 3-D meshes).
+    std::vector<int> kept_set(n_, -1);
+    {
+      std::map<std::vector<int>, int> sets;
+      for (int k = 0; k < m.n; ++k)
+        kept_set[m.orig[k]] = sets.emplace(local[m.orig[k]], static_cast<int>(sets.size())).first->second;
+    }
+    std::map<std::tuple<const std::vector<Cost>*, int, int>, size_t> block_of;
     std::vector<Cost> block;
     for (const WorkEdge& e : edges_) {
       if (!e.alive) continue;
-      block.clear();
-      for (int a = 0; a < S(e.u); ++a) {
-        if (local[e.u][a] < 0) continue;
-        for (int b = 0; b < S(e.v); ++b)
-          if (local[e.v][b] >= 0) block.push_back(at(e, a, b));
+      const auto key = std::make_tuple(e.m.get(), kept_set[e.u], kept_set[e.v]);
+      auto found = block_of.find(key);
+      if (found == block_of.end()) {
+        block.clear();
+        for (int a = 0; a < S(e.u); ++a) {
+          if (local[e.u][a] < 0) continue;
+          for (int b = 0; b < S(e.v); ++b)
+            if (local[e.v][b] >= 0) block.push_back(at(e, a, b));
+        }
+        found = block_of.emplace(key, pool.add(block.data(), block.size())).first;
       }
-      Model::ModelEdge me{index[e.u], index[e.v], pool.add(block.data(), block.size())};
+      Model::ModelEdge me{index[e.u], index[e.v], found->second};
       int id = static_cast<int>(m.edges.size());
       m.edges.push_back(me);
       adj[me.u].push_back(id);
@@ -606,7 +628,7 @@ class Reducer {
     std::ostringstream os;
     os << "reduced " << n_ << " nodes / " << p_.edges.size() << " edges to " << m.n << " / " << m.edges.size()
        << " (fixed " << fixed_count_ << ", eliminated " << elim_count_ << ", strategies removed " << removed_ << ", "
-       << m.cap.size() << " memory check points of " << np << ")";
+       << m.cap.size() << " memory check points of " << np << ", " << m.mat.size() << " distinct matrix entries)";
     out_.summary = os.str();
   }
 };

@@ -165,6 +165,7 @@ void bound_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh, 
         ++sh.price_version;
       }
       sh.raise_bound(b);
+      trace("bound search: iteration %d, bound %.0Lf", it, b);
       if (b > last + 1e-7L * std::fabs(last) + 0.5L) {
         last = b;
         stall = 0;
@@ -244,7 +245,8 @@ class PricedKicks {
   // Half the kicks also scale each group's prices by its own random factor,
   // so different groups turn lean (the same prices keep leading back to
   // the same labellings).
-  bool run(const Model& m, const Coarsening& cs, ForestMoves& moves, Primal& primal, std::mt19937_64& rng) {
+  bool run(const Model& m, const Coarsening& cs, ForestMoves& moves, Primal& primal, std::mt19937_64& rng,
+           Clock::time_point deadline) {
     const double f = std::uniform_real_distribution<double>(0.5, 1.5)(rng);
     if (rng() % 2) {
       std::uniform_real_distribution<double> noise(0.6, 1.4);
@@ -254,7 +256,7 @@ class PricedKicks {
     } else {
       for (size_t i = 0; i < base_.size(); ++i) price_[i] = f * base_[i];
     }
-    return priced_kick(m, moves, primal, price_, rng);
+    return priced_kick(m, moves, primal, price_, rng, deadline);
   }
 
  private:
@@ -339,7 +341,7 @@ void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t
       PhaseTimer timer(sh.ledger, Phase::LagrangianKick);
       const std::vector<int> before = primal.labels();
       const __int128 before_cost = primal.cost();
-      const bool ok = lagrangian.run(m, *cs, *moves, primal, rng);
+      const bool ok = lagrangian.run(m, *cs, *moves, primal, rng, deadline);
       if (ok) sh.remember(primal.labels(), primal.cost());
       if (ok && primal.cost() < before_cost) {
         sh.offer(primal.labels(), primal.cost(), Phase::LagrangianKick);
@@ -444,9 +446,9 @@ void kick_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_
     const bool priced = kicks % 3 != 0 && lagrangian.ready();
     bool ok;
     if (priced) {
-      ok = lagrangian.run(m, *cs, *moves, primal, rng);
+      ok = lagrangian.run(m, *cs, *moves, primal, rng, deadline);
     } else {
-      ok = kick(m, *cs, *moves, *regions, primal, rng, kicks % 2 == 1, kicks % 2 == 0);
+      ok = kick(m, *cs, *moves, *regions, primal, rng, kicks % 2 == 1, kicks % 2 == 0, deadline);
     }
     if (ok) sh.remember(primal.labels(), primal.cost());
     if (ok && primal.cost() < best_cost) {
@@ -518,7 +520,12 @@ void primal_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh,
   auto polish = [&]() {
     __int128 best = best_cost();
     if (!forest || (best >= 0 && primal.cost() > best + best / 20)) return;
-    for (int sw = 0; sw < 8 && Clock::now() < deadline && forest->sweep(primal, frng) > 0; ++sw) primal.improve();
+    const __int128 before = primal.cost();
+    const auto t0 = Clock::now();
+    int sw = 0;
+    for (; sw < 8 && Clock::now() < deadline && forest->sweep(primal, frng) > 0; ++sw) primal.improve();
+    trace("polish: %d sweeps %.2fs, %s -> %s", sw, std::chrono::duration<double>(Clock::now() - t0).count(),
+          to_string(before).c_str(), to_string(primal.cost()).c_str());
   };
   std::vector<double> price(m.cap.size(), 0.0), node_price(m.n, 0.0);
   // Price unit: the median cost per byte between a node's cheapest and its leanest strategy.
