@@ -2,6 +2,8 @@
 solve, certified gap and memory against the device's limit, per mesh and time limit.
 
     PYTHONPATH=$PWD python benchmarks/plan_time.py --mesh 8x8 --mesh 8x8x4 --limits 5,10,30
+    PYTHONPATH=$PWD python benchmarks/plan_time.py --limits 10 --save-ir /tmp/ir   # then, without Python:
+    build/cmake/tlm_plan /tmp/ir/ir_8x8x4.json 10
 
 The model (dim 4096, 32 layers, 32/8 heads, ffn 14336, vocab 128256) is traced with fake
 tensors at batch 16, seq 8192 (no memory is allocated), whole and with its repeated layers
@@ -35,6 +37,8 @@ def main(argv=None):
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--seq", type=int, default=8192)
     p.add_argument("--layers", type=int, default=32)
+    p.add_argument("--save-ir", default=None, metavar="DIR",
+                   help="also write each mesh's exported graph as DIR/ir_<mesh>.json (for build/cmake/tlm_plan)")
     a = p.parse_args(argv)
     meshes = [tuple(int(x) for x in m.split("x")) for m in (a.mesh or ["8x8", "8x8x4"])]
     limits = [float(x) for x in a.limits.split(",")]
@@ -59,6 +63,10 @@ def main(argv=None):
         t0 = time.perf_counter()
         ir = export_graph(joint.gm, mesh, tuple(f"d{i}" for i in range(len(mesh)))).to_json()
         t_export = time.perf_counter() - t0
+        if a.save_ir:
+            os.makedirs(a.save_ir, exist_ok=True)
+            with open(os.path.join(a.save_ir, f"ir_{'x'.join(map(str, mesh))}.json"), "w") as f:
+                f.write(ir)
         for limit in limits:
             t0 = time.perf_counter()
             doc = json.loads(_C.plan(ir, plan_options(time_limit=limit)))

@@ -75,8 +75,8 @@ int find_output_spec(const std::vector<OpStrategy>& strategies, const PlacementS
 // In train mode parameters and buffers are held for the whole step, and each
 // parameter brings its optimizer state (same spec): the limit then bounds
 // what the device really holds at the step's peak (memory_estimate.h).
-void add_nodes(const Graph& g, const std::vector<NodeStrategies>& strat, const CostModel& cm,
-               const BoundaryPolicy& policy, solver::Problem& prob) {
+void add_nodes(const Graph& g, const std::vector<NodeStrategies>& strat, const std::vector<SpecIds>& ids,
+               const CostModel& cm, const BoundaryPolicy& policy, RedistCostCache& cache, solver::Problem& prob) {
   const int n = static_cast<int>(g.nodes.size());
   std::vector<int> last_use(n);
   for (int i = 0; i < n; ++i) last_use[i] = i;
@@ -91,13 +91,17 @@ void add_nodes(const Graph& g, const std::vector<NodeStrategies>& strat, const C
     const bool state = policy.train && node.op == "placeholder" && (node.role == "param" || node.role == "buffer");
     const int64_t copies = 1 + (state && node.role == "param" ? policy.optimizer_states : 0);
     if (state) pn.start = 0, pn.end = n;
-    for (const auto& s : strat[i].strategies) {
+    std::vector<int> out_meta;  // shard bytes repeat across strategies and layers: cached per (meta, spec)
+    for (const auto& t : node.outputs) out_meta.push_back(cache.meta_id(t));
+    pn.strategies.reserve(strat[i].strategies.size());
+    for (size_t si = 0; si < strat[i].strategies.size(); ++si) {
+      const OpStrategy& s = strat[i].strategies[si];
       solver::Strategy ps;
       if (node.op != "placeholder") {
         const DType dt = node.outputs.empty() ? DType::Float32 : node.outputs[0].dtype;
         ps.cost = to_cost(cm.compute_seconds(op_work(g, i, s), dt));
       }
-      for (size_t k = 0; k < node.outputs.size(); ++k) ps.usage += cm.local_bytes(node.outputs[k], g.mesh, s.outputs[k]);
+      for (size_t k = 0; k < node.outputs.size(); ++k) ps.usage += cache.shard_bytes(out_meta[k], ids[i].out[si][k]);
       ps.usage *= copies;
       pn.strategies.push_back(ps);
     }
@@ -489,11 +493,6 @@ void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat,
                        CostTables& t) {
   const int n = static_cast<int>(g.nodes.size());
   t.problem.name = "plan";
-  add_nodes(g, strat, cm, policy, t.problem);
-  const Placeholders placeholders = pin_placeholders(g, strat, policy, t.problem);
-  solver::trace("tables: node costs");
-
-  // Edges: redistribution from each producer's output spec to each consumer's input spec.
   std::vector<SpecIds> ids(n);
   for (int i = 0; i + 1 < n; ++i)
     for (const auto& st : strat[i].strategies) {
@@ -503,6 +502,11 @@ void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat,
       for (const auto& sp : st.outputs) ids[i].out.back().push_back(t.redist.spec_id(sp));
     }
   solver::trace("tables: spec ids");
+  add_nodes(g, strat, ids, cm, policy, t.redist, t.problem);
+  const Placeholders placeholders = pin_placeholders(g, strat, policy, t.problem);
+  solver::trace("tables: node costs");
+
+  // Edges: redistribution from each producer's output spec to each consumer's input spec.
   EdgeBuilder edges(t, materialize_edges);
   for (int v = 0; v + 1 < n; ++v) {
     const IrNode& node = g.nodes[v];

@@ -64,6 +64,8 @@ class RedistCostCache {
   solver::Cost get(const TensorMeta& t, const PlacementSpec& src, const PlacementSpec& dst) {
     return get(meta_id(t), spec_id(src), spec_id(dst));
   }
+  // Bytes of the largest local shard of meta `meta` under spec `spec`, cached.
+  int64_t shard_bytes(int meta, int spec) { return local_bytes(meta, table(meta), spec); }
   size_t size() const { return computed_; }
   const PlacementSpec& spec(int id) const { return specs_.at(static_cast<size_t>(id)); }
 

@@ -38,6 +38,9 @@ struct PlanOptions {
   std::string calibration_json;
   bool fallback_replicate = true;
   double time_limit_s = 10.0;
+  // Seconds this plan already took before plan_graph (reading the IR): they
+  // count against time_limit_s, which bounds the whole plan call.
+  double elapsed_before_s = 0;
   uint64_t seed = 0;
   int threads = 2;
   // Per-rank memory limit over the whole step. Unset (the default): the

@@ -218,7 +218,23 @@ const IrNode& node_at(const Graph& g, int id) {
   return g.nodes[id];
 }
 
+// Whether validate_spec would accept `s` (without building its message).
+bool spec_fits(const PlacementSpec& s, int64_t ndim, size_t mesh_ndim) {
+  if (s.size() != mesh_ndim) return false;
+  for (const Placement& p : s)
+    if (p.is_shard() && (p.dim < -ndim || p.dim >= ndim)) return false;
+  return true;
+}
+
 void check_strategy_fits(const Graph& g, const IrNode& n, const OpStrategy& s) {
+  // The common case (every spec fits) builds no strings: the planner checks
+  // hundreds of thousands of strategies on 3-D meshes.
+  bool all_fit = s.inputs.size() == n.tensor_inputs.size() && s.outputs.size() == n.outputs.size();
+  for (size_t k = 0; all_fit && k < s.inputs.size(); ++k)
+    all_fit = spec_fits(s.inputs[k], g.meta(n.tensor_inputs[k]).ndim(), g.mesh.ndim());
+  for (size_t k = 0; all_fit && k < s.outputs.size(); ++k)
+    all_fit = spec_fits(s.outputs[k], n.outputs[k].ndim(), g.mesh.ndim());
+  if (all_fit) return;
   if (s.inputs.size() != n.tensor_inputs.size() || s.outputs.size() != n.outputs.size())
     throw InvalidArgument("strategy for node '" + n.name + "' has " + std::to_string(s.inputs.size()) + " inputs and " +
                           std::to_string(s.outputs.size()) + " outputs; the node has " +

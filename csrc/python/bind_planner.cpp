@@ -1,5 +1,6 @@
 #include <pybind11/stl.h>
 
+#include <chrono>
 #include <optional>
 
 #include "python/bindings.h"
@@ -18,8 +19,10 @@ void bind_planner(py::module_& m) {
   m.def(
       "plan",
       [](const std::string& ir_json, const std::string& options_json, py::object progress) {
+        const auto t0 = std::chrono::steady_clock::now();
         Graph g = read_graph(ir_json);
         PlanOptions opt = read_plan_options(options_json.empty() ? json::Value() : json::parse(options_json));
+        opt.elapsed_before_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (!progress.is_none())
           opt.on_progress = [progress](double seconds, double cost, double bound) {
             py::gil_scoped_acquire gil;

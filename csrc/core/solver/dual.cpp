@@ -37,6 +37,7 @@ void DualSolver::add_penalty(const std::vector<double>& delta) {
 
 // min over t of M[s][t] + pv[t] is min over column classes c of K[row(s)][c]
 // plus the least pv[t] in class c (factored_costs.h), and symmetrically.
+// Blocks without repeated rows (columns) skip the class step on that side.
 void DualSolver::collect(int e, int i) {
   const auto& ed = m_.edges[e];
   const FactoredBlock& b = mat_->of(e);
@@ -44,29 +45,41 @@ void DualSolver::collect(int e, int i) {
   double* pu = &phi_[phi_off_[e]];
   double* pv = pu + su;
   double* node = &pot_[m_.off[i]];
-  const double* K = b.k.data();
+  const double* K = b.k;
+  if (line_min_.size() < static_cast<size_t>(std::max(b.rows, b.cols))) {
+    line_min_.resize(static_cast<size_t>(std::max(b.rows, b.cols)));
+    class_best_.resize(line_min_.size());
+  }
+  double* lmin = line_min_.data();
+  double* cbest = class_best_.data();
   if (i == ed.u) {
-    line_min_.assign(b.cols, kInf);
-    for (int t = 0; t < sv; ++t) line_min_[b.col[t]] = std::min(line_min_[b.col[t]], pv[t]);
-    class_best_.assign(b.rows, kInf);
-    for (int r = 0; r < b.rows; ++r) class_best_[r] = min_plus(K + static_cast<size_t>(r) * b.cols, line_min_.data(), b.cols);
+    const double* colmin = pv;
+    if (!b.identity_cols) {
+      std::fill_n(lmin, b.cols, kInf);
+      for (int t = 0; t < sv; ++t) lmin[b.col[t]] = std::min(lmin[b.col[t]], pv[t]);
+      colmin = lmin;
+    }
+    for (int r = 0; r < b.rows; ++r) cbest[r] = min_plus(K + static_cast<size_t>(r) * b.cols, colmin, b.cols);
     for (int s = 0; s < su; ++s) {
-      double mu = class_best_[b.row[s]] + pu[s];
+      double mu = cbest[b.identity_rows ? s : b.row[s]] + pu[s];
       pu[s] -= mu;
       node[s] += mu;
     }
   } else {
-    line_min_.assign(b.rows, kInf);
-    for (int s = 0; s < su; ++s) line_min_[b.row[s]] = std::min(line_min_[b.row[s]], pu[s]);
-    class_best_.assign(b.cols, kInf);
-    double* best = class_best_.data();
+    const double* rowmin = pu;
+    if (!b.identity_rows) {
+      std::fill_n(lmin, b.rows, kInf);
+      for (int s = 0; s < su; ++s) lmin[b.row[s]] = std::min(lmin[b.row[s]], pu[s]);
+      rowmin = lmin;
+    }
+    std::fill_n(cbest, b.cols, kInf);
     for (int r = 0; r < b.rows; ++r) {
       const double* krow = K + static_cast<size_t>(r) * b.cols;
-      const double a = line_min_[r];
-      for (int c = 0; c < b.cols; ++c) best[c] = std::min(best[c], krow[c] + a);
+      const double a = rowmin[r];
+      for (int c = 0; c < b.cols; ++c) cbest[c] = std::min(cbest[c], krow[c] + a);
     }
     for (int t = 0; t < sv; ++t) {
-      double mu = best[b.col[t]] + pv[t];
+      double mu = cbest[b.identity_cols ? t : b.col[t]] + pv[t];
       pv[t] -= mu;
       node[t] += mu;
     }

@@ -54,41 +54,37 @@ void classes(const Cost* M, int count, int len, size_t line_step, size_t entry_s
   }
 }
 
-FactoredBlock factor(const Cost* M, int su, int sv) {
-  FactoredBlock b;
-  std::vector<int> row_reps, col_reps;
-  classes(M, su, sv, static_cast<size_t>(sv), 1, b.row, row_reps);
-  classes(M, sv, su, 1, static_cast<size_t>(sv), b.col, col_reps);
+// Where a block's data sits in the pools until they stop growing.
+struct Offsets {
+  size_t k = 0, row = 0, col = 0;
+};
+
+Offsets factor(const Cost* M, int su, int sv, FactoredBlock& b, FactoredCosts& out) {
+  std::vector<int> row_cls, col_cls, row_reps, col_reps;
+  classes(M, su, sv, static_cast<size_t>(sv), 1, row_cls, row_reps);
+  classes(M, sv, su, 1, static_cast<size_t>(sv), col_cls, col_reps);
   b.rows = static_cast<int>(row_reps.size());
   b.cols = static_cast<int>(col_reps.size());
-  b.k.resize(static_cast<size_t>(b.rows) * b.cols);
+  b.identity_rows = b.rows == su;  // classes are numbered in first-seen order
+  b.identity_cols = b.cols == sv;
+  Offsets at{out.k_pool.size(), out.class_pool.size(), out.class_pool.size() + row_cls.size()};
+  out.class_pool.insert(out.class_pool.end(), row_cls.begin(), row_cls.end());
+  out.class_pool.insert(out.class_pool.end(), col_cls.begin(), col_cls.end());
   for (int r = 0; r < b.rows; ++r)
     for (int c = 0; c < b.cols; ++c) {
       const Cost x = M[static_cast<size_t>(row_reps[r]) * sv + col_reps[c]];
-      b.k[static_cast<size_t>(r) * b.cols + c] = x == kInfiniteCost ? kInf : static_cast<double>(x);
+      out.k_pool.push_back(x == kInfiniteCost ? kInf : static_cast<double>(x));
     }
-  return b;
+  return at;
 }
 
 }  // namespace
-
-double min_plus(const double* row, const double* add, int n) {
-  double m0 = kInf, m1 = kInf, m2 = kInf, m3 = kInf;
-  int c = 0;
-  for (; c + 4 <= n; c += 4) {
-    m0 = std::min(m0, row[c] + add[c]);
-    m1 = std::min(m1, row[c + 1] + add[c + 1]);
-    m2 = std::min(m2, row[c + 2] + add[c + 2]);
-    m3 = std::min(m3, row[c + 3] + add[c + 3]);
-  }
-  for (; c < n; ++c) m0 = std::min(m0, row[c] + add[c]);
-  return std::min(std::min(m0, m1), std::min(m2, m3));
-}
 
 std::shared_ptr<const FactoredCosts> factor_edge_costs(const Model& m) {
   auto out = std::make_shared<FactoredCosts>();
   out->block_of_edge.resize(m.edges.size());
   std::map<std::tuple<size_t, int, int>, int> done;  // (offset, su, sv) -> block
+  std::vector<Offsets> offsets;
   for (size_t e = 0; e < m.edges.size(); ++e) {
     const auto& ed = m.edges[e];
     const int su = m.num_strategies(ed.u), sv = m.num_strategies(ed.v);
@@ -96,16 +92,23 @@ std::shared_ptr<const FactoredCosts> factor_edge_costs(const Model& m) {
     auto it = done.find(key);
     if (it == done.end()) {
       it = done.emplace(key, static_cast<int>(out->blocks.size())).first;
-      out->blocks.push_back(factor(&m.mat[ed.off], su, sv));
+      out->blocks.emplace_back();
+      offsets.push_back(factor(&m.mat[ed.off], su, sv, out->blocks.back(), *out));
     }
     out->block_of_edge[e] = it->second;
+  }
+  for (size_t b = 0; b < out->blocks.size(); ++b) {  // the pools are final now
+    out->blocks[b].k = out->k_pool.data() + offsets[b].k;
+    out->blocks[b].row = out->class_pool.data() + offsets[b].row;
+    out->blocks[b].col = out->class_pool.data() + offsets[b].col;
   }
   if (trace_on()) {
     size_t full = 0, factored = 0;
     for (size_t e = 0; e < m.edges.size(); ++e) {
       const FactoredBlock& b = out->of(static_cast<int>(e));
-      full += b.row.size() * b.col.size();
-      factored += b.k.size() + b.row.size() + b.col.size();
+      const size_t su = static_cast<size_t>(m.num_strategies(m.edges[e].u)), sv = static_cast<size_t>(m.num_strategies(m.edges[e].v));
+      full += su * sv;
+      factored += static_cast<size_t>(b.rows) * b.cols + su + sv;
     }
     trace("factored edge costs: %zu blocks; a pass reads %zu entries instead of %zu", out->blocks.size(), factored,
           full);

@@ -11,6 +11,8 @@
 // same result to the bit (adding a constant keeps the order of doubles).
 #pragma once
 
+#include <algorithm>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -18,16 +20,30 @@
 
 namespace tlm::solver {
 
+// One block, pointing into its FactoredCosts' pools.
 struct FactoredBlock {
-  int rows = 0, cols = 0;     // distinct rows and columns
-  std::vector<int> row, col;  // strategy of u -> row class; strategy of v -> column class
-  std::vector<double> k;      // rows x cols, row-major; +inf = forbidden
+  int rows = 0, cols = 0;        // distinct rows and columns
+  const int* row = nullptr;      // strategy of u -> row class (|S_u| entries)
+  const int* col = nullptr;      // strategy of v -> column class (|S_v| entries)
+  const double* k = nullptr;     // rows x cols, row-major; +inf = forbidden
+  // No two rows (columns) equal: row[s] == s (col[t] == t), and message
+  // passing skips the class step (small random blocks rarely repeat).
+  bool identity_rows = false, identity_cols = false;
   double at(int s, int t) const { return k[static_cast<size_t>(row[s]) * cols + col[t]]; }
 };
 
 struct FactoredCosts {
   std::vector<FactoredBlock> blocks;
   std::vector<int> block_of_edge;  // model edge -> block (edges sharing a matrix share a block)
+  // Every block's entries and classes, contiguous in the order of first use
+  // (a pass of messages walks them in that order; a heap block per edge
+  // cost more in cache misses than the passes' arithmetic on small blocks).
+  std::vector<double> k_pool;
+  std::vector<int> class_pool;
+
+  FactoredCosts() = default;
+  FactoredCosts(const FactoredCosts&) = delete;  // blocks point into the pools
+  FactoredCosts& operator=(const FactoredCosts&) = delete;
   const FactoredBlock& of(int e) const { return blocks[static_cast<size_t>(block_of_edge[e])]; }
 };
 
@@ -37,6 +53,18 @@ std::shared_ptr<const FactoredCosts> factor_edge_costs(const Model& m);
 // min over c < n of row[c] + add[c] (+inf when every term is): the inner loop
 // of message passing. Four independent minima (min is exact, so the order
 // does not change the result) instead of one dependent chain.
-double min_plus(const double* row, const double* add, int n);
+inline double min_plus(const double* row, const double* add, int n) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  double m0 = inf, m1 = inf, m2 = inf, m3 = inf;
+  int c = 0;
+  for (; c + 4 <= n; c += 4) {
+    m0 = std::min(m0, row[c] + add[c]);
+    m1 = std::min(m1, row[c + 1] + add[c + 1]);
+    m2 = std::min(m2, row[c + 2] + add[c + 2]);
+    m3 = std::min(m3, row[c + 3] + add[c + 3]);
+  }
+  for (; c < n; ++c) m0 = std::min(m0, row[c] + add[c]);
+  return std::min(std::min(m0, m1), std::min(m2, m3));
+}
 
 }  // namespace tlm::solver
