@@ -200,23 +200,37 @@ long double DualSolver::exact_bound(long double* magnitude) const {
     cmin.assign(b.cols, kInf);
     for (int s = 0; s < su; ++s) rmin[b.row[s]] = std::min(rmin[b.row[s]], pu[s]);
     for (int t = 0; t < sv; ++t) cmin[b.col[t]] = std::min(cmin[b.col[t]], pv[t]);
-    // In doubles (long double arithmetic was most of this loop). Each term
-    // k + c + r is off by at most eps * (|k| + |c| + |r|) after two roundings,
-    // and |k| <= |term| + |c| + |r|; so near the minimum the error is below
-    // eps * (|best| + 2 (max|r| + max|c|)), and twice that is subtracted.
-    double best = kInf, rtop = 0, ctop = 0;
+    // Fast path in doubles (long double arithmetic was most of this loop on
+    // 3-D meshes). Each term k + c + r is off by at most eps * (|k| + |c| +
+    // |r|) after two roundings, and |k| <= |term| + |c| + |r|; so near the
+    // minimum the error is below eps * (|best| + 2 (max|r| + max|c|)). When
+    // twice that is under one cost unit it is subtracted; otherwise (huge
+    // potentials, as "practically forbidden" entries of 1e18 and more give:
+    // contest instance L) the edge is summed exactly in long double.
+    double fast = kInf, rtop = 0, ctop = 0;
     for (int r = 0; r < b.rows; ++r)
       if (rmin[r] < kInf) {
-        best = std::min(best, min_plus(&b.k[static_cast<size_t>(r) * b.cols], cmin.data(), b.cols) + rmin[r]);
+        fast = std::min(fast, min_plus(b.k + static_cast<size_t>(r) * b.cols, cmin.data(), b.cols) + rmin[r]);
         rtop = std::max(rtop, std::fabs(rmin[r]));
       }
     for (int c = 0; c < b.cols; ++c)
       if (cmin[c] < kInf) ctop = std::max(ctop, std::fabs(cmin[c]));
     const long double slack =
-        2.0L * std::numeric_limits<double>::epsilon() * (std::fabs(best) + 2.0 * (rtop + ctop));
-    const long double best_ld = best == kInf ? static_cast<long double>(kInf) : static_cast<long double>(best) - slack;
-    total += best_ld;
-    best = static_cast<double>(best_ld);
+        2.0L * std::numeric_limits<double>::epsilon() * (std::fabs(fast) + 2.0 * (rtop + ctop));
+    long double best = kInf;
+    if (fast == kInf) {
+      best = kInf;
+    } else if (slack <= 1.0L) {
+      best = static_cast<long double>(fast) - slack;
+    } else {
+      for (int r = 0; r < b.rows; ++r) {
+        if (rmin[r] == kInf) continue;
+        const double* krow = b.k + static_cast<size_t>(r) * b.cols;
+        for (int c = 0; c < b.cols; ++c)
+          if (krow[c] != kInf) best = std::min(best, static_cast<long double>(krow[c]) + rmin[r] + cmin[c]);
+      }
+    }
+    total += best;
     mag += std::fabs(best);
   }
   if (magnitude) *magnitude = mag;
