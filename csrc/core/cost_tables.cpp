@@ -232,6 +232,8 @@ class EdgeMatrices {
 
  private:
   int list_id(const std::vector<int>& ids) {
+    const auto found = lists_.find(ids);  // emplace would copy the list on every lookup
+    if (found != lists_.end()) return found->second;
     return lists_.emplace(ids, static_cast<int>(lists_.size())).first->second;
   }
 

@@ -520,12 +520,13 @@ void primal_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh,
   auto polish = [&]() {
     __int128 best = best_cost();
     if (!forest || (best >= 0 && primal.cost() > best + best / 20)) return;
-    const __int128 before = primal.cost();
+    const __int128 before = trace_on() ? primal.cost() : 0;  // the costs are for the trace only
     const auto t0 = Clock::now();
     int sw = 0;
     for (; sw < 8 && Clock::now() < deadline && forest->sweep(primal, frng) > 0; ++sw) primal.improve();
-    trace("polish: %d sweeps %.2fs, %s -> %s", sw, std::chrono::duration<double>(Clock::now() - t0).count(),
-          to_string(before).c_str(), to_string(primal.cost()).c_str());
+    if (trace_on())
+      trace("polish: %d sweeps %.2fs, %s -> %s", sw, std::chrono::duration<double>(Clock::now() - t0).count(),
+            to_string(before).c_str(), to_string(primal.cost()).c_str());
   };
   std::vector<double> price(m.cap.size(), 0.0), node_price(m.n, 0.0);
   // Price unit: the median cost per byte between a node's cheapest and its leanest strategy.
