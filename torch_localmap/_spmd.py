@@ -16,6 +16,7 @@ import torch.fx as fx
 from . import _C, _torch_private
 from ._ir_export import decode_arg
 from ._integrations import tracing_context
+from ._local_map.recompute_sharing import region_pairs, share_region_recompute
 from .plan import Plan
 from ._runtime.failures import failure_scope
 from ._runtime.random_ops import is_random, run_sharded
@@ -138,6 +139,9 @@ def trace_rank_program(plan: Plan, device_mesh, coord, fake_inputs) -> fx.GraphM
     with tracing_context(), _torch_private.fake_mode_of(fake_inputs), _torch_private.node_meta_preserved():
         gm = _torch_private.make_fx(program, decomposition_table=decompose, tracing_mode="real",
                                     _allow_non_fake_inputs=False)(*fake_inputs)
+    # A region's backward reads its forward's values (random draws included) instead of
+    # recomputing them.
+    share_region_recompute(gm, region_pairs(plan.graph.fx_nodes))
     roles = [n.role for _, n in plan.graph.placeholders()]
     n_primal = n_tangent = 0
     for node, role in zip([n for n in gm.graph.nodes if n.op == "placeholder"], roles):

@@ -254,7 +254,8 @@ def _dense(body, region_json, *args):
     n_ranks = math.prod(region.mesh_shape)
     if n_ranks == 1:
         _input_plan(region, args, all_ranks=False)  # validates
-        outs = _run_checked(region, body, list(args))
+        # Contiguous, as the body was traced (_local_like): its graph may view its inputs.
+        outs = _run_checked(region, body, [a.contiguous() if isinstance(a, torch.Tensor) else a for a in args])
         _output_plan(region, outs)
         return tuple(_torch_private.clone_if_aliasing(args)(o) for o in outs)
     plan = _input_plan(region, args, all_ranks=True)
@@ -264,7 +265,8 @@ def _dense(body, region_json, *args):
         local = []
         for i, a in enumerate(args):
             shape, off = plan["local_shapes"][r][i], plan["offsets"][r][i]
-            piece = a[tuple(slice(o, o + s) for o, s in zip(off, shape))].clone()
+            piece = a[tuple(slice(o, o + s) for o, s in zip(off, shape))].clone(
+                memory_format=torch.contiguous_format)
             local.append(_partition_partial(piece, parts[i], region.mesh_shape))
         per_rank.append(_run_checked(region, body, local))
     oplan = _output_plan(region, per_rank[0], [[list(o.shape) for o in outs] for outs in per_rank[1:]])
@@ -326,6 +328,7 @@ class _RegionGraphs:
     diff_out: list  # output indices whose tangents the backward takes
     saved: list  # arg indices the backward graph reads (its leading inputs)
     n_out: int
+    draws_random: bool  # the body draws random numbers: backward replays forward's RNG state
 
 
 @localmap_hop.py_impl(DispatchKey.Autograd)
@@ -344,11 +347,15 @@ def _autograd(body, region_json, *args):
 
 
 def _trace_fw_bw(region: Region, body, args, needs) -> _RegionGraphs:
-    """Traces the region's forward and its joint graph at local shapes (fake tensors).
+    """Traces the region's joint graph once at local shapes (fake tensors) and cuts both
+    graphs from it.
 
-    The backward graph is the joint graph's gradient part: it takes the region inputs it
+    The forward graph computes the outputs; the backward graph takes the region inputs it
     reads (recomputing the forward it needs) and the tangents of the differentiable
-    outputs, and returns the gradients of the inputs that require grad.
+    outputs, and returns the gradients of the inputs that require grad. Both come from one
+    trace, so the backward's recomputation is node for node the forward's: the rank
+    program shares them (recompute_sharing.py) and eager replays the forward's RNG state,
+    so a random op inside the region draws once for forward and backward.
     """
     plan = _input_plan(region, args, all_ranks=False)
     n = len(args)
@@ -368,8 +375,6 @@ def _trace_fw_bw(region: Region, body, args, needs) -> _RegionGraphs:
         _output_plan(region, outs)  # validates out_placements against the outputs
         diff_out = [j for j, o in enumerate(outs) if o.requires_grad]
         primals = [t.detach() for t in local]
-        fw_gm = _trace_body(region, body, _torch_private.trace_standalone, *primals)
-        _check_graph_pure(region, fw_gm)
         with fake_mode:
             tangents = [torch.empty_like(outs[j]).detach() for j in diff_out]
 
@@ -382,9 +387,14 @@ def _trace_fw_bw(region: Region, body, args, needs) -> _RegionGraphs:
                     ys = (ys,)
                 grads = torch.autograd.grad([ys[j] for j in diff_out], [xs[i] for i in diff_in], list(cts),
                                             allow_unused=True) if diff_out else [None] * len(diff_in)
-            return tuple(g if g is not None else torch.zeros_like(xs[i]) for g, i in zip(grads, diff_in))
+            grads = [g if g is not None else torch.zeros_like(xs[i]) for g, i in zip(grads, diff_in)]
+            return (*[y.detach() for y in ys], *grads)
 
-        bw_gm = _torch_private.trace_standalone(joint, *primals, *tangents)
+        joint_gm = _trace_body(region, joint, _torch_private.trace_standalone, *primals, *tangents)
+    n_out = len(outs)
+    fw_gm = _graph_with_outputs(joint_gm, range(n_out), n_placeholders=n)
+    _check_graph_pure(region, fw_gm)
+    bw_gm = _graph_with_outputs(joint_gm, range(n_out, n_out + len(diff_in)))
     saved = _drop_unused_primals(bw_gm, n)
     grad_specs = region.grad_placements
     out_grad_specs = _C.grad_specs([region.out_placements[j] for j in diff_out])
@@ -397,7 +407,28 @@ def _trace_fw_bw(region: Region, body, args, needs) -> _RegionGraphs:
         num_saved_inputs=len(saved),
     )
     return _RegionGraphs(fw_gm=fw_gm, bw_gm=bw_gm, region_json=region.to_json(), bw_region_json=bw_region.to_json(),
-                         n_args=n, diff_in=diff_in, diff_out=diff_out, saved=saved, n_out=len(outs))
+                         n_args=n, diff_in=diff_in, diff_out=diff_out, saved=saved, n_out=n_out,
+                         draws_random=any(_torch_private.is_random_node(nd) for nd in fw_gm.graph.nodes))
+
+
+def _graph_with_outputs(joint_gm: torch.fx.GraphModule, outputs, n_placeholders=None) -> torch.fx.GraphModule:
+    """A copy of `joint_gm` returning the outputs at the given positions (a tuple), dead code
+    removed (random draws stay, in trace order) and, when `n_placeholders` is given, only that
+    many leading placeholders kept (the forward takes no tangents)."""
+    import copy
+
+    gm = torch.fx.GraphModule(joint_gm, copy.deepcopy(joint_gm.graph))
+    out_node = gm.graph.output_node()
+    values = out_node.args[0]
+    out_node.args = (tuple(values[k] for k in outputs),)
+    gm.graph.eliminate_dead_code()
+    if n_placeholders is not None:
+        for ph in [p for p in gm.graph.nodes if p.op == "placeholder"][n_placeholders:]:
+            if ph.users:
+                raise AssertionError(f"forward graph reads tangent {ph.name}")
+            gm.graph.erase_node(ph)
+    gm.recompile()
+    return gm
 
 
 def _drop_unused_primals(gm: torch.fx.GraphModule, n_primals: int) -> list:
@@ -417,6 +448,10 @@ def _drop_unused_primals(gm: torch.fx.GraphModule, n_primals: int) -> list:
 class _RegionFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, graphs: _RegionGraphs, *args):
+        # On real tensors the backward recomputes the forward's draws from the same RNG
+        # state (one dropout mask for both). Traced programs share the forward's nodes
+        # instead (recompute_sharing.py); fake tensors draw nothing.
+        ctx.rng = _rng_state(args) if graphs.draws_random and _all_plain(args) else None
         with _torch_private.below_autograd():
             outs = localmap_hop(graphs.fw_gm, graphs.region_json, *args)
         ctx.graphs = graphs
@@ -431,9 +466,34 @@ class _RegionFunction(torch.autograd.Function):
         saved = ctx.saved_tensors
         # The backward graph was traced with contiguous tangents (views inside it may rely on that).
         tangents = [grads[j].contiguous() for j in g.diff_out]
-        with _torch_private.below_autograd():
+        with _torch_private.below_autograd(), _replayed_rng(ctx.rng):
             grad_in = localmap_hop(g.bw_gm, g.bw_region_json, *saved, *tangents)
         result = [None] * g.n_args
         for k, i in enumerate(g.diff_in):
             result[i] = grad_in[k]
         return (None, *result)
+
+
+def _all_plain(args) -> bool:
+    """Whether every tensor argument is a plain tensor (not fake, functional or a subclass)."""
+    return all(type(a) in (torch.Tensor, torch.nn.Parameter) for a in args if isinstance(a, torch.Tensor))
+
+
+def _rng_state(args):
+    """The generator states a body on `args` draws from: the CPU's and each CUDA device's."""
+    cuda = sorted({a.device.index or 0 for a in args if isinstance(a, torch.Tensor) and a.device.type == "cuda"})
+    return torch.get_rng_state(), {d: torch.cuda.get_rng_state(d) for d in cuda}
+
+
+@contextlib.contextmanager
+def _replayed_rng(state):
+    """Runs with the generators at `state` (None: as they are); restores them afterwards."""
+    if state is None:
+        yield
+        return
+    cpu, cuda = state
+    with torch.random.fork_rng(devices=list(cuda), device_type="cuda"):
+        torch.set_rng_state(cpu)
+        for d, s in cuda.items():
+            torch.cuda.set_rng_state(s, d)
+        yield

@@ -122,5 +122,8 @@ def run_region_local(node, local_args) -> tuple:
     region = region_of(node)
     if region is None:
         raise ValueError(f"node '{node.name}' is not a local_map region node")
-    outs = region_body(node)(*local_args)
+    # The body was traced on contiguous local inputs (hop._local_like): its graph may view
+    # them assuming those strides (matmul's batch folding does). A shard of a transposed
+    # tensor is not contiguous, so it gets the layout the graph was traced for.
+    outs = region_body(node)(*[a.contiguous() if isinstance(a, torch.Tensor) else a for a in local_args])
     return tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)

@@ -41,8 +41,7 @@ def replicated_linear(x, w):
 )
 def cp_attention(q, k, v):
     # q: [B, H, S_local, hd]; k, v: [B, H, S, hd]. Non-causal, so a query chunk needs no offsets.
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    return torch.softmax(scores, dim=-1) @ v
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v)
 
 
 class CPAttentionModel(nn.Module):
@@ -66,7 +65,7 @@ class CPAttentionModel(nn.Module):
         pw, lin, attn = self.regions
         h = pw(x)
         q, k, v = (self._split_heads(h @ w) for w in (self.wq, self.wk, self.wv))
-        a = attn(q.contiguous(), k.contiguous(), v.contiguous())
+        a = attn(q, k, v)  # q, k, v are transposed views: regions take any strides
         b, nh, s, hd = a.shape
         a = a.transpose(1, 2).reshape(b, s, nh * hd)
         return lin(a, self.wo)
