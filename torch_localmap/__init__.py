@@ -15,9 +15,10 @@ names start with an underscore are internal.
 """
 import importlib
 
-# Importing the package is cheap: torch, the extension _C and the public names load
-# on first use (PEP 562 __getattr__ below). `python -m torch_localmap solve` therefore
-# runs without loading torch, and its --time-limit is spent solving.
+# Importing the package is cheap: the public names load on first use (PEP 562 __getattr__
+# below), and torch is not imported for us: `python -m torch_localmap solve` runs without
+# it, and its --time-limit is spent solving. The extension _C (torch.ops.localmap) loads
+# with torch, whichever of the two is imported first (_ops_on_import.py).
 _PUBLIC = {
     "MeshSpec": "._local_map",
     "Region": "._local_map",
@@ -32,6 +33,7 @@ _PUBLIC = {
     "PeerFailureError": "._runtime.failures",
     "NodePlan": ".plan",
     "Plan": ".plan",
+    "PlanMismatchError": ".plan",
     "PlanSummary": ".plan",
     "SolverSummary": ".plan",
     "plan_module": ".plan",
@@ -61,8 +63,11 @@ def __dir__():
 
 
 from . import _log  # noqa: E402  (logging and os only: the import stays cheap)
+from ._ops_on_import import load_ops_with_torch  # noqa: E402  (standard library only)
 
 _log.configure_from_env()
+# torch.ops.localmap.* exist once torch is imported too (now, if it already is).
+load_ops_with_torch(__name__)
 
 __version__ = "0.1.0"
 
@@ -74,6 +79,7 @@ __all__ = [
     "ParallelModule",
     "PeerFailureError",
     "Plan",
+    "PlanMismatchError",
     "PlanSummary",
     "Region",
     "RegionClosureError",

@@ -1,0 +1,64 @@
+"""torch.ops.localmap exists as soon as torch and torch_localmap are both imported.
+
+The ops are registered by the extension `_C`, which links libtorch. Importing the package
+must not load torch by itself (`python -m torch_localmap solve` counts interpreter
+start-up against its time limit and never needs torch), so `_C` loads:
+- at package import, when torch is already imported (`import torch, torch_localmap`);
+- otherwise right after torch's own import finishes, whenever that happens (a one-shot
+  import hook), so `import torch_localmap; import torch; torch.ops.localmap.redistribute`
+  and `torch.export.load` of a program holding our ops work in a fresh process.
+Uses the standard library only.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+
+__all__ = ["load_ops_with_torch"]
+
+
+def load_ops_with_torch(package: str) -> None:
+    """Loads `package`._C now if torch is imported, else right after torch is."""
+    torch = sys.modules.get("torch")
+    if torch is not None and not getattr(getattr(torch, "__spec__", None), "_initializing", False):
+        _load(package)
+        return
+    if torch is None and not any(isinstance(f, _AfterTorchImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterTorchImport(package))
+    # torch half-imported (our package imported from inside torch's own import): _C loads
+    # on first use of a name that needs it (package __getattr__).
+
+
+class _AfterTorchImport(importlib.abc.MetaPathFinder):
+    """Finds `torch` through the other finders and loads our extension after torch's module
+    has executed. Removes itself on first use."""
+
+    def __init__(self, package: str):
+        self.package = package
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        execute = spec.loader.exec_module
+        package = self.package
+
+        def exec_module(module):
+            execute(module)
+            _load(package)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def _load(package: str) -> None:
+    """Loads the extension and names its ops in torch.ops.localmap, so listing the namespace
+    (`list(torch.ops.localmap)`, which shows only names looked up before) shows them all."""
+    ops = sys.modules["torch"].ops.localmap
+    for name in importlib.import_module(f"{package}._C").op_names():
+        getattr(ops, name)
