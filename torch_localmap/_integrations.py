@@ -7,6 +7,9 @@ only through their own public helpers.
   in training. It holds tensors, so our outputs must flatten it; transformers ships the
   pytree registration it uses for torch.export
   (`transformers.integrations.executorch.register_dynamic_cache_export_support`).
+  Every other `Cache` subclass (EncoderDecoderCache of T5/BART/Whisper, StaticCache, ...)
+  is flattened by its attributes (`_object_pytree.py`): found by walking `Cache`'s
+  subclasses at each trace, so caches defined by newer releases or by users count too.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import contextlib
 import sys
 
 from . import _torch_private
+from ._object_pytree import register_attribute_pytree
 
 __all__ = ["tracing_context"]
 
@@ -23,9 +27,28 @@ def _register_transformers_outputs() -> None:
         return
     try:
         from transformers.integrations.executorch import register_dynamic_cache_export_support
-    except ImportError:  # an older transformers without it: its outputs then fail with a clear pytree error
+    except ImportError:  # an older transformers without it: DynamicCache is flattened like the other caches
+        pass
+    else:
+        register_dynamic_cache_export_support()  # idempotent
+    try:
+        from transformers.cache_utils import Cache
+    except ImportError:  # a transformers without cache classes returns none
         return
-    register_dynamic_cache_export_support()  # idempotent
+    for cls in _subclasses(Cache):
+        register_attribute_pytree(cls)  # keeps a registration that exists (DynamicCache's above)
+
+
+def _subclasses(base: type) -> list:
+    """Every subclass of `base`, transitively, in a deterministic order."""
+    found, todo = {}, [base]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            key = f"{sub.__module__}.{sub.__qualname__}"
+            if key not in found:
+                found[key] = sub
+                todo.append(sub)
+    return [found[k] for k in sorted(found)]
 
 
 @contextlib.contextmanager

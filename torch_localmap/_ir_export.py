@@ -17,6 +17,7 @@ import torch
 import torch.fx as fx
 
 from . import _torch_private
+from ._torch_private import pytree
 
 
 @dataclass(frozen=True)
@@ -216,6 +217,11 @@ def export_graph(gm: fx.GraphModule, mesh_shape, mesh_dim_names=None, node_extra
         elif node.op == "call_function":
             fields.update(op=_op_name(node.target), role="", target="", args=enc.arg(list(node.args)),
                           kwargs={k: enc.arg(v) for k, v in node.kwargs.items()})
+            reads = _subgraph_reads(gm, node, ex.subgraphs)
+            if reads:
+                fields["extra"] = {"subgraph_reads": reads}
+            if fields["op"] in STORAGE_READING_OPS:
+                fields["extra"] = {**fields.get("extra", {}), "contiguous_inputs": _contiguous_inputs(node)}
         else:
             raise ValueError(f"unsupported FX node '{node.name}' ({node.op}); the planner takes flat aten graphs")
         fields["outputs"] = () if node.op == "output" else _outputs(ex, node, fields)
@@ -230,6 +236,44 @@ def export_graph(gm: fx.GraphModule, mesh_shape, mesh_dim_names=None, node_extra
         ex.fx_nodes.append(node)
         ex.index_of[node] = len(ex.nodes) - 1
     return ex
+
+
+# Ops whose result depends on their inputs' memory layout, not only their values: the
+# IR records whether each tensor input was contiguous when traced (C++ shards them only
+# then; the runtime keeps those inputs contiguous, _spmd.py).
+STORAGE_READING_OPS = frozenset({"aten.as_strided.default", "aten.as_strided_scatter.default"})
+
+
+def _contiguous_inputs(node: fx.Node) -> list:
+    """Per tensor input occurrence (the IR's tensor_inputs order): contiguous when traced."""
+    flags = []
+
+    def visit(a):
+        if isinstance(a, fx.Node):
+            v = a.meta.get("val")
+            flags.append(bool(isinstance(v, torch.Tensor) and v.is_contiguous() and v.storage_offset() == 0))
+        elif isinstance(a, (list, tuple)):
+            for x in a:
+                visit(x)
+        elif isinstance(a, dict):
+            for x in a.values():
+                visit(x)
+
+    visit(list(node.args))
+    visit(dict(node.kwargs))
+    return flags
+
+
+def _subgraph_reads(gm: fx.GraphModule, node: fx.Node, subgraphs: set) -> dict:
+    """For each subgraph a HOP node takes (its attribute name), whether each of the
+    subgraph's inputs is read: flex_attention's score_mod / mask_mod see the rank's local
+    batch and head indices, so its rule shards a dim only where no subgraph reads its index."""
+    out = {}
+    for a in pytree.tree_leaves((node.args, node.kwargs)):
+        if isinstance(a, fx.Node) and a in subgraphs:
+            body = _attr(gm, a.target)
+            out[str(a.target)] = [bool(p.users) for p in body.graph.nodes if p.op == "placeholder"]
+    return out
 
 
 def _outputs(ex: ExportedGraph, node: fx.Node, fields: dict) -> tuple:

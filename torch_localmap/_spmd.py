@@ -65,7 +65,13 @@ def make_rank_program(plan: Plan, device_mesh, coord):
         refs = []
         _tensor_refs(node.args, refs)
         _tensor_refs(node.kwargs, refs)
-        local_inputs = iter([moved(env, r, want[k]) for k, r in enumerate(refs)])
+        inputs = [moved(env, r, want[k]) for k, r in enumerate(refs)]
+        # Ops that address storage see their inputs laid out as when traced: a piece that a
+        # redistribution narrowed out of a larger buffer is made contiguous (_ir_export.py).
+        for k, contiguous in enumerate((node.extra or {}).get("contiguous_inputs", ())):
+            if contiguous:
+                inputs[k] = inputs[k].contiguous()
+        local_inputs = iter(inputs)
         call = call_args[i]
         args = decode_arg(call["args"], lambda _ref: next(local_inputs))
         kwargs = {k: decode_arg(v, lambda _ref: next(local_inputs)) for k, v in call["kwargs"].items()}
@@ -109,6 +115,12 @@ def _run_node(fx_node: fx.Node, args, kwargs):
     ran, out = run_region_node(fx_node, args, kwargs)
     if ran:
         return out
+    if isinstance(fx_node.target, _torch_private.HigherOrderOperator):
+        # Another HOP (flex_attention): its subgraph arguments (score_mod, the block mask's
+        # mask_mod) come back from the IR as attribute names, its tuples as lists.
+        root = fx_node.graph.owning_module
+        args = _with_subgraphs(tuple(fx_node.args), args, root)
+        kwargs = {k: _with_subgraphs(fx_node.kwargs[k], v, root) for k, v in kwargs.items()}
     if fx_node.target is torch.ops.aten.view.default:
         # The traced graph recorded a view where the global tensor's strides allowed one; a
         # local shard can come out of a different kernel path (sharded heads, another SDPA
@@ -116,6 +128,20 @@ def _run_node(fx_node: fx.Node, args, kwargs):
         # otherwise -- the same values, and the joint graph is functional, so no aliasing is lost.
         return torch.ops.aten.reshape.default(*args, **kwargs)
     return fx_node.target(*args, **kwargs)
+
+
+def _with_subgraphs(traced, local, root):
+    """`local` (a decoded argument) with the traced graph's subgraphs in place of their
+    names and its tuples as tuples, following the traced argument's structure."""
+    if isinstance(traced, fx.Node) and traced.op == "get_attr" and isinstance(
+            getattr(root, str(traced.target), None), fx.GraphModule):
+        return getattr(root, str(traced.target))
+    if isinstance(traced, (tuple, list)) and isinstance(local, (tuple, list)) and len(traced) == len(local):
+        items = [_with_subgraphs(t, v, root) for t, v in zip(traced, local)]
+        return tuple(items) if isinstance(traced, tuple) else items
+    if isinstance(traced, dict) and isinstance(local, dict):
+        return {k: _with_subgraphs(traced.get(k), v, root) for k, v in local.items()}
+    return local
 
 
 def local_example_inputs(plan: Plan, fake_mode, coord) -> list:

@@ -90,6 +90,21 @@ def mixtral(seed=0):
     return Case(MixtralForCausalLM(cfg), (), {"input_ids": ids, "labels": ids}, None, _hf_loss)
 
 
+def t5(seed=0):
+    """An encoder-decoder called as its documentation shows: `labels` shifted into decoder
+    inputs inside the model, the default `use_cache` (an EncoderDecoderCache in the output)."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    torch.manual_seed(seed)
+    cfg = T5Config(vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=4,
+                   relative_attention_num_buckets=8, relative_attention_max_distance=16, decoder_start_token_id=0,
+                   pad_token_id=0)
+    ids = _tokens(seed)
+    labels = _tokens(seed + 1)
+    labels[1, -2:] = -100  # ignored positions: the shift turns them into pad tokens
+    return Case(T5ForConditionalGeneration(cfg), (), {"input_ids": ids, "labels": labels}, None, _hf_loss)
+
+
 def _classification_loss(out, labels):
     return F.cross_entropy(out, labels)
 
@@ -117,6 +132,15 @@ def resnet(seed=0):
     return Case(model, (torch.randn(BATCH, 3, 32, 32, generator=g),), {}, _classes(seed, 10), _classification_loss)
 
 
+def convnext(seed=0):
+    timm = _import_timm()
+    torch.manual_seed(seed)
+    # DropPath on (per-sample keep masks drawn by bernoulli); the pooling head's strided views
+    model = timm.create_model("convnext_atto", pretrained=False, num_classes=10, drop_path_rate=0.1)
+    g = torch.Generator().manual_seed(seed)
+    return Case(model, (torch.randn(BATCH, 3, 32, 32, generator=g),), {}, _classes(seed, 10), _classification_loss)
+
+
 def _lm_loss(out, tokens):
     return F.cross_entropy(out.flatten(0, 1), tokens.flatten())
 
@@ -135,7 +159,9 @@ MODELS = {
     "gpt2": gpt2,
     "bert": bert,
     "mixtral": mixtral,
+    "t5": t5,
     "vit": vit,
     "resnet": resnet,
+    "convnext": convnext,
     "titan_llama": titan_llama,
 }

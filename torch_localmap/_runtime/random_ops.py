@@ -38,7 +38,14 @@ def _native_dropout(fn, args, kwargs, global_shapes, out_specs, mesh_shape, coor
     return out, mask
 
 
+def _bernoulli_p(fn, args, kwargs, global_shapes, out_specs, mesh_shape, coord):
+    x = args[0]
+    whole = torch.empty(tuple(global_shapes[0]), dtype=x.dtype, device=x.device)
+    return _piece(fn(whole, *args[1:], **kwargs), mesh_shape, out_specs[0], coord)
+
+
 RANDOM_OPS = {
+    "aten.bernoulli.p": _bernoulli_p,
     "aten.native_dropout.default": _native_dropout,
 }
 

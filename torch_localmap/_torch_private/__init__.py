@@ -548,12 +548,69 @@ def torch_local_map_calls_go_to(handler):
         fn.__globals__.pop("_tlm_local_map_handler", None)
 
 
+@contextlib.contextmanager
+def compiled_code_runs_eagerly():
+    """Context in which every torch.compile'd function and module (OptimizedModule) runs its
+    original Python code, not a compiled graph (torch.compiler.set_stance("force_eager"),
+    2.13: the Dynamo frame callback is off). flex_attention's own eager path then calls its
+    higher-order op directly (torch.nn.attention.flex_attention, 2.13), which make_fx traces
+    into one `flex_attention` node with its score_mod / mask_mod subgraphs; its warning that
+    it runs "without torch.compile()" is about eager execution, not a trace, and is silenced."""
+    import warnings
+
+    with torch.compiler.set_stance("force_eager"), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
+        yield
+
+
+def register_block_mask_pytree() -> None:
+    """Makes flex_attention's BlockMask a pytree node when its module is loaded, so a model
+    taking a BlockMask argument (torchtitan's `attention_masks`) traces with its tensors as
+    inputs. torch 2.13 gives BlockMask the flatten functions (_flatten, _unflatten,
+    _flatten_with_keys: the block tensors and mask_mod's closure tensors are the children)
+    but registers them only inside Dynamo / export."""
+    import sys
+
+    from torch.utils import _pytree
+
+    fa = sys.modules.get("torch.nn.attention.flex_attention")
+    if fa is None or fa.BlockMask in _pytree.SUPPORTED_NODES:
+        return
+    _pytree.register_pytree_node(fa.BlockMask, fa.BlockMask._flatten, fa.BlockMask._unflatten,
+                                 flatten_with_keys_fn=fa.BlockMask._flatten_with_keys,
+                                 serialized_type_name="torch.nn.attention.flex_attention.BlockMask")
+
+
 def register_dataclass_pytree(cls) -> None:
     """Makes a dataclass a pytree node (its fields the children), so tracing can flatten
     model outputs of that type. torch.utils._pytree.register_dataclass (2.13)."""
     from torch.utils import _pytree
 
     _pytree.register_dataclass(cls)
+
+
+def register_object_pytree(cls, flatten, unflatten, flatten_with_keys) -> None:
+    """Makes `cls` a pytree node with the given functions (flatten(obj) -> (children,
+    context); flatten_with_keys(obj) -> ([(GetAttrKey, child)], context)), so tracing can
+    flatten outputs of that type. torch.utils._pytree.register_pytree_node (2.13)."""
+    from torch.utils import _pytree
+
+    _pytree.register_pytree_node(cls, flatten, unflatten, flatten_with_keys_fn=flatten_with_keys,
+                                 serialized_type_name=f"{cls.__module__}.{cls.__qualname__}")
+
+
+def is_pytree_node(cls) -> bool:
+    """Whether pytree already flattens `cls` (torch.utils._pytree.SUPPORTED_NODES, 2.13)."""
+    from torch.utils import _pytree
+
+    return cls in _pytree.SUPPORTED_NODES
+
+
+def attribute_key(name: str):
+    """The pytree path key of an attribute (torch.utils._pytree.GetAttrKey, 2.13)."""
+    from torch.utils import _pytree
+
+    return _pytree.GetAttrKey(name)
 
 
 def inductor_compile(gm: fx.GraphModule, example_inputs: list):

@@ -1,5 +1,5 @@
 // Indexing along one dim: topk, sort, cumsum, gather, scatter, scatter_add,
-// index_select, and the backward ops of slice/select.
+// index_select, slice_scatter/select_scatter, and the backward ops of slice/select.
 //
 // Each works along a single dim `dim`; every other dim is a batch of
 // independent problems, sharded alike in every tensor that has the same size
@@ -95,6 +95,27 @@ void register_indexing(Registry& r) {
              along_dim_rows(c, rows, dim, {0});
              if (c.in(1).ndim() == 1) rows.add({R(), S(0), S(dim)});
              add_partial_rows(c, rows, {{{0}}, PartialOutputs::All, kAllReduceOps});
+           }));
+  // slice_scatter(self, src, dim, start, end, step): src written into a slice of
+  // `dim`; other dims shard alike. Every output element copies one element of self
+  // or src, so (self, src) Partial together pass every kind (bool has none).
+  add_rule(r, {"aten.slice_scatter.default"}, make([](const RuleCtx& c, DimRows& rows) {
+             along_dim_rows(c, rows, wrap_dim(c.int_arg(2, "dim", 0), c.in(0).ndim()), {0, 1});
+             if (c.in(0).dtype != DType::Bool) add_partial_rows(c, rows, {{{0, 1}}, PartialOutputs::All, kAllReduceOps});
+           }));
+  // select_scatter(self, src, dim, index): src (without `dim`) written at one index
+  // of `dim`; other dims shard alike (src's dims shift past `dim`). Copies, as slice_scatter.
+  add_rule(r, {"aten.select_scatter.default"}, make([](const RuleCtx& c, DimRows& rows) {
+             const int64_t nd = c.in(0).ndim();
+             const int dim = wrap_dim(c.int_arg(2, "dim", 0), nd);
+             const auto& ss = c.in(0).shape;
+             const auto& src = c.in(1).shape;
+             for (int d = 0; d < static_cast<int>(nd); ++d) {
+               if (d == dim) continue;
+               const int k = d < dim ? d : d - 1;
+               if (k < static_cast<int>(src.size()) && src[k] == ss[d]) rows.add({S(d), S(k), S(d)});
+             }
+             if (c.in(0).dtype != DType::Bool) add_partial_rows(c, rows, {{{0, 1}}, PartialOutputs::All, kAllReduceOps});
            }));
   // slice_backward(grad, input_sizes, dim, start, end, step): zeros + grad in a
   // slice of `dim`; other dims shard alike, shapes rewritten per rank.

@@ -192,29 +192,47 @@ int exponent_bits(DType d) {
 // monotone too (truncation toward zero, rounding of large integers) and keep
 // max/min only. Bool and complex dtypes, and casts between different integer
 // types (which may wrap around), take no Partial.
+// Partial rows for output 0 = input `k` cast to the output's dtype (the other
+// inputs replicated), by the cast's exactness as above.
+void cast_partial_rows(const RuleCtx& c, DimRows& rows, int k) {
+  const DType from = c.in(k).dtype, to = c.out(0).dtype;
+  if (!is_floating(from) || !is_floating(to)) {
+    auto integral = [](DType d) {
+      return d == DType::Int64 || d == DType::Int32 || d == DType::Int16 || d == DType::Int8 || d == DType::UInt8;
+    };
+    const bool monotone = (is_floating(from) && integral(to)) || (integral(from) && is_floating(to)) ||
+                          (integral(from) && from == to);
+    if (monotone) add_partial_rows(c, rows, {{{k}}, PartialOutputs::All, {ReduceOp::Max, ReduceOp::Min}});
+    return;
+  }
+  // An exact cast is a copy (every kind passes); a rounding one keeps only order.
+  const bool exact = from == to || (mantissa_bits(to) >= mantissa_bits(from) && exponent_bits(to) >= exponent_bits(from));
+  add_partial_rows(c, rows, {{{k}}, PartialOutputs::All,
+                             exact ? kAllReduceOps : std::vector<ReduceOp>{ReduceOp::Max, ReduceOp::Min}});
+}
+
 Rule cast_rule() {
   Rule r;
   r.family = "pointwise";
   r.dims = [](const RuleCtx& c, DimRows& rows) {
     if (c.num_outputs() == 0) return;
     shard_rows(c, rows);
-    if (c.num_inputs() != 1) return;
-    const DType from = c.in(0).dtype, to = c.out(0).dtype;
-    if (!is_floating(from) || !is_floating(to)) {
-      auto integral = [](DType d) {
-        return d == DType::Int64 || d == DType::Int32 || d == DType::Int16 || d == DType::Int8 || d == DType::UInt8;
-      };
-      const bool monotone = (is_floating(from) && integral(to)) || (integral(from) && is_floating(to)) ||
-                            (integral(from) && from == to);
-      if (!monotone) return;
-      rows.add({P(ReduceOp::Max), P(ReduceOp::Max)});
-      rows.add({P(ReduceOp::Min), P(ReduceOp::Min)});
-      return;
-    }
-    // An exact cast is a copy (every kind passes); a rounding one keeps only order.
-    const bool exact = from == to || (mantissa_bits(to) >= mantissa_bits(from) && exponent_bits(to) >= exponent_bits(from));
-    add_partial_rows(c, rows, {{{0}}, PartialOutputs::All,
-                               exact ? kAllReduceOps : std::vector<ReduceOp>{ReduceOp::Max, ReduceOp::Min}});
+    if (c.num_inputs() == 1) cast_partial_rows(c, rows, 0);
+  };
+  return r;
+}
+
+// copy(self, src) / fill.Tensor(self, value): input 1 cast to self's dtype and
+// broadcast to self's shape. Self gives only its shape and dtype, so it shards
+// like the output; input 1 shards where it is not broadcast and passes a Partial
+// as a cast would (broadcasting copies elements).
+Rule broadcast_into_rule() {
+  Rule r;
+  r.family = "pointwise";
+  r.dims = [](const RuleCtx& c, DimRows& rows) {
+    if (c.num_outputs() != 1 || c.num_inputs() != 2) return;
+    shard_rows(c, rows);
+    cast_partial_rows(c, rows, 1);
   };
   return r;
 }
@@ -407,6 +425,10 @@ void register_pointwise(Registry& r) {
   add_rule(r,
            {"aten._to_copy.default",
             "aten.to.dtype"}, cast_rule());
+  // Input 1 cast and broadcast into self's shape (self's values unused): a cast's Partial kinds.
+  add_rule(r,
+           {"aten.copy.default",
+            "aten.fill.Tensor"}, broadcast_into_rule());
 }
 
 }  // namespace tlm::strategies

@@ -7,6 +7,9 @@
 // native_dropout(input, p, train) -> (output, mask): output = input * mask / (1-p)
 // is linear in input, so a Partial input gives a Partial output; the mask is the
 // same whole value on every rank of that mesh dim (replicated).
+//
+// bernoulli.p(self, p): a draw of self's shape and dtype whose values do not
+// depend on self's, so it shards like self; it is not linear in self (no Partial).
 #include "core/strategies/rule.h"
 
 namespace tlm::strategies {
@@ -19,6 +22,11 @@ void dropout_rows(const RuleCtx& c, DimRows& rows) {
   add_partial_rows(c, rows, {{{0}}, PartialOutputs::First});
 }
 
+void same_shape_draw_rows(const RuleCtx& c, DimRows& rows) {
+  if (c.num_inputs() != 1 || c.num_outputs() != 1) return;
+  for (int d = 0; d < static_cast<int>(c.in(0).ndim()); ++d) rows.add_uniform(S(d));
+}
+
 }  // namespace
 
 void register_random(Registry& r) {
@@ -28,6 +36,11 @@ void register_random(Registry& r) {
   dropout.work = [](const RuleCtx& c, const OpStrategy& s) { return elementwise_work(c, s, 2.0); };
   // Dropout draws the global mask and keeps its piece (the runtime); elementwise otherwise.
   add_rule(r, {"aten.native_dropout.default"}, dropout);
+  Rule draw;
+  draw.family = "random";
+  draw.dims = same_shape_draw_rows;
+  // Draws of self's shape (values independent of self's): the global draw's piece, any dim sharded.
+  add_rule(r, {"aten.bernoulli.p"}, draw);
 }
 
 }  // namespace tlm::strategies

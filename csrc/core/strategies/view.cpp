@@ -10,6 +10,10 @@
 // rank's piece of it maps to exactly its piece of the output's leading dim --
 // checked per rank on the combined strategy, since uneven chunks usually break
 // that. Shape arguments are rewritten per rank from the output's local shape.
+// as_strided/as_strided_scatter shard only where their strides make them a
+// reshape (see strided_rule).
+#include <algorithm>
+
 #include "core/strategies/rule.h"
 #include "core/strategies/shard_math.h"
 
@@ -93,45 +97,54 @@ int64_t prod_tail(const std::vector<int64_t>& shape, const std::vector<int>& dim
   return p;
 }
 
-void reshape_rows(const RuleCtx& c, DimRows& rows) {
-  const auto& a = c.in(0).shape;
-  const auto& b = c.out(0).shape;
-  for (const Group& g : factor_groups(a, b)) rows.add({S(g.in[0]), S(g.out[0])});
+// Reshape of input `k` into output 0. Any other input (as_strided_scatter's self,
+// whose every element is overwritten) has the output's shape and follows it.
+void reshape_rows_from(const RuleCtx& c, DimRows& rows, int k) {
+  std::vector<Placement> row(static_cast<size_t>(rows.width()), R());
+  for (const Group& g : factor_groups(c.in(k).shape, c.out(0).shape)) {
+    for (int j = 0; j < c.num_inputs(); ++j) row[j] = S(j == k ? g.in[0] : g.out[0]);
+    for (int j = 0; j < c.num_outputs(); ++j) row[c.num_inputs() + j] = S(g.out[0]);
+    rows.add(row);
+  }
   partial_passthrough(rows);
 }
+
+void reshape_rows(const RuleCtx& c, DimRows& rows) { reshape_rows_from(c, rows, 0); }
 
 // Every rank's piece of the leading input dim must be exactly its piece of the
 // leading output dim (in flat elements of the group). Groups are factored once
 // per node; only multi-dim groups need the per-rank check.
-ValidFn reshape_exact(const RuleCtx& c) {
+ValidFn reshape_exact_from(const RuleCtx& c, int k) {
   struct Check {
     int di, dout;
     int64_t inner_a, inner_b;
   };
-  const auto& a = c.in(0).shape;
+  const auto& a = c.in(k).shape;
   const auto& b = c.out(0).shape;
   std::vector<Check> checks;
   for (const Group& g : factor_groups(a, b))
     if (g.in.size() > 1 || g.out.size() > 1) checks.push_back({g.in[0], g.out[0], prod_tail(a, g.in), prod_tail(b, g.out)});
   if (checks.empty()) return nullptr;
-  return [checks](const RuleCtx& c, const OpStrategy& s) {
-    const auto& a = c.in(0).shape;
+  return [checks, k](const RuleCtx& c, const OpStrategy& s) {
+    const auto& a = c.in(k).shape;
     const auto& b = c.out(0).shape;
-    for (const Check& k : checks) {
+    for (const Check& ch : checks) {
       bool sharded = false;
-      for (const auto& p : s.inputs[0]) sharded = sharded || p.is_shard(k.di);
+      for (const auto& p : s.inputs[k]) sharded = sharded || p.is_shard(ch.di);
       if (!sharded) continue;
-      const auto ea = all_extents(a[k.di], c.mesh(), s.inputs[0], k.di);
-      const auto eb = all_extents(b[k.dout], c.mesh(), s.outputs[0], k.dout);
+      const auto ea = all_extents(a[ch.di], c.mesh(), s.inputs[k], ch.di);
+      const auto eb = all_extents(b[ch.dout], c.mesh(), s.outputs[0], ch.dout);
       if (ea.size() != eb.size()) return false;
       for (size_t r = 0; r < ea.size(); ++r)
-        if (ea[r].offset * k.inner_a != eb[r].offset * k.inner_b ||
-            ea[r].length * k.inner_a != eb[r].length * k.inner_b)
+        if (ea[r].offset * ch.inner_a != eb[r].offset * ch.inner_b ||
+            ea[r].length * ch.inner_a != eb[r].length * ch.inner_b)
           return false;
     }
     return true;
   };
 }
+
+ValidFn reshape_exact(const RuleCtx& c) { return reshape_exact_from(c, 0); }
 
 json::Value local_out_shape_value(const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
   return json::Value(local_shape(c.out(0).shape, c.mesh(), s.outputs[0], coord));
@@ -349,6 +362,115 @@ void split_rows(const RuleCtx& c, DimRows& rows, bool drops_dim) {
   partial_passthrough(rows);
 }
 
+// ---- strided views of storage ----
+//
+// as_strided(self, size, stride, storage_offset) and as_strided_scatter(self, src,
+// size, stride, storage_offset) address self's storage, which a rank's piece does
+// not share with the whole. One case is a reshape, so it shards like one: `size`
+// with its contiguous strides, no storage offset, every element of a self that was
+// contiguous when traced (the exporter's "contiguous_inputs"; the runtime keeps such
+// inputs contiguous), and for the scatter a src that covers all of self. Any other
+// strides stay whole. Every output element copies one element of self (or src), so
+// (self, src) Partial together pass every kind whatever the strides.
+
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> st(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;) st[i - 1] = st[i] * std::max<int64_t>(shape[i], 1);
+  return st;
+}
+
+// The tensor input (0: as_strided's self, 1: the scatter's src) that the strided
+// view reshapes, or -1 when the strides are anything but a reshape.
+int strided_reshape_source(const RuleCtx& c) {
+  const bool scatter = c.n.op == "aten.as_strided_scatter.default";
+  const size_t at = scatter ? 1 : 0;  // schema positions shift past src
+  const int k = scatter ? 1 : 0;
+  if (c.num_inputs() != k + 1 || c.num_outputs() != 1) return -1;
+  const json::Value* flags = c.n.extra.is_object() ? c.n.extra.find("contiguous_inputs") : nullptr;
+  if (!flags || !flags->is_array() || flags->as_array().size() != static_cast<size_t>(c.num_inputs())) return -1;
+  for (const auto& f : flags->as_array())
+    if (!f.is_bool() || !f.as_bool()) return -1;
+  const json::Value* off = c.arg(at + 3, "storage_offset");
+  if (off && !(off->is_int() && off->as_int() == 0)) return -1;
+  const auto size = c.int_list_arg(at + 1, "size");
+  const auto stride = c.int_list_arg(at + 2, "stride");
+  // The viewed shape: as_strided's output, the scatter's src (its output has self's shape).
+  const auto& viewed = scatter ? c.in(1).shape : c.out(0).shape;
+  if (size != viewed || stride.size() != size.size() || c.in(k).numel() != c.in(0).numel()) return -1;
+  if (scatter && c.out(0).shape != c.in(0).shape) return -1;
+  int64_t numel = 1;
+  for (int64_t n : size) numel *= n;
+  if (numel != c.in(0).numel()) return -1;  // every element of self, once
+  const auto want = contiguous_strides(size);
+  for (size_t d = 0; d < size.size(); ++d)
+    if (size[d] > 1 && stride[d] != want[d]) return -1;  // a size-1 dim's stride addresses nothing
+  return k;
+}
+
+Rule strided_rule() {
+  Rule r;
+  r.family = "view";
+  r.dims = [](const RuleCtx& c, DimRows& rows) {
+    if (c.num_outputs() != 1) return;
+    const int k = strided_reshape_source(c);
+    if (c.n.op == "aten.as_strided.default" && k == 0) {
+      reshape_rows_from(c, rows, 0);  // its Partial rows included
+      return;
+    }
+    if (k == 1) {
+      std::vector<Placement> row(3, R());
+      for (const Group& g : factor_groups(c.in(1).shape, c.out(0).shape)) {
+        row[0] = row[2] = S(g.out[0]);
+        row[1] = S(g.in[0]);
+        rows.add(row);
+      }
+    }
+    if (c.in(0).dtype == DType::Bool) return;
+    std::vector<int> all(static_cast<size_t>(c.num_inputs()));
+    for (int j = 0; j < c.num_inputs(); ++j) all[j] = j;
+    add_partial_rows(c, rows, {{all}, PartialOutputs::All, kAllReduceOps});
+  };
+  r.make_valid = [](const RuleCtx& c) -> ValidFn {
+    const int k = strided_reshape_source(c);
+    return k < 0 ? nullptr : reshape_exact_from(c, k);
+  };
+  // A sharded reshape addresses the rank's piece: local size, its contiguous strides,
+  // and the piece's own storage offset (null; a redistributed piece may start inside
+  // a larger buffer). Unsharded calls keep their arguments as traced.
+  r.call_args = [](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
+    const int k = strided_reshape_source(c);
+    json::Value out = json::Value::Object{};
+    out.set("args", c.n.args);
+    out.set("kwargs", c.n.kwargs);
+    if (k < 0) return out;
+    bool sharded = false;
+    for (const auto& spec : s.inputs)
+      for (const auto& p : spec) sharded = sharded || p.is_shard();
+    if (!sharded) return out;
+    const size_t at = k == 1 ? 1 : 0;
+    const auto local = k == 1 ? local_shape(c.in(1).shape, c.mesh(), s.inputs[1], coord)
+                              : local_shape(c.out(0).shape, c.mesh(), s.outputs[0], coord);
+    json::Value::Array a = c.n.args.as_array();
+    json::Value::Object kw = c.n.kwargs.as_object();
+    // Positional or keyword, as traced; an absent storage_offset is already null.
+    auto put = [&](size_t pos, const char* name, json::Value v) {
+      if (pos < a.size()) {
+        a[pos] = std::move(v);
+        return;
+      }
+      for (auto& kv : kw)
+        if (kv.first == name) kv.second = v;
+    };
+    put(at + 1, "size", json::Value(local));
+    put(at + 2, "stride", json::Value(contiguous_strides(local)));
+    put(at + 3, "storage_offset", json::Value());
+    out.set("args", json::Value(std::move(a)));
+    out.set("kwargs", json::Value(std::move(kw)));
+    return out;
+  };
+  return r;
+}
+
 }  // namespace
 
 void register_view(Registry& r) {
@@ -437,6 +559,10 @@ void register_view(Registry& r) {
   add_rule(r,
            {"aten.tril.default",
             "aten.triu.default"}, mapped_rule(triangle_map, false));
+  // Strided views of storage: sharded only as a reshape (see strided_rule), else R/Partial.
+  add_rule(r,
+           {"aten.as_strided.default",
+            "aten.as_strided_scatter.default"}, strided_rule());
   // Padding: unpadded dims shard; see constant_pad_rule for the Partial kinds.
   add_rule(r, {"aten.constant_pad_nd.default"}, constant_pad_rule());
 }
