@@ -116,7 +116,11 @@ def trace_joint(module: torch.nn.Module, args, kwargs=None, root_hooks: bool = T
             return trace_joint(module, args, kwargs)
     try:
         t0 = time.perf_counter()
-        joint = _trace_joint(module, args, kwargs)
+        # torch.compile'd pieces inside the model (a compiled submodule, a compiled mask
+        # builder or attention function, as torchtitan writes them) run as their eager code:
+        # compiled, they would run Inductor's kernels on the fake tensors instead of being traced.
+        with _torch_private.compiled_code_runs_eagerly():
+            joint = _trace_joint(module, args, kwargs)
         _log.info("traced %s: %d graph nodes, %d module calls, in %.2f s", type(module).__name__,
                   len(joint.gm.graph.nodes), len(joint.module_calls), time.perf_counter() - t0)
         return joint
@@ -152,6 +156,7 @@ def _register_output_dataclass(error) -> bool:
 def _trace_joint(module: torch.nn.Module, args, kwargs) -> JointGraph:
     args, kwargs = normalize_call(module, args, kwargs)
     _refuse_submodule_hooks(module)
+    _torch_private.register_block_mask_pytree()
     leaves, in_spec = pytree.tree_flatten((args, kwargs))
     traced = _trace_stamped(module, leaves, in_spec) if _trace_stamp.enabled() else None
     if traced is None:

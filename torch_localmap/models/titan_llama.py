@@ -1,6 +1,8 @@
 """A Llama-3 decoder written the way torchtitan writes its llama3 model: complex rotary
 embeddings (torch.view_as_complex / view_as_real on a complex `freqs_cis` buffer), fused QKV
-projection, RMSNorm, SwiGLU, SDPA with causal masking. torchtitan itself cannot be imported
+projection, RMSNorm, SwiGLU, SDPA with causal masking -- or, with `use_flex_attn` and
+`compile_layers`, torchtitan's flex_attention with a causal BlockMask and its
+torch.compile'd pieces (mask builder, attention function, every block). torchtitan itself cannot be imported
 with CPU torch 2.13 (it imports triton and needs newer torch APIs), so the zoo uses this
 model of the same structure; `debug()` mirrors torchtitan's "debugmodel" shape ratios.
 """
@@ -24,6 +26,11 @@ class TitanConfig:
     seq_len: int = 2048
     rope_theta: float = 500000.0
     norm_eps: float = 1e-5
+    # torchtitan's use_flex_attn: flex_attention with a causal BlockMask built by a
+    # torch.compile'd create_block_mask, attention by a torch.compile'd flex_attention.
+    use_flex_attn: bool = False
+    # torchtitan's apply_compile: every TransformerBlock wrapped in torch.compile.
+    compile_layers: bool = False
 
     @classmethod
     def debug(cls, **overrides) -> "TitanConfig":
@@ -57,7 +64,7 @@ class Attention(nn.Module):
         self.wqkv = nn.Linear(cfg.dim, (cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim, bias=False)  # fused QKV
         self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.dim, bias=False)
 
-    def forward(self, x, freqs_cis):
+    def forward(self, x, freqs_cis, block_mask=None):
         b, s, _ = x.shape
         q, k, v = self.wqkv(x).split([self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim,
                                       self.n_kv_heads * self.head_dim], dim=-1)
@@ -68,7 +75,11 @@ class Attention(nn.Module):
         rep = self.n_heads // self.n_kv_heads
         k = k.repeat_interleave(rep, dim=2)
         v = v.repeat_interleave(rep, dim=2)
-        out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        if block_mask is not None:
+            out = _compiled("flex_attention")(q, k, v, block_mask=block_mask)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.wo(out.transpose(1, 2).reshape(b, s, -1))
 
 
@@ -91,8 +102,8 @@ class TransformerBlock(nn.Module):
         self.attention_norm = nn.RMSNorm(cfg.dim, eps=cfg.norm_eps)
         self.ffn_norm = nn.RMSNorm(cfg.dim, eps=cfg.norm_eps)
 
-    def forward(self, x, freqs_cis):
-        h = x + self.attention(self.attention_norm(x), freqs_cis)
+    def forward(self, x, freqs_cis, block_mask=None):
+        h = x + self.attention(self.attention_norm(x), freqs_cis, block_mask)
         return h + self.feed_forward(self.ffn_norm(h))
 
 
@@ -103,14 +114,43 @@ class TitanLlama(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.dim)
-        self.layers = nn.ModuleDict({str(i): TransformerBlock(cfg) for i in range(cfg.n_layers)})
+        self.layers = nn.ModuleDict({str(i): torch.compile(TransformerBlock(cfg)) if cfg.compile_layers
+                                     else TransformerBlock(cfg) for i in range(cfg.n_layers)})
         self.norm = nn.RMSNorm(cfg.dim, eps=cfg.norm_eps)
         self.output = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
+        if cfg.use_flex_attn:  # compiled once, when the model is built (as torchtitan does at import)
+            _compiled("flex_attention"), _compiled("create_block_mask")
         self.register_buffer("freqs_cis", precompute_freqs_cis(cfg.head_dim, cfg.seq_len * 2, cfg.rope_theta),
                              persistent=False)
 
-    def forward(self, tokens):
+    def forward(self, tokens, attention_masks=None):
+        """`attention_masks`: a BlockMask (flex attention only), as torchtitan's trainer passes
+        the masks it built; by default a causal one, broadcast over batch and heads."""
+        if attention_masks is not None and not self.cfg.use_flex_attn:
+            raise ValueError("attention_masks (a BlockMask) needs TitanConfig(use_flex_attn=True); this model "
+                             "uses SDPA with causal masking")
+        if self.cfg.use_flex_attn and attention_masks is None:
+            s = tokens.shape[1]
+            attention_masks = _compiled("create_block_mask")(causal_mask, 1, None, s, s, device=tokens.device)
         h = self.tok_embeddings(tokens)
         for layer in self.layers.values():
-            h = layer(h, self.freqs_cis)
+            h = layer(h, self.freqs_cis, attention_masks)
         return self.output(self.norm(h))
+
+
+def causal_mask(b, h, q_idx, kv_idx):
+    """mask_mod of causal attention."""
+    return q_idx >= kv_idx
+
+
+_COMPILED: dict = {}
+
+
+def _compiled(name: str):
+    """torch.compile(flex_attention) / torch.compile(create_block_mask), made on first use
+    (torchtitan compiles both once, at module level)."""
+    if name not in _COMPILED:
+        from torch.nn.attention import flex_attention as fa
+
+        _COMPILED[name] = torch.compile(getattr(fa, name))
+    return _COMPILED[name]

@@ -15,6 +15,8 @@
 #include "core/strategies/rule.h"
 #include "core/strategies/shard_math.h"
 
+#include <algorithm>
+
 namespace tlm::strategies {
 
 namespace {
@@ -108,9 +110,110 @@ Rule attention_rule(std::function<AttnLayout(const RuleCtx&)> layout, bool backw
   return r;
 }
 
+// ---- flex_attention (torch's higher-order op) -------------------------------------------
+// Its arguments: query, key, value (B, H, L|S, E), score_mod (a subgraph), block_mask (a
+// tuple: sequence lengths, the block tensors (B|1, H|1, ...), block sizes, the mask_mod
+// subgraph), scale, kernel_options, then the score_mod and mask_mod buffers. The backward
+// op takes query, key, value, out, logsumexp, grad_out, grad_logsumexp, the score_mod
+// forward and joint subgraphs, then the same block_mask and buffers.
+//
+// Batch and head are independent problems as for SDPA, with two provisos. The subgraphs
+// are evaluated with the rank's *local* batch and head indices, so a dim is sharded only
+// where no subgraph reads its index (the exporter records which placeholders each subgraph
+// reads, extra.subgraph_reads); an ALiBi score_mod reading the head keeps heads whole. The
+// block tensors follow the batch / head dim where they have it, and are replicated where it
+// is a broadcast 1; the subgraph buffers stay replicated (no index that could address a
+// shard of them is local).
+struct FlexLayout {
+  size_t block_mask_pos;         // args position of the block_mask tuple
+  std::vector<size_t> qkv_like;  // args positions of tensors shaped (B, H, L[, E]) as the query (None allowed)
+  std::vector<std::pair<size_t, int>> subgraphs;  // (args position, placeholder of index b; h is the next)
+};
+
+int count_tensor_refs(const json::Value& v) {
+  std::vector<TensorRef> refs;
+  collect_tensor_refs(v, refs);
+  return static_cast<int>(refs.size());
+}
+
+// Whether subgraph argument `v` reads placeholder `k` (true when unknown: the safe answer).
+bool subgraph_reads(const RuleCtx& c, const json::Value& v, int k) {
+  const json::Value* name = v.is_object() ? v.find("subgraph") : nullptr;
+  const json::Value* reads = c.n.extra.is_object() ? c.n.extra.find("subgraph_reads") : nullptr;
+  const json::Value* r = (name && name->is_string() && reads && reads->is_object()) ? reads->find(name->as_string())
+                                                                                      : nullptr;
+  if (r == nullptr || !r->is_array() || static_cast<size_t>(k) >= r->size()) return true;
+  return r->as_array()[static_cast<size_t>(k)].as_bool("subgraph_reads entry");
+}
+
+void flex_rows(const RuleCtx& c, DimRows& rows, const FlexLayout& f) {
+  const auto& args = c.n.args.as_array();
+  if (args.size() <= f.block_mask_pos || !args[f.block_mask_pos].is_array()) return;
+  const auto& bm = args[f.block_mask_pos].as_array();
+  const auto& q = c.in(0).shape;
+  if (q.size() != 4) return;
+  // Tensor inputs come in argument order: the query-like tensors (an absent gradient
+  // is None), the block_mask's tensors, then the buffers.
+  std::vector<int> qkv_like;
+  int first_bm = 0;
+  for (size_t p = 0; p < f.block_mask_pos; ++p) {
+    if (std::find(f.qkv_like.begin(), f.qkv_like.end(), p) != f.qkv_like.end() && is_tensor_ref(args[p]))
+      qkv_like.push_back(first_bm);
+    first_bm += count_tensor_refs(args[p]);
+  }
+  const int n_bm = count_tensor_refs(args[f.block_mask_pos]);
+  for (int d : {0, 1}) {  // batch, heads
+    bool reads_index = !bm.empty() && subgraph_reads(c, bm.back(), d);  // mask_mod(b, h, q_idx, kv_idx)
+    for (const auto& [pos, b_at] : f.subgraphs) reads_index = reads_index || subgraph_reads(c, args[pos], b_at + d);
+    if (reads_index) continue;
+    bool same = true;
+    for (int t : qkv_like) same = same && c.in(t).ndim() >= 3 && c.in(t).shape[d] == q[d];
+    if (!same) continue;
+    std::vector<Placement> row(static_cast<size_t>(rows.width()), R());
+    for (int t : qkv_like) row[static_cast<size_t>(t)] = S(d);
+    for (int t = first_bm; t < first_bm + n_bm; ++t)
+      if (c.in(t).ndim() > static_cast<size_t>(d) && c.in(t).shape[d] == q[d]) row[static_cast<size_t>(t)] = S(d);
+    for (int o = 0; o < c.num_outputs(); ++o)  // out (B, H, L, Ev), logsumexp / max (B, H, L); grads as inputs
+      if (c.out(o).ndim() > static_cast<size_t>(d) && c.out(o).shape[d] == q[d])
+        row[static_cast<size_t>(c.num_inputs() + o)] = S(d);
+    rows.add(row);
+  }
+}
+
+Rule flex_rule(FlexLayout layout, bool backward) {
+  Rule r;
+  r.family = "attention";
+  r.dims = [=](const RuleCtx& c, DimRows& rows) { flex_rows(c, rows, layout); };
+  r.valid = no_empty_local_input;
+  // As SDPA: QK^T and PV forward, the backward 2.5x that; the block mask skips the
+  // masked-out blocks, which the estimate does not count.
+  r.work = [=](const RuleCtx& c, const OpStrategy& s) {
+    auto q = local_shape_in(c, s, 0);
+    auto k = local_shape_in(c, s, 1);
+    auto v = local_shape_in(c, s, 2);
+    OpWork w;
+    if (q.size() == 4 && k.size() == 4 && v.size() == 4) {
+      const double fwd = 2.0 * static_cast<double>(q[0] * q[1]) * static_cast<double>(q[2]) *
+                         static_cast<double>(k[2]) * static_cast<double>(q[3] + v[3]);
+      w.flops = backward ? 2.5 * fwd : fwd;
+    }
+    w.bytes = io_bytes(c, s);
+    return w;
+  };
+  return r;
+}
+
 }  // namespace
 
 void register_attention(Registry& r) {
+  // flex_attention(query, key, value, score_mod, block_mask, scale, kernel_options,
+  //                score_mod_other_buffers, mask_mod_other_buffers) -> (out, logsumexp, max_scores)
+  add_rule(r, {"higher_order.flex_attention"}, flex_rule(FlexLayout{4, {0, 1, 2}, {{3, 1}}}, false));
+  // flex_attention_backward(query, key, value, out, logsumexp, grad_out, grad_logsumexp, fw_graph,
+  //                         joint_graph, block_mask, ...) -> (grad_query, grad_key, grad_value, (buffer grads))
+  add_rule(r, {"higher_order.flex_attention_backward"},
+           flex_rule(FlexLayout{9, {0, 1, 2, 3, 4, 5, 6}, {{7, 1}, {8, 1}}}, true));
+
   // (query, key, value, dropout_p, is_causal, *, attn_mask, scale) -> (output, logsumexp)
   add_rule(r, {"aten._scaled_dot_product_flash_attention_for_cpu.default"},
            attention_rule(
