@@ -19,6 +19,10 @@ code around the graph (graph breaks, a loss outside the model) computes what it 
 * Forward-only graphs (eval, torch.no_grad) get forward programs of their own.
 * Shapes: each distinct call signature (shapes, dtypes, non-tensor values, grad mode) is
   planned once and cached -- `dynamic=True` graphs re-plan per shape, never fail on one.
+* Saved plans: options["plan"] (a Plan, a plan file's path, or a list of them: one per
+  Dynamo graph) is applied instead of solving; each graph takes the plan made for it
+  (its fingerprint matches) and a graph with none raises PlanMismatchError. Save the plans
+  of a first run with on_plan=lambda p: p.save(...).
 """
 from __future__ import annotations
 
@@ -55,12 +59,13 @@ def localmap_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **_
     options = dict(options or {})
     mesh = options.pop("mesh", None)
     on_plan = options.pop("on_plan", None)  # callback(Plan), e.g. to print or test the plan
+    saved = _saved_plans(options.pop("plan", None))
     if mesh is None:
         raise ValueError('backend "localmap" needs options={"mesh": DeviceMesh}')
     unknown = set(options) - _KNOWN_OPTIONS
     if unknown:
         raise ValueError(f"unknown localmap backend options {sorted(unknown)} "
-                         f"(expected mesh, on_plan, {', '.join(sorted(_KNOWN_OPTIONS))})")
+                         f"(expected mesh, on_plan, plan, {', '.join(sorted(_KNOWN_OPTIONS))})")
     options["timeout"] = as_timeout(options.get("timeout", DEFAULT_TIMEOUT))
     mesh_device(mesh)  # a CUDA mesh needs this rank's GPU
     check_mesh_backend(mesh)
@@ -71,7 +76,22 @@ def localmap_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **_
                                    options.get("memory_limit", "device"))
     graph = _CompiledGraph(gm, list(example_inputs), runtime_mesh(mesh, options["timeout"]), options, on_plan)
     graph.execution = execution
+    graph.saved_plans = saved
     return graph
+
+
+def _saved_plans(value) -> list:
+    """options["plan"] as a list of Plans (a Plan, a path, or a list / tuple of them)."""
+    from .plan import as_saved_plan
+
+    if value is None:
+        return []
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    if not items:
+        raise ValueError('backend "localmap": options["plan"] is an empty list; expected a Plan, a plan file\'s path '
+                         "or a list of them")
+    return [as_saved_plan(p, f'options["plan"][{k}]' if isinstance(value, (list, tuple)) else 'options["plan"]')
+            for k, p in enumerate(items)]
 
 
 # ---- the graph as a module whose state is the model's own tensors ---------------------
@@ -204,6 +224,7 @@ class _CompiledGraph:
         self.options = options
         self.on_plan = on_plan
         self.execution = None  # ExecutionOptions (localmap_backend sets them)
+        self.saved_plans: list = []  # options["plan"]: applied instead of solving (localmap_backend sets them)
         self.entries: dict = {}
         # Dynamo's view of each output: DTensor outputs go back as DTensors in these placements.
         self.output_placements = [tuple(v.placements) if isinstance(v, DTensor) else None
@@ -228,7 +249,6 @@ class _CompiledGraph:
         from ._local_map import node_extra, use_mesh
         from ._parallelize import _grad_slots, _param_placeholders, _tangent_outputs
         from ._trace import trace_joint
-        from .plan import plan_joint
 
         mesh, ndim = self.mesh, self.mesh.ndim
         fixed, free_params = {}, []
@@ -252,8 +272,8 @@ class _CompiledGraph:
                        for k, i in enumerate(tensor_pos) if isinstance(args[i], DTensor)}
         with use_mesh(mesh), self.module.bound(constants, scalars):  # regions without a mesh of their own use this one
             joint = trace_joint(self.module, tuple(args[i] for i in tensor_pos), {})
-        plan = plan_joint(joint, mesh, node_extra=node_extra, outputs="replicated", fixed_params=fixed,
-                          input_specs=input_specs, **self.options)
+        plan = self._plan_joint(joint, node_extra=node_extra, outputs="replicated", fixed_params=fixed,
+                                input_specs=input_specs, **self.options)
         placements = plan.state_placements()
         for fqn, t in free_params:  # later graphs plan around this graph's choice
             if fqn in placements:
@@ -282,6 +302,22 @@ class _CompiledGraph:
                 sources.append(("constant", shard_local(getattr(joint.gm, node.target), mesh, spec)))
         return _Entry(plan=plan, program=program, sources=sources, specs=specs,
                       mutated=list(joint.mutated_buffers), output_spec=joint.output_spec)
+
+    def _plan_joint(self, joint, **options):
+        """Solves, or applies the saved plan made for this graph (the first whose fingerprint
+        matches; PlanMismatchError naming each plan's difference when none does)."""
+        from .plan import PlanMismatchError, plan_joint
+
+        if not self.saved_plans:
+            return plan_joint(joint, self.mesh, **options)
+        why = []
+        for k, saved in enumerate(self.saved_plans):
+            try:
+                return plan_joint(joint, self.mesh, plan=saved, **options)
+            except PlanMismatchError as e:
+                why.append(f"plan {k}: {e}" if len(self.saved_plans) > 1 else str(e))
+        raise PlanMismatchError("; ".join(why) if len(why) == 1 else
+                                "no saved plan was made for this graph: " + "; ".join(why))
 
     def _run(self, entry: _Entry, args):
         program_inputs = []

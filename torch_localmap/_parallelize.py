@@ -31,7 +31,7 @@ from ._runtime.redistribute import shard_local
 from ._spmd import RankProgram, local_example_inputs, trace_rank_program
 from ._torch_private import pytree
 from .placements import as_spec, spec_to_placements
-from .plan import Plan, explicit_memory_limit, plan_module
+from .plan import Plan, as_saved_plan, explicit_memory_limit, plan_module
 
 
 def _check_mesh(mesh):
@@ -59,6 +59,7 @@ class _Options:
     mp_policy: object = None  # torch.distributed.fsdp.MixedPrecisionPolicy or None
     execution: ExecutionOptions = dataclasses.field(default_factory=ExecutionOptions)
     optimizer_states: int = 2  # for the plan's memory estimate (AdamW keeps 2 tensors per parameter)
+    plan: object = None  # a saved Plan for the first call signature (applied, not solved)
 
 
 @dataclasses.dataclass
@@ -147,6 +148,7 @@ class ParallelModule(nn.Module):
 
     def _compiled_for(self, args, kwargs):
         """The planned program for this call's signature (planned on first use)."""
+        _torch_private.register_block_mask_pytree()  # a BlockMask argument: its tensors are inputs
         leaves, spec = pytree.tree_flatten((args, kwargs))
         key = _signature(spec, leaves, self.training, torch.is_grad_enabled())
         compiled = self._compiled.get(key)
@@ -212,12 +214,15 @@ class ParallelModule(nn.Module):
         fixed = dict(o.fixed_params or {})
         if self._distributed:  # later plans keep the state where the first plan put it
             fixed.update(self._state_placements())
+        # A saved plan is for the example call (the first signature); later signatures are
+        # planned around the state it placed.
+        saved = None if self._distributed else o.plan
         plan = plan_module(self._model, self.mesh, g_args, g_kwargs, device=o.device, time_limit=o.time_limit,
                            memory_limit=o.memory_limit, fixed_params=fixed, calibration=o.calibration,
                            fallback_replicate=o.fallback_replicate, timeout=o.timeout,
                            input_specs={str(i): s for i, s in input_specs.items()},
                            root_hooks=False,  # forward() runs them around the program
-                           mp_policy=o.mp_policy, optimizer_states=o.optimizer_states)
+                           mp_policy=o.mp_policy, optimizer_states=o.optimizer_states, plan=saved)
         if not self._distributed:
             self._distribute_state(plan)
         joint = plan.joint
@@ -414,7 +419,7 @@ def _aliases(module, tensor) -> list:
 def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *, device="H100", time_limit=10.0,
                 memory_limit="device", fixed_params=None, calibration=None, fallback_replicate=True,
                 timeout=DEFAULT_TIMEOUT, input_placements=None, mp_policy=None, compile=None,
-                reshard_after_forward=None, overlap=True, optimizer_states=2) -> ParallelModule:
+                reshard_after_forward=None, overlap=True, optimizer_states=2, plan=None) -> ParallelModule:
     """Plans `model(*example_args, **example_kwargs)` on `mesh` and returns the parallel
     module. Parameters and buffers become DTensors in the planned placements; every rank must
     call this with the same model state and example arguments.
@@ -435,7 +440,12 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
     frees gathered parameters after forward and gathers them again in backward (None: yes
     unless `memory_limit` leaves room to keep them). `optimizer_states`: tensors of a
     parameter's size the optimizer keeps (AdamW 2, SGD with momentum 1), for the plan's
-    memory estimate (`plan.summary.memory`)."""
+    memory estimate (`plan.summary.memory`).
+
+    `plan` (a Plan, e.g. Plan.load(path), or a plan file's path): apply this saved plan to the
+    example call instead of solving, after checking it was made for this model's graph, this
+    mesh's shape and these example inputs (PlanMismatchError names what differs); see
+    docs/user_guide.md, "Plan once, train many". Later call signatures are planned as usual."""
     _check_mesh(mesh)
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -446,7 +456,8 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
                        calibration=calibration, fallback_replicate=fallback_replicate, timeout=timeout,
                        input_placements=dict(input_placements or {}), mp_policy=mp_check(mp_policy),
                        execution=_execution_options(mesh, compile, reshard_after_forward, overlap, memory_limit),
-                       optimizer_states=_check_count(optimizer_states, "optimizer_states"))
+                       optimizer_states=_check_count(optimizer_states, "optimizer_states"),
+                       plan=None if plan is None else as_saved_plan(plan))
     pmodel = ParallelModule(model, mesh, options)
     args = example_args if isinstance(example_args, (tuple, list)) else (example_args,)
     pmodel._compiled_for(tuple(args), dict(example_kwargs or {}))  # plans and shards the state; runs nothing

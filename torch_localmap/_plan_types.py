@@ -3,7 +3,10 @@
 `Plan.from_document` is the only place that reads a plan document by key; everything
 else (the SPMD runtime, parallelize, reports, the CLI) uses the fields below. The
 document's layout is documented in csrc/core/plan_json.h; its version is
-`Plan.FORMAT_VERSION` (the C++ writer's), and other versions are refused.
+`Plan.FORMAT_VERSION` (the C++ writer's), and other versions are refused. A document
+read from a file is validated in C++ (core/plan_check.h: every spec against the plan's
+own mesh and tensor shapes) and carries the fingerprint of what it was made for
+(core/plan_fingerprint.h), which applying it checks (plan.plan_joint(plan=...)).
 """
 from __future__ import annotations
 
@@ -14,7 +17,13 @@ from typing import ClassVar
 
 from . import _C
 
-__all__ = ["NodePlan", "SolverSummary", "MemoryEstimate", "PlanSummary", "Plan"]
+__all__ = ["NodePlan", "SolverSummary", "MemoryEstimate", "PlanSummary", "Plan", "PlanMismatchError"]
+
+
+class PlanMismatchError(ValueError):
+    """A saved plan applied to a graph, mesh or call it was not made for; the message
+    names what differs (the mesh shape, an input's shape, the boundary options, the node
+    count or the first differing node)."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,11 @@ class NodePlan:
     seq_nr: int = -1
     role: str = ""  # placeholders: "param" | "buffer" | "input" ...
     target: str = ""  # placeholders: the parameter / buffer FQN or input name
+    # The tensors the specs place (the plan file validates against them): the shape of
+    # each strategy input (None: not a tensor) and of each output, the outputs' dtypes.
+    input_shapes: tuple = ()
+    output_shapes: tuple = ()
+    output_dtypes: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -115,13 +129,18 @@ def _progress_of(doc) -> tuple:
     return tuple((float(a), float(b), float(c)) for a, b, c in zip(*cols))
 
 
+def _shapes(doc) -> tuple:
+    return tuple(None if x is None else tuple(int(s) for s in x) for x in doc)
+
+
 @dataclass
 class Plan:
     """A solved plan: per node its strategy and costs, per graph output its spec, a summary.
 
     `graph` (the exported IR, ir_export.ExportedGraph) and `joint` (the traced joint graph)
     are set for a plan made in this process; a plan read from a file has neither: enough
-    to read and report, not to run.
+    to read and report. To run it, pass it to parallelize(..., plan=) or the compile
+    backend's options["plan"], which trace the model and check it was made for it.
     """
 
     mesh_shape: tuple
@@ -132,6 +151,8 @@ class Plan:
     joint: object = None
     options: str = ""  # the planner options (JSON) this plan was made with
     module_calls: list = dataclasses.field(default_factory=list)  # _trace.ModuleCall dicts, in call order
+    # What the plan was made for: {"hash", "graph", "boundary", "nodes"} (core/plan_fingerprint.h).
+    fingerprint: dict = dataclasses.field(default_factory=dict)
 
     FORMAT_VERSION: ClassVar[int] = _C.PLAN_FORMAT_VERSION
 
@@ -161,19 +182,26 @@ class Plan:
 
     def _graph(self):
         if self.graph is None:
-            raise ValueError("this plan was read from a file: it has no graph (plan the model to run it)")
+            raise ValueError("this plan was read from a file: it has no graph (parallelize(model, mesh, example_args, "
+                             "plan=plan) traces the model and applies it)")
         return self.graph
 
     # ---- the document ------------------------------------------------------------------
 
     @classmethod
-    def from_document(cls, doc, source: str = "plan") -> "Plan":
-        """Validates and reads a plan document (a dict); errors name `source` and the field."""
+    def from_document(cls, doc, source: str = "plan", validate: bool = True) -> "Plan":
+        """Validates and reads a plan document (a dict); errors name `source`, the node and the
+        field. `validate=False` is for documents the planner just wrote (nothing edited them)."""
         if not isinstance(doc, dict):
             raise ValueError(f"{source}: expected a JSON object, got {type(doc).__name__}")
         if "format_version" not in doc:
             raise ValueError(f"{source}: no format_version; expected a plan document written by torch_localmap "
                              f"(format_version {cls.FORMAT_VERSION})")
+        if validate:
+            try:
+                _C.check_plan_document(json.dumps(doc))
+            except ValueError as e:
+                raise ValueError(f"{source}: {e}") from None
         if doc["format_version"] != cls.FORMAT_VERSION:
             raise ValueError(f"{source}: format_version {doc['format_version']!r}; this torch_localmap reads "
                              f"format_version {cls.FORMAT_VERSION}")
@@ -188,7 +216,10 @@ class Plan:
                               region=str(n.get("region", "")), module=str(n.get("module", "")),
                               phase=str(n.get("phase", "")),
                               seq_nr=int(n.get("seq_nr", -1)), role=str(n.get("role", "")),
-                              target=str(n.get("target", "")))
+                              target=str(n.get("target", "")),
+                              input_shapes=_shapes(n.get("tensors", {}).get("inputs", ())),
+                              output_shapes=_shapes(n.get("tensors", {}).get("outputs", ())),
+                              output_dtypes=tuple(str(d) for d in n.get("tensors", {}).get("dtypes", ())))
                      for n in doc["nodes"]]
             sol = s["solver"]
             summary = PlanSummary(
@@ -207,7 +238,8 @@ class Plan:
                 solver_progress=_progress_of(s.get("solver_progress")))
             return cls(mesh_shape=tuple(mesh["shape"]), mesh_dim_names=tuple(mesh.get("dim_names") or ()) or None,
                        nodes=nodes, summary=summary, options=str(doc.get("options", "")),
-                       module_calls=[dict(c) for c in doc.get("module_calls", ())])
+                       module_calls=[dict(c) for c in doc.get("module_calls", ())],
+                       fingerprint=dict(doc.get("fingerprint") or {}))
         except KeyError as e:
             raise ValueError(f"{source}: missing field {e}") from None
         except (TypeError, ValueError, AttributeError) as e:
@@ -233,6 +265,8 @@ class Plan:
                     d[key] = getattr(n, key)
             if n.seq_nr >= 0:
                 d["seq_nr"] = n.seq_nr
+            d["tensors"] = {"inputs": [None if x is None else list(x) for x in n.input_shapes],
+                            "outputs": [list(x) for x in n.output_shapes], "dtypes": list(n.output_dtypes)}
             nodes.append(d)
         solver = {"cost": str(s.solver.cost), "bound": s.solver.bound, "gap": s.solver.gap,
                   "seconds": s.solver.seconds, "status": s.solver.status}
@@ -240,6 +274,7 @@ class Plan:
             solver["note"] = s.solver.note
         return {"format_version": self.FORMAT_VERSION,
                 "mesh": {"shape": list(self.mesh_shape), "dim_names": list(self.mesh_dim_names or ())},
+                "fingerprint": dict(self.fingerprint),
                 "nodes": nodes,
                 "summary": {"estimated_step_s": s.estimated_step_s, "compute_s": s.compute_s, "comm_s": s.comm_s,
                             "peak_bytes": s.peak_bytes, "solver": solver, "fallback_ops": list(s.fallback_ops),

@@ -8,7 +8,7 @@ import torch
 from . import _C, _torch_private
 from ._mesh import mesh_shape_and_names
 from ._runtime.failures import failure_scope
-from ._plan_types import NodePlan, Plan, PlanSummary, SolverSummary  # noqa: F401  (public via this module)
+from ._plan_types import NodePlan, Plan, PlanMismatchError, PlanSummary, SolverSummary  # noqa: F401  (public)
 from ._ir_export import export_graph
 from ._node_origin import label_plan_nodes
 from ._trace import JointGraph, trace_joint
@@ -68,15 +68,47 @@ def _plan_json(ir_json: str, options_json: str, progress) -> str:
         return _C.plan(ir_json, options_json, bar.update)
 
 
-def _agreed_plan_json(ir_json: str, options_json: str, mesh, timeout, progress=None) -> str:
-    """Plans on one rank and broadcasts, so every rank runs the same plan even when a
-    time-limited solve could end differently on different processes."""
+def _saved_plan_json(saved: Plan, ir_json: str, options_json: str) -> str:
+    """The saved plan's document, once C++ has checked it was made for this graph, mesh
+    and boundary options (core/plan_fingerprint.h); no solve."""
+    doc = saved.to_json()
+    diff = _C.plan_mismatch(ir_json, options_json, doc)
+    if diff:
+        raise PlanMismatchError(f"the saved plan was not made for this model call: {diff}. Expected a plan made "
+                                "for this model, mesh shape and example inputs (plan again and save it)")
+    return doc
+
+
+def as_saved_plan(plan, what: str = "plan") -> Plan:
+    """A Plan, or a plan file's path read with Plan.load."""
+    import os  # noqa: PLC0415
+
+    if isinstance(plan, Plan):
+        if not plan.fingerprint:
+            raise ValueError(f"{what}: this Plan has no fingerprint (format_version {Plan.FORMAT_VERSION} plans "
+                             "record what they were made for); expected a plan made or saved by this torch_localmap")
+        return plan
+    if isinstance(plan, (str, os.PathLike)):
+        return Plan.load(plan)
+    raise TypeError(f"{what}: expected a torch_localmap Plan or a plan file's path, got {type(plan).__name__}")
+
+
+_ERRORS = {"ValueError": ValueError, "RuntimeError": RuntimeError, "PlanMismatchError": PlanMismatchError}
+
+
+def _agreed_plan_json(ir_json: str, options_json: str, mesh, timeout, progress=None, saved=None) -> str:
+    """Plans (or checks `saved`) on one rank and broadcasts, so every rank runs the same
+    plan even when a time-limited solve could end differently on different processes."""
     import torch.distributed as dist
 
     from ._runtime.groups import world_group
 
+    def make():
+        return _plan_json(ir_json, options_json, progress) if saved is None else \
+            _saved_plan_json(saved, ir_json, options_json)
+
     if not hasattr(mesh, "get_group") or not dist.is_initialized() or mesh.size() == 1:
-        return _plan_json(ir_json, options_json, progress)
+        return make()
     if mesh.size() != dist.get_world_size():
         raise ValueError(f"mesh has {mesh.size()} devices but the world size is {dist.get_world_size()}; "
                          "expected a mesh covering every rank")
@@ -84,14 +116,14 @@ def _agreed_plan_json(ir_json: str, options_json: str, mesh, timeout, progress=N
     box = [None]
     if dist.get_rank() == src:
         try:
-            box[0] = ("ok", _plan_json(ir_json, options_json, progress))
+            box[0] = ("ok", make())
         except (ValueError, RuntimeError) as e:  # every rank must raise, not hang
             box[0] = (type(e).__name__, str(e))
     with _torch_private.outside_fake_mode(), failure_scope():
         dist.broadcast_object_list(box, src=src, group=pg)
     kind, payload = box[0]
     if kind != "ok":
-        raise (ValueError if kind == "ValueError" else RuntimeError)(payload)
+        raise _ERRORS.get(kind, RuntimeError)(payload)
     return payload
 
 
@@ -123,7 +155,7 @@ def _outputs_in_computing_containers(joint: JointGraph, exported) -> list:
             flags.append(inside)
             return
         computing = inside or (s.type is not None and not _plain_container(s.type))
-        for child in s.children_specs:
+        for child in s.children():
             walk(child, computing)
 
     walk(spec, False)
@@ -133,10 +165,13 @@ def _outputs_in_computing_containers(joint: JointGraph, exported) -> list:
     return [t for t, inside in zip(targets, flags) if inside]
 
 
-def plan_joint(joint: JointGraph, mesh, *, node_extra=None, timeout=None, progress=None, **options) -> Plan:
+def plan_joint(joint: JointGraph, mesh, *, node_extra=None, timeout=None, progress=None, plan=None,
+               **options) -> Plan:
     """Plans a traced joint graph. With a process group, rank 0 plans and broadcasts over
     the runtime's world group (`timeout`: runtime/groups.py). `progress`: a bar on stderr for
-    solves longer than 2 s (None: when stderr is a terminal; True / False: always / never)."""
+    solves longer than 2 s (None: when stderr is a terminal; True / False: always / never).
+    `plan` (a saved Plan or its path): applied instead of solving, after checking it was made
+    for this graph, mesh shape and boundary options (PlanMismatchError names what differs)."""
     import time  # noqa: PLC0415
 
     from ._runtime.groups import DEFAULT_TIMEOUT, as_timeout
@@ -147,22 +182,28 @@ def plan_joint(joint: JointGraph, mesh, *, node_extra=None, timeout=None, progre
         options["replicated_outputs"] = _outputs_in_computing_containers(joint, exported)
     timeout = DEFAULT_TIMEOUT if timeout is None else as_timeout(timeout)
     options_json = plan_options(**options)
+    saved = None if plan is None else as_saved_plan(plan)
     t0 = time.perf_counter()
     plan = Plan.from_document(json.loads(_agreed_plan_json(exported.to_json(), options_json, mesh, timeout,
-                                                          progress)))
+                                                          progress, saved)), validate=False)
     s = plan.summary
-    _log.info("planned %d nodes on mesh %s in %.2f s (tables %.2f s, solve %.2f s, %s, gap %.3f%%): estimated "
-              "step %.4g s, peak %.2f GiB per rank", len(plan.nodes), "x".join(map(str, shape)),
+    _log.info("%s %d nodes on mesh %s in %.2f s (tables %.2f s, solve %.2f s, %s, gap %.3f%%): estimated "
+              "step %.4g s, peak %.2f GiB per rank", "planned" if saved is None else "applied the saved plan of",
+              len(plan.nodes), "x".join(map(str, shape)),
               time.perf_counter() - t0, s.build_seconds, s.solver.seconds, s.solver.status, 100 * s.solver.gap,
               s.estimated_step_s, s.memory.peak / 2**30)
     plan.graph, plan.joint, plan.options = exported, joint, options_json
+    plan.mesh_dim_names = tuple(names) if names else None  # a saved plan's simulated mesh may have had none
     label_plan_nodes(plan, exported, joint)
     if plan.summary.solver.note:  # the plan is still valid, but was found without the MILP phases
         warnings.warn(f"torch_localmap: {plan.summary.solver.note}", stacklevel=3)
     s = plan.summary
     if s.memory_limit and s.memory.peak > s.memory_limit:
-        warnings.warn(f"torch_localmap: the plan's estimated peak, {s.memory.peak / 2**30:.2f} GiB per rank, is above "
-                      f"the memory limit of {s.memory_limit / 2**30:.2f} GiB ({s.memory_limit_source}): the solver "
+        from ._report import _in_unit, _memory_unit  # noqa: PLC0415  (one unit: the peak's)
+
+        u = _memory_unit(s.memory.peak)
+        warnings.warn(f"torch_localmap: the plan's estimated peak, {_in_unit(s.memory.peak, u)} per rank, is above "
+                      f"the memory limit of {_in_unit(s.memory_limit, u)} ({s.memory_limit_source}): the solver "
                       "bounds values as they are made, and the buffers of redistributed inputs come on top. Expected "
                       "a lower memory_limit, a larger mesh or a smaller batch to leave room for them.", stacklevel=3)
     if plan.summary.fallback_ops:

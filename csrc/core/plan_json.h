@@ -3,10 +3,12 @@
 // stages exchange typed values (planner.h).
 //
 // Plan document (format_version kPlanFormatVersion):
-//   {"format_version": 1, "mesh": {"shape", "dim_names"},
+//   {"format_version": 2, "mesh": {"shape", "dim_names"},
+//    "fingerprint": {"hash", "graph", "boundary", "nodes"} (plan_fingerprint.h: what the plan was made for),
 //    "nodes": [{"name", "op", "strategy": {"inputs": [spec...], "outputs": [spec...]},
 //               "compute_s", "comm_s", "family", "num_strategies", "bytes", "fell_back"?,
-//               "redistributions"?: [{"input", "producer", "from", "to", "seconds", "collectives"}]}, ...,
+//               "redistributions"?: [{"input", "producer", "from", "to", "seconds", "collectives"}],
+//               "role"? (placeholders), "tensors": {"inputs", "outputs", "dtypes"}}, ...,
 //              {"name", "op": "output", "strategy": {"inputs": [spec or null per graph output],
 //               "outputs": []}, "compute_s": 0, "comm_s"}],
 //    "summary": {"estimated_step_s", "compute_s", "comm_s", "peak_bytes",
@@ -15,6 +17,9 @@
 //                "fallback_ops", "strategy_counts": {family: {"nodes", "strategies"}},
 //                "device", "mode", "memory_timeline": {"node", "bytes"},
 //                "solver_progress": {"seconds", "cost", "bound"}}}
+// "fingerprint", "role" and "tensors" come from add_plan_provenance (plan_fingerprint.h);
+// check_plan_document (plan_check.h) validates a document read from a file.
+// Version 2 added them; version 1 documents are refused with what to do.
 // (Python adds per-node "region", "module", "phase", "seq_nr", "role", "target", and
 // "options" and "module_calls" at the top, for reports; C++ readers ignore them.)
 #pragma once
@@ -28,7 +33,7 @@ namespace tlm {
 
 // Version of the plan document; readers refuse other versions (plan files
 // outlive the code that wrote them).
-constexpr int kPlanFormatVersion = 1;
+constexpr int kPlanFormatVersion = 2;
 
 PlanOptions read_plan_options(const json::Value& v);
 

@@ -135,6 +135,11 @@ Explanation explain_planned_node(const Graph& g, const PlanOptions& opt, const P
   return explain_node(g, plan, cm, node, strategy_options(opt), opt.optimizer_states, policy_of(opt).train);
 }
 
+ReplicationReason replication_reason_of_plan(const Graph& g, const PlanOptions& opt, const Plan& plan) {
+  const CostModel cm = make_cost_model(opt.device, opt.calibration_json);
+  return replication_reason(g, plan, cm, strategy_options(opt), opt.optimizer_states, policy_of(opt).train);
+}
+
 OpWork graph_work(const Graph& g) {
   OpWork total;
   StrategyOptions sopt;  // replicate fallback: any op is priced, unknown ones as elementwise

@@ -28,6 +28,7 @@
 #include "core/explain.h"
 #include "core/graph.h"
 #include "core/plan.h"
+#include "core/replication_reason.h"
 #include "core/strategy.h"
 
 namespace tlm {
@@ -99,6 +100,9 @@ BuildStats build_only(const Graph& g, const PlanOptions& options);
 // Why node `node` got its strategy in `plan` (a plan of `g` made with `options`): its
 // strategies priced under the same cost model, strategy and boundary options (explain.h).
 Explanation explain_planned_node(const Graph& g, const PlanOptions& options, const Plan& plan, int node);
+
+// Why `plan` (of `g`, made with `options`) replicates everything, if it does (replication_reason.h).
+ReplicationReason replication_reason_of_plan(const Graph& g, const PlanOptions& options, const Plan& plan);
 
 // Per-node call arguments for the rank at `coord` under a plan (one call per
 // rank), in the IR's argument encoding: {"args": [...], "kwargs": {...}} per

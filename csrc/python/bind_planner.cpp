@@ -5,6 +5,8 @@
 
 #include "python/bindings.h"
 #include "core/solver/problem_io.h"
+#include "core/plan_check.h"
+#include "core/plan_fingerprint.h"
 #include "core/plan_json.h"
 #include "core/overlap_schedule.h"
 #include "core/placement.h"
@@ -38,11 +40,27 @@ void bind_planner(py::module_& m) {
           plan = plan_graph(g, opt);
         }
         opt.on_progress = nullptr;  // drops the callback's reference while the GIL is held
-        return plan_to_json(*plan).dump();
+        json::Value doc = plan_to_json(*plan);
+        add_plan_provenance(doc, g, opt);  // what it was made for: saved plans are checked against it
+        return doc.dump();
       },
       py::arg("ir_json"), py::arg("options_json") = "", py::arg("progress") = py::none(),
       "Plans a whole IR graph in one call; returns the plan as JSON text. `progress(seconds, cost_s, "
       "bound_s)` is called as the solve improves (from the solver's threads, with the GIL).");
+  m.def(
+      "check_plan_document", [](const std::string& plan_json) { check_plan_document(json::parse(plan_json)); },
+      py::arg("plan_json"),
+      "Validates a plan document read from a file (core/plan_check.h); raises ValueError naming the node and field.");
+  m.def(
+      "plan_mismatch",
+      [](const std::string& ir_json, const std::string& options_json, const std::string& plan_json) {
+        Graph g = read_graph(ir_json);
+        PlanOptions opt = read_plan_options(options_json.empty() ? json::Value() : json::parse(options_json));
+        return plan_mismatch(g, opt, json::parse(plan_json));
+      },
+      py::arg("ir_json"), py::arg("options_json"), py::arg("plan_json"),
+      "'' when a validated plan document was made for this graph, mesh and options; else what differs "
+      "(core/plan_fingerprint.h).");
   m.def(
       "explain",
       [](const std::string& ir_json, const std::string& options_json, const std::string& plan_json, int node) {
@@ -53,6 +71,31 @@ void bind_planner(py::module_& m) {
       },
       py::arg("ir_json"), py::arg("options_json"), py::arg("plan_json"), py::arg("node"),
       "Every strategy of one node priced with the rest of the plan kept (core/explain.h), as JSON text.");
+  m.def(
+      "replication_reason",
+      [](const std::string& ir_json, const std::string& options_json, const std::string& plan_json) {
+        Graph g = read_graph(ir_json);
+        PlanOptions opt = read_plan_options(options_json.empty() ? json::Value() : json::parse(options_json));
+        const ReplicationReason r = replication_reason_of_plan(g, opt, plan_from_json(json::parse(plan_json)));
+        auto specs = [](const std::vector<PlacementSpec>& list) {
+          json::Value::Array out;
+          for (const PlacementSpec& s : list) out.push_back(json::Value(to_string(s)));
+          return json::Value(std::move(out));
+        };
+        json::Value doc;
+        doc.set("all_replicated", r.all_replicated);
+        doc.set("node", r.node);
+        doc.set("name", r.name);
+        doc.set("op", r.op);
+        doc.set("inputs", specs(r.alternative.inputs));
+        doc.set("outputs", specs(r.alternative.outputs));
+        doc.set("compute_saved_s", r.compute_saved_s);
+        doc.set("comm_added_s", r.comm_added_s);
+        doc.set("ops_priced", r.ops_priced);
+        return doc.dump();
+      },
+      py::arg("ir_json"), py::arg("options_json"), py::arg("plan_json"),
+      "Why a plan replicates everything (core/replication_reason.h), as JSON text.");
   m.def(
       "plan_problem",
       [](const std::string& ir_json, const std::string& options_json) {
