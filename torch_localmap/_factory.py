@@ -12,6 +12,7 @@ what `python -m torch_localmap plan --model pkg.module:factory` runs.
 from __future__ import annotations
 
 import importlib
+import inspect
 import re
 
 import torch
@@ -56,11 +57,27 @@ def parse_input_spec(text: str, device="meta") -> torch.Tensor:
     return torch.empty(shape, dtype=dtype, device=device)
 
 
+def _check_factory_kwargs(factory, kwargs: dict) -> None:
+    """A keyword the factory does not take (a typo in --arg) is a ValueError naming the ones it does,
+    raised before the factory runs rather than as a TypeError from inside it."""
+    try:
+        sig = inspect.signature(factory)
+    except (TypeError, ValueError):  # a builtin or C callable without a signature: the call itself checks
+        return
+    try:
+        sig.bind_partial(**kwargs)
+    except TypeError as e:
+        taken = [n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        name = getattr(factory, "__qualname__", repr(factory))
+        raise ValueError(f"model factory {name}: {e}; expected keyword arguments among {taken}") from None
+
+
 def build_from_factory(factory, inputs=None, device="meta", **factory_kwargs):
     """(module, example_args, example_kwargs) from a factory called under `device`.
     `inputs` (shape specs or tensors) replaces the example arguments the factory returned."""
     if isinstance(factory, str):
         factory = load_factory(factory)
+    _check_factory_kwargs(factory, factory_kwargs)
     with torch.device(device):
         result = factory(**factory_kwargs)
     args, kwargs = (), {}

@@ -6,6 +6,44 @@ def _us(seconds: float) -> str:
     return f"{seconds * 1e6:10.2f} us"
 
 
+def _memory_unit(size: int) -> tuple:
+    """(bytes per unit, unit name) for `size`: the unit every figure of one memory line is in."""
+    return (2**30, "GiB") if size >= 2**30 else (2**20, "MiB") if size >= 2**20 else (2**10, "KiB")
+
+
+def _in_unit(size: int, unit: tuple) -> str:
+    """`size` in `unit`, two decimals, or three significant digits where two decimals would show 0.00."""
+    v = size / unit[0]
+    text = f"{v:.2f}" if abs(v) >= 0.01 or v == 0 else f"{v:.3g}"
+    return f"{text} {unit[1]}"
+
+
+def memory_breakdown(summary) -> str:
+    """The estimated peak per rank and what it is made of, in the peak's unit."""
+    m = summary.memory
+    u = _memory_unit(m.peak)
+    live = m.peak - m.parameters - m.optimizer_state
+    return (f"Memory per rank: estimated peak {_in_unit(m.peak, u)} = parameters {_in_unit(m.parameters, u)} + "
+            f"optimizer state {_in_unit(m.optimizer_state, u)} + live values {_in_unit(live, u)} (activations "
+            f"{_in_unit(m.activations, u)}, gradients up to {_in_unit(m.gradients, u)})")
+
+
+def memory_verdict(summary) -> tuple:
+    """(fits, one line): the estimated peak (the one peak printed) against the memory limit, in the
+    peak's unit; fits when there is no limit."""
+    peak, limit = summary.memory.peak, summary.memory_limit
+    if limit <= 0:
+        return True, f"Memory limit: none ({summary.memory_limit_source or 'memory_limit=None'})"
+    if peak <= limit:  # the limit may be far larger: its own unit
+        return True, (f"Memory: fits: estimated peak {_in_unit(peak, _memory_unit(peak))}/rank = "
+                      f"{100 * peak / limit:.1f}% of the limit of {_in_unit(limit, _memory_unit(limit))}/rank "
+                      f"({summary.memory_limit_source})")
+    u = _memory_unit(peak)
+    return False, (f"Memory: DOES NOT FIT: estimated peak {_in_unit(peak, u)}/rank is {_in_unit(peak - limit, u)} over "
+                   f"the limit of {_in_unit(limit, u)}/rank ({summary.memory_limit_source}); expected a larger mesh, "
+                   f"a smaller batch or a higher limit")
+
+
 def format_plan(plan, max_ops: int = 40) -> str:
     s = plan.summary
     lines = ["", "Parameters (placement per mesh dim):"]
@@ -24,20 +62,20 @@ def format_plan(plan, max_ops: int = 40) -> str:
     sol = s.solver
     lines.append("")
     lines.append(f"Estimated step time {_us(s.estimated_step_s).strip()} = compute {_us(s.compute_s).strip()}"
-                 f" + communication {_us(s.comm_s).strip()}; peak memory {s.peak_bytes / 2**20:.2f} MiB/rank")
-    lines.append(f"Memory estimate: {s.memory.describe()}")
-    if s.memory_limit > 0:
-        use = s.memory.peak / s.memory_limit
-        lines.append(f"Memory limit: {s.memory_limit / 2**30:.2f} GiB/rank ({s.memory_limit_source}); estimated peak "
-                     f"{s.memory.peak / 2**30:.2f} GiB = {100 * use:.1f}% of it")
-    else:
-        lines.append(f"Memory limit: {s.memory_limit_source or 'none'}")
+                 f" + communication {_us(s.comm_s).strip()}")
+    lines.append(memory_breakdown(s))
+    lines.append(memory_verdict(s)[1])
     lines.append(f"Solver: cost={sol.cost} bound={sol.bound:.6g} gap={100 * sol.gap:.3f}% "
                  f"({sol.status}, {sol.seconds:.3f} s)")
     if sol.note:
         lines.append(f"Solver note: {sol.note.splitlines()[0]}")
     if s.fallback_ops:
         lines.append(f"Replicate-only fallback for: {', '.join(s.fallback_ops)}")
+    from .report import replication_reason  # noqa: PLC0415
+
+    why = replication_reason(plan)
+    if why:
+        lines.append(why)
     return "\n".join(lines)
 
 

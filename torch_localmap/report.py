@@ -17,7 +17,7 @@ import re
 from collections import defaultdict
 
 __all__ = ["build_report", "format_modules", "format_graph", "explain", "format_explanation",
-           "write_report_html", "write_report_json"]
+           "replication_reason", "write_report_html", "write_report_json"]
 
 REPORT_FORMAT = "torch_localmap.report/1"
 _MAX_TIMELINE_POINTS = 2000  # the page stays light for 40k-node graphs; each bucket keeps its peak
@@ -183,18 +183,40 @@ _NUMBERED = re.compile(r"^(.*?)(\d+)$")
 
 
 def _layer_grid(plan, params: dict) -> dict:
-    """Parameters (`params`: FQN -> spec) of the largest group of numbered sibling modules
-    (layers.0, layers.1, ...) as a grid: one row per layer, one column per parameter name inside a layer."""
+    """Parameters (`params`: FQN -> spec) of the stack the model's layers live in, as a grid: one
+    row per layer, one column per parameter name inside a layer.
+
+    Candidates are groups of numbered sibling modules (layers.0, layers.1, ...). The stack is the
+    group whose members hold the most parameters, then the most graph nodes (a block's inner
+    Sequential of four modules numbers more siblings than the two blocks holding it, but holds
+    less); on a tie the outer group wins. Names play no part."""
     groups = defaultdict(dict)  # prefix -> {number: fqn}
     for c in plan.module_calls:
         m = _NUMBERED.match(c["fqn"])
         if m and c["call"] == 0 and (m.group(1) == "" or m.group(1).endswith(".")):
             groups[m.group(1)][int(m.group(2))] = c["fqn"]
+    groups = {k: v for k, v in groups.items() if len(v) >= 2}
     if not groups:
         return {"rows": [], "columns": [], "cells": []}
-    prefix, layers = max(groups.items(), key=lambda kv: (len(kv[1]), kv[0]))
-    if len(layers) < 2:
-        return {"rows": [], "columns": [], "cells": []}
+    group_of = {fqn: prefix for prefix, members in groups.items() for fqn in members.values()}
+
+    def held(names) -> dict:  # group prefix -> how many of `names` lie inside its members
+        count = defaultdict(int)
+        for name in names:
+            parts = name.split(".")
+            for k in range(1, len(parts) + 1):
+                prefix = group_of.get(".".join(parts[:k]))
+                if prefix is not None:
+                    count[prefix] += 1
+        return count
+
+    by_params, by_nodes = held(params), held(n.module for n in plan.nodes if n.module)
+
+    def weight(item):
+        prefix = item[0]
+        return (by_params[prefix], by_nodes[prefix], -prefix.count("."), prefix)
+
+    _, layers = max(groups.items(), key=weight)
     rows = [layers[k] for k in sorted(layers)]
     columns = []
     for row in rows:
@@ -399,6 +421,31 @@ def format_explanation(ex: dict, limit: int = 12) -> str:
     if len(ex["alternatives"]) > limit:
         lines.append(f"  ... {len(ex['alternatives']) - limit} more")
     return "\n".join(lines)
+
+
+# ---- a plan that replicates everything -----------------------------------------------------
+
+def replication_reason(plan) -> str | None:
+    """One line saying why `plan` replicates everything, or None when it shards anything (or was
+    read from a file). C++ (core/replication_reason.h) prices the ops with the most compute in
+    their sharded strategies, the rest of the plan kept, and names the one closest to paying off."""
+    if plan.graph is None or not plan.options:
+        return None
+    from . import _C  # noqa: PLC0415
+
+    r = json.loads(_C.replication_reason(plan.graph.to_json(), plan.options, plan.to_json()))
+    if not r["all_replicated"]:
+        return None
+    head = "Everything is replicated"
+    if r["node"] < 0:
+        return f"{head}: no op has a sharded strategy on this mesh"
+    saved, added = r["compute_saved_s"], r["comm_added_s"]
+    alt = f"{r['name']} ({r['op']}) as {_specs(r['inputs'], 3)} -> {_specs(r['outputs'], 2)}"
+    if added >= saved:
+        return (f"{head}: sharding costs more communication than the compute it saves; the closest alternative, "
+                f"{alt}, saves {_time(saved)} of compute and adds {_time(added)} of communication per step")
+    return (f"{head}: the best local alternative, {alt}, saves {_time(saved)} of compute for {_time(added)} of "
+            f"communication, but sharding it forces dearer choices elsewhere in the step")
 
 
 # ---- files ---------------------------------------------------------------------------------

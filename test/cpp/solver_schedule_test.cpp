@@ -3,7 +3,6 @@
 // a time-limited solve always returns a feasible labelling with its gap.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
 #include <optional>
 #include <random>
@@ -165,17 +164,16 @@ TEST(SolveLimits, TinyLimitStillReturnsAFeasibleLabellingWithAFiniteGap) {
   Problem p = cyclic_core(6000, 16, 11);
   SolveOptions o;
   o.time_limit_s = 0.05;
-  const auto t0 = std::chrono::steady_clock::now();
   SolveResult r = solve(p, o);
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_TRUE(evaluate(p, r.solution).feasible);
   EXPECT_TRUE(std::isfinite(r.bound));
   EXPECT_LE(r.bound, static_cast<double>(r.cost));
   EXPECT_TRUE(std::isfinite(r.gap));
   EXPECT_FALSE(r.phases.empty());
-  // Not a timing assertion: a solve that ignored its limit would run for
-  // seconds here; anything under a few seconds means the limit was honoured.
-  EXPECT_LT(wall, 5.0);
+  // The limit stopped it (6,000 nodes are not solved in 50 ms), by the solver's own
+  // clock; the test's wall time is a benchmark's business (a loaded machine stretches it).
+  EXPECT_EQ(r.status, "time_limit");
+  EXPECT_LT(r.seconds, 100 * o.time_limit_s);
 }
 
 // The bound search's core turns to kicks once bound_share of the time is
@@ -208,7 +206,9 @@ TEST(SolveSchedule, BoundShareHandsTheSecondCoreToKicks) {
 TEST(SolveSchedule, PricePhaseStaysWithinItsShares) {
   ASSERT_TRUE(testing::locate_highs());
   Problem p = cyclic_core(3000, 8, 4);
-  auto price_seconds = [&](double share, double share_max) {
+  // The price phase's share of the solve, both by the solver's own clock (thread-seconds
+  // in the phase over the solve's seconds): a loaded machine stretches both alike.
+  auto price_share_of_solve = [&](double share, double share_max) {
     SolveOptions o;
     o.time_limit_s = 2.0;
     o.gap_tolerance = 0;
@@ -216,13 +216,14 @@ TEST(SolveSchedule, PricePhaseStaysWithinItsShares) {
     o.search.price_share_max = share_max;
     SolveResult r = solve(p, o);
     EXPECT_TRUE(evaluate(p, r.solution).feasible);
+    EXPECT_GT(r.seconds, 0);
     for (const PhaseTotal& t : r.phases)
-      if (t.name == "price") return t.seconds;
+      if (t.name == "price") return t.seconds / r.seconds;
     return 0.0;
   };
-  // Not timing assertions on speed: generous bounds on how the limit is split.
-  EXPECT_LT(price_seconds(0.1, 0.1), 0.2 * 2.0 + 0.3);
-  EXPECT_LT(price_seconds(0.1, 0.5), 0.5 * 2.0 + 0.3);
+  // Up to the share, plus the iteration in flight when it ran out (generous: 15% of the solve).
+  EXPECT_LT(price_share_of_solve(0.1, 0.1), 0.1 + 0.15);
+  EXPECT_LT(price_share_of_solve(0.1, 0.5), 0.5 + 0.15);
 }
 
 TEST(SolveLimits, GapToleranceStopsOnceTheCertifiedGapIsSmallEnough) {

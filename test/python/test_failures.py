@@ -60,8 +60,8 @@ def test_peers_of_a_failed_rank_raise_naming_it_within_the_timeout():
     assert "PeerFailureError" in report
 
 
-def _time_box(rank, world_size):
-    """Peers report how long they waited (rank 1 is stopped by the launcher)."""
+def _released(rank, world_size):
+    """Peers report what released them (rank 1 is stopped by the launcher)."""
     if rank == 1:
         return _rank_1_fails_and_lives_on(rank, world_size, False)
     failed, waited, message = _rank_1_fails_and_lives_on(rank, world_size, False)
@@ -71,15 +71,22 @@ def _time_box(rank, world_size):
     return "ok"
 
 
-def test_each_peer_stops_waiting_within_the_configured_timeout(tmp_path, monkeypatch):
+def test_each_peer_is_released_by_its_process_groups_timeout(tmp_path, monkeypatch):
+    # No upper bound on the wall time (a loaded machine stretches it; that is a benchmark's
+    # figure): each peer must have been released by its process group's timeout -- not
+    # earlier, so it waited at least the configured TIMEOUT_S -- and named the failed rank,
+    # while rank 1 still lived (the launcher stops it only after the peers returned).
     monkeypatch.setenv("TLM_TEST_OUT", str(tmp_path))
     with pytest.raises(AssertionError):  # rank 1 never finishes; the launcher stops it
-        run_distributed(_time_box, 4, timeout=60)
+        run_distributed(_released, 4, timeout=60)
     for rank in (0, 2, 3):
         failed, waited, message = (tmp_path / f"rank{rank}.txt").read_text().split("\n", 2)
         assert failed == "[1]"
-        assert float(waited) <= TIMEOUT_S + 3.0, f"rank {rank} waited {waited} s with timeout {TIMEOUT_S}"
+        assert float(waited) >= TIMEOUT_S, f"rank {rank} stopped after {waited} s, before its timeout {TIMEOUT_S} s"
         assert message.startswith("rank 1 failed inside the planned program: ValueError")
+        released = message.splitlines()[1]
+        assert released.startswith(f"rank {rank} stopped waiting for it in a collective ("), message
+        assert "timeout" in released.lower() or "timed out" in released.lower(), message
 
 
 def _rank_2_dies(rank, world_size):

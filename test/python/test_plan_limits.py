@@ -27,7 +27,7 @@ def test_default_memory_limit_is_the_devices_memory_minus_headroom():
     assert "device H100" in s.memory_limit_source and "10% headroom" in s.memory_limit_source
     assert s.memory.peak <= s.memory_limit
     text = format_plan(plan)
-    assert "Memory limit: 67.06 GiB/rank (device H100" in text and "% of it" in text
+    assert "Memory: fits: estimated peak " in text and "% of the limit of 67.06 GiB/rank (device H100" in text
 
 
 def test_memory_limit_none_plans_without_one_and_bytes_are_kept():

@@ -17,6 +17,9 @@ def test_torchrun_trains_the_example_on_four_cpu_ranks():
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
     losses = [float(x) for x in re.findall(r"step \d+: loss ([0-9.]+)", r.stdout)]
     assert len(losses) == 3 and losses[-1] < losses[0], r.stdout
+    # Its MLP is tiny: every parameter replicated, and rank 0 says why in one line (issue 29).
+    assert len(re.findall(r"^Everything is replicated: sharding costs more communication than the compute it "
+                          r"saves; the closest alternative, \S+ \(aten\.", r.stdout, re.M)) == 1, r.stdout
 
 
 def test_the_script_refuses_to_run_without_torchrun():

@@ -1,13 +1,17 @@
 """`python -m torch_localmap plan`: plan a model on a simulated mesh and report the plan.
 
-    python -m torch_localmap plan --model llama --mesh 8x8
+    python -m torch_localmap plan --model llama --size 8b --mesh 8x8 --batch 8
     python -m torch_localmap plan --model mypkg.models:build --mesh 8x8 --inputs 16x8192:int64 \
         --arg n_layers=32 --out plan.json --html plan.html --explain layers.0.attention.wq.weight
 
 A `package.module:factory` model is built on the meta device (no memory for its weights,
-_factory.py); the reference models (`llama`, `moe`, ...) are the bundled ones.
+_factory.py); the reference models (`llama`, `moe`, ...) are the bundled ones, at `--size`
+(tiny by default; a real size such as llama's 8b is built on the meta device too).
+With a memory limit the command says whether the plan fits and exits 1 when it does not.
 """
 import ast
+
+from ._common import one_line
 
 COMMAND = "plan"
 HELP = "plan a model (a reference one or your own factory) on a simulated mesh and report the plan"
@@ -25,6 +29,9 @@ def add_arguments(parser):
                         help="keyword argument for the factory (value read as a Python literal); repeatable")
     parser.add_argument("--mesh", default="2x2", help="mesh shape, e.g. 8x8 or 2x2x2 (default 2x2)")
     parser.add_argument("--mesh-dim-names", default=None, help="names of the mesh dims, e.g. dp,tp")
+    parser.add_argument("--size", default="tiny",
+                        help="size of a reference model: tiny (the default) or a real one, e.g. llama 8b or 70b, "
+                             "moe 8x7b, vit b16, cnn imagenet")
     parser.add_argument("--batch", type=int, default=8, help="batch of a reference model's example inputs")
     parser.add_argument("--device", default="H100", help="cost-model device: H100, H200, A100, B200, cpu")
     parser.add_argument("--time-limit", type=float, default=10.0, help="solver time limit in seconds")
@@ -88,26 +95,36 @@ def _build(args):
         return build_from_factory(args.model, args.inputs, **_factory_kwargs(args.arg))
     if args.inputs or args.arg:
         raise ValueError("--inputs and --arg are for a 'package.module:factory' model; the reference models take "
-                         "--batch")
+                         "--size and --batch")
     if args.model == "mlp":
+        if args.size != "tiny":
+            raise ValueError(f"--size: the mlp example has one size, got '{args.size}'; expected a reference model "
+                             f"(llama, moe, ...) for --size")
         from ..examples.mlp import make_example
 
         model, example = make_example(batch=args.batch)
-    else:
-        from .. import models
+        return model, example, {}
+    import torch
 
-        model, example = models.build(args.model, batch=args.batch)
+    from .. import models
+
+    config = models.sized_config(args.model, args.size)
+    # A real size is built on the meta device: no memory for its weights, traced with fake tensors.
+    with torch.device("meta" if args.size != "tiny" else "cpu"):
+        model, example = models.build(args.model, config=config, batch=args.batch)
     return model, example, {}
 
 
 def run(args):
+    import sys
     import time
+    import warnings
 
     import torch
 
     from .. import report
     from .._mesh import MeshSpec
-    from .._report import format_plan
+    from .._report import format_plan, memory_verdict
     from ..plan import plan_module
 
     if ":" in args.model:  # your own model: its plan and page are what you came for
@@ -120,10 +137,16 @@ def run(args):
     t0 = time.perf_counter()
     model, example_args, example_kwargs = _build(args)
     model.train(not args.eval)
-    with torch.set_grad_enabled(not args.eval):  # an inference step: no backward in the graph
+    # An inference step (no grad): no backward in the graph. Warnings are printed one line each.
+    with torch.set_grad_enabled(not args.eval), warnings.catch_warnings(record=True) as caught:
         plan = plan_module(model, mesh, example_args, example_kwargs, device=args.device,
                            time_limit=args.time_limit, memory_limit=limit, progress=False if args.no_progress else None)
     elapsed = time.perf_counter() - t0
+    fits, verdict = memory_verdict(plan.summary)
+    for w in caught:  # the plan's memory verdict replaces the planner's own memory warning
+        text = str(w.message)
+        if not (not fits and "memory limit" in text):
+            print(f"warning: {one_line(text.removeprefix('torch_localmap: '))}", file=sys.stderr)
     doc = report.build_report(plan)
     print(report.format_modules(doc, max_depth=args.depth))
     if args.graph:
@@ -143,4 +166,6 @@ def run(args):
     if args.report_json:
         report.write_report_json(plan, args.report_json)
         print(f"report JSON written to {args.report_json}")
-    return 0
+    if not fits:
+        print(f"error: {verdict}", file=sys.stderr)
+    return 0 if fits else 1

@@ -6,7 +6,7 @@ forward(inputs, targets) returns a scalar training loss.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import torch
@@ -39,6 +39,9 @@ REGISTRY = {
 }
 # llama_tied differs only in its config: tied embedding/output weights.
 _TIED = {"llama_tied": {"tie_embeddings": True}}
+# Sizes by the name users know them (`plan --size 8b`) -> the config preset; "tiny" is every model's.
+SIZES = {"llama": {"8b": "llama3_8b", "70b": "llama3_70b"}, "llama_tied": {"8b": "llama3_8b", "70b": "llama3_70b"},
+         "moe": {"8x7b": "mixtral_8x7b"}, "vit": {"b16": "vit_b16"}, "cnn": {"imagenet": "imagenet"}}
 
 
 def get(name: str) -> ModelSpec:
@@ -49,6 +52,17 @@ def get(name: str) -> ModelSpec:
 
 def tiny_config(name: str):
     return get(name).tiny(**_TIED.get(name, {}))
+
+
+def sized_config(name: str, size: str):
+    """The config of model `name` at `size`: "tiny" or one of SIZES[name] (e.g. llama "8b")."""
+    get(name)
+    if size == "tiny":
+        return tiny_config(name)
+    presets = SIZES.get(name, {})
+    if size not in presets:
+        raise ValueError(f"model '{name}' has no size '{size}'; expected one of {['tiny', *presets]}")
+    return replace(getattr(get(name).config_cls, presets[size])(), **_TIED.get(name, {}))
 
 
 def build(name: str, config=None, batch: int = 2, seed: int = 0):
