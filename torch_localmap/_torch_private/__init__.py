@@ -129,7 +129,11 @@ def grouped_mm_shapes_for_every_dtype():
     (torch.library.Library registrations end when the library is destroyed)."""
     import warnings
 
-    from torch._meta_registrations import meta_grouped_mm
+    try:
+        from torch._meta_registrations import meta_grouped_mm
+    except ImportError:  # a torch without this meta kernel (2.11) has nothing to widen
+        yield
+        return
 
     if _grouped_mm_depth[0] == 0:
         def meta(a, b, offs=None, bias=None, out_dtype=None):
@@ -143,7 +147,8 @@ def grouped_mm_shapes_for_every_dtype():
         lib = torch.library.Library("aten", "IMPL")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "overriding a previously registered kernel": on purpose, undone below
-            lib.impl("_grouped_mm", meta, "Meta")
+            # allow_override: torch 2.11 defaults to False and remembers destroyed libraries' kernels
+            lib.impl("_grouped_mm", meta, "Meta", allow_override=True)
         _grouped_mm_depth[1] = lib
     _grouped_mm_depth[0] += 1
     try:
