@@ -219,7 +219,8 @@ def export_graph(gm: fx.GraphModule, mesh_shape, mesh_dim_names=None, node_extra
                           kwargs={k: enc.arg(v) for k, v in node.kwargs.items()})
             reads = _subgraph_reads(gm, node, ex.subgraphs)
             if reads:
-                fields["extra"] = {"subgraph_reads": reads}
+                fields["extra"] = {"subgraph_reads": reads,
+                                   "subgraph_index_buffers": _subgraph_index_buffers(gm, node, ex.subgraphs)}
             if fields["op"] in STORAGE_READING_OPS:
                 fields["extra"] = {**fields.get("extra", {}), "contiguous_inputs": _contiguous_inputs(node)}
         else:
@@ -274,6 +275,38 @@ def _subgraph_reads(gm: fx.GraphModule, node: fx.Node, subgraphs: set) -> dict:
             body = _attr(gm, a.target)
             out[str(a.target)] = [bool(p.users) for p in body.graph.nodes if p.op == "placeholder"]
     return out
+
+
+def _subgraph_index_buffers(gm: fx.GraphModule, node: fx.Node, subgraphs: set) -> dict:
+    """For each subgraph a HOP node takes, per input: the [input, dim] pairs of the buffers
+    it indexes when it is read only as index `dim` of aten.index.Tensor on other inputs that
+    are themselves indexed only with it at that dim (a document mask's `ids[b, q_idx]`);
+    else None. Sharding those buffers on `dim` as the index's own dim keeps each local index
+    pointing at the same value, so flex_attention's rule may shard a dim whose index is read
+    this way."""
+    out = {}
+    for a in pytree.tree_leaves((node.args, node.kwargs)):
+        if isinstance(a, fx.Node) and a in subgraphs:
+            body = _attr(gm, a.target)
+            inputs = [p for p in body.graph.nodes if p.op == "placeholder"]
+            out[str(a.target)] = [_indexed_buffers(p, inputs) for p in inputs]
+    return out
+
+
+def _indexed_buffers(index: fx.Node, inputs: list):
+    def positions(use, of):
+        return [d for d, x in enumerate(use.args[1]) if x is of] if use.target is torch.ops.aten.index.Tensor else []
+
+    pairs = set()
+    for use in index.users:
+        dims = positions(use, index)
+        buf = use.args[0] if dims else None
+        if len(dims) != 1 or buf is index or buf not in inputs:
+            return None
+        if any(positions(other, index) != dims or other.args[0] is not buf for other in buf.users):
+            return None
+        pairs.add((inputs.index(buf), dims[0]))
+    return [list(p) for p in sorted(pairs)] if pairs else None
 
 
 def _outputs(ex: ExportedGraph, node: fx.Node, fields: dict) -> tuple:

@@ -119,7 +119,8 @@ def trace_joint(module: torch.nn.Module, args, kwargs=None, root_hooks: bool = T
         # torch.compile'd pieces inside the model (a compiled submodule, a compiled mask
         # builder or attention function, as torchtitan writes them) run as their eager code:
         # compiled, they would run Inductor's kernels on the fake tensors instead of being traced.
-        with _torch_private.compiled_code_runs_eagerly():
+        # Tensors a flex_attention score_mod / mask_mod closure captures become the op's buffers.
+        with _torch_private.compiled_code_runs_eagerly(), _torch_private.flex_closure_tensors_lifted():
             joint = _trace_joint(module, args, kwargs)
         _log.info("traced %s: %d graph nodes, %d module calls, in %.2f s", type(module).__name__,
                   len(joint.gm.graph.nodes), len(joint.module_calls), time.perf_counter() - t0)

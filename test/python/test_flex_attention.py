@@ -5,6 +5,7 @@ into one higher-order op node (score_mod / mask_mod subgraphs, BlockMask tensors
 sharding rule (batch and heads; the block mask follows the batch). torch has no CPU
 backward for flex_attention, so on CPU the model is planned and run forward-only; the
 training parity test needs CUDA and skips without it."""
+import itertools
 import json
 
 import pytest
@@ -147,16 +148,23 @@ def test_every_flex_attention_strategy_assembles_the_full_output():
     """Each strategy the rule offers, on a (2, 2) mesh: every rank runs the op on its local
     inputs (block tensors sliced as the strategy says) and its outputs are the matching
     pieces of the unsharded op's outputs."""
-    from torch_localmap import _C
-    from torch_localmap._ir_export import export_graph
-    from torch_localmap._spmd import _with_subgraphs
-    from torch_localmap._trace import trace_joint
-
-    mesh = (2, 2)
     model, x = _AlibiAttention(heads=4), torch.randn(4, 32, 64)
     mask = create_block_mask(_causal, 4, None, 32, 32, device="cpu")
+    strategies = assert_every_flex_strategy_assembles(model, (x, mask))
+    assert len(strategies) == 4  # replicated, batch on either mesh dim or both (ALiBi: heads whole)
+
+
+def assert_every_flex_strategy_assembles(model, example_args, mesh=(2, 2)):
+    """Runs the model's first flex_attention node under each strategy its rule offers on
+    `mesh`, every rank on its local inputs, against the unsharded outputs; the strategies."""
+    from torch_localmap import _C
+    from torch_localmap._ir_export import decode_arg, export_graph
+    from torch_localmap._spmd import _tensor_refs, _with_subgraphs
+    from torch_localmap._torch_private import describe_input
+    from torch_localmap._trace import trace_joint
+
     with torch.no_grad():
-        joint = trace_joint(model, (x, mask))
+        joint = trace_joint(model, example_args)
         ex = export_graph(joint.gm, mesh)
         flex_i = next(i for i, n in enumerate(ex.nodes) if n.op == FLEX)
         strategies = json.loads(_C.enumerate_strategies(ex.to_json(), False, False))[flex_i]["strategies"]
@@ -170,38 +178,34 @@ def test_every_flex_attention_strategy_assembles_the_full_output():
                 return values[n]
 
         state = dict(model.named_parameters()) | dict(model.named_buffers())
+        leaves = torch.utils._pytree.tree_leaves((example_args, {}))
         inputs = []
         for n in joint.gm.graph.nodes:
             if n.op == "placeholder":
-                from torch_localmap._torch_private import describe_input
-
                 role, target = describe_input(n.meta.get("desc"))
-                inputs.append(state[target] if role in ("param", "buffer") else
-                              torch.utils._pytree.tree_leaves(((x, mask), {}))[int(target)])
+                inputs.append(state[target] if role in ("param", "buffer") else leaves[int(target)])
         Recorder(joint.gm).run(*inputs)
         full = values[fx_node]
         refs = []
-        from torch_localmap._spmd import _tensor_refs
-
         _tensor_refs(ex.nodes[flex_i].args, refs)
+
         def value(ref):
             v = values[ex.fx_nodes[ref[0]]]
             positions = ex.nodes[ref[0]].output_positions
             return v[positions[ref[1]]] if positions else v
 
         tensors = [value(r) for r in refs]
-        assert len(strategies) == 4  # replicated, batch on either mesh dim or both (ALiBi: heads whole)
+        coords = list(itertools.product(*[range(m) for m in mesh]))
         for strat in strategies:
-            for coord in [(0, 0), (0, 1), (1, 0), (1, 1)]:
+            for coord in coords:
                 local = iter([_local(t, t.shape, s, coord, mesh) for t, s in zip(tensors, strat["inputs"])])
-                from torch_localmap._ir_export import decode_arg
-
                 args = decode_arg(ex.nodes[flex_i].args, lambda _r: next(local))
                 args = _with_subgraphs(tuple(fx_node.args), args, joint.gm)
                 out = fx_node.target(*args)
                 for k, spec in enumerate(strat["outputs"]):
                     torch.testing.assert_close(out[k], _local(full[k], full[k].shape, spec, coord, mesh),
                                                msg=lambda m: f"strategy {strat} at {coord}, output {k}: {m}")
+    return strategies
 
 
 # ---- (c) the forward on 4 gloo ranks ------------------------------------------------------

@@ -51,6 +51,24 @@ def _one_hot(idx, n: int, dtype):
     return (idx.unsqueeze(-1) == torch.arange(n, device=idx.device)).to(dtype)
 
 
+def capacity_dispatch(mask, gate, cap: int):
+    """GShard capacity routing of n tokens' top-k choices, one-hot `mask` (n, k, experts),
+    with weights `gate` (n, k): the (n, experts, cap) 0/1 dispatch tensor and the
+    gate-weighted combine tensor. Tokens past an expert's capacity are dropped."""
+    n, k, n_experts = mask.shape
+    dtype = mask.dtype
+    # Slot of each (token, choice) in its expert: choices ranked k-major so every
+    # token's first choice is placed before any second choice.
+    mask_km = mask.transpose(0, 1).reshape(k * n, n_experts)
+    slot = (torch.cumsum(mask_km, dim=0) - 1.0) * mask_km
+    slot = slot.reshape(k, n, n_experts).transpose(0, 1)  # (n, k, e)
+    keep = mask * (slot < cap).to(dtype)
+    slot_onehot = _one_hot(slot.sum(-1).long().clamp(max=cap - 1), cap, dtype)  # (n, k, cap)
+    dispatch = torch.einsum("nke,nkc->nec", keep, slot_onehot)  # (n, e, cap) 0/1
+    combine = torch.einsum("nke,nkc,nk->nec", keep, slot_onehot, gate)
+    return dispatch, combine
+
+
 class MoE(nn.Module):
     """Router linear -> softmax -> top-k -> expert SwiGLU MLPs -> weighted combine."""
 
@@ -74,15 +92,7 @@ class MoE(nn.Module):
         gate, idx = torch.topk(probs, cfg.top_k, dim=-1)  # (n, k)
         gate = gate / gate.sum(-1, keepdim=True)
         mask = _one_hot(idx, e, x.dtype)  # (n, k, e)
-        # Slot of each (token, choice) in its expert: choices ranked k-major so every
-        # token's first choice is placed before any second choice.
-        mask_km = mask.transpose(0, 1).reshape(cfg.top_k * n, e)
-        slot = (torch.cumsum(mask_km, dim=0) - 1.0) * mask_km
-        slot = slot.reshape(cfg.top_k, n, e).transpose(0, 1)  # (n, k, e)
-        keep = mask * (slot < cap).to(x.dtype)
-        slot_onehot = _one_hot(slot.sum(-1).long().clamp(max=cap - 1), cap, x.dtype)  # (n, k, cap)
-        dispatch = torch.einsum("nke,nkc->nec", keep, slot_onehot)  # (n, e, cap) 0/1
-        combine = torch.einsum("nke,nkc,nk->nec", keep, slot_onehot, gate)
+        dispatch, combine = capacity_dispatch(mask, gate, cap)
 
         expert_in = torch.einsum("nec,nd->ecd", dispatch, tokens)  # (e, cap, d)
         hidden = F.silu(torch.bmm(expert_in, self.w1)) * torch.bmm(expert_in, self.w3)

@@ -16,6 +16,7 @@
 #include "core/strategies/shard_math.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace tlm::strategies {
 
@@ -123,11 +124,26 @@ Rule attention_rule(std::function<AttnLayout(const RuleCtx&)> layout, bool backw
 // reads, extra.subgraph_reads); an ALiBi score_mod reading the head keeps heads whole. The
 // block tensors follow the batch / head dim where they have it, and are replicated where it
 // is a broadcast 1; the subgraph buffers stay replicated (no index that could address a
-// shard of them is local).
+// shard of them is local), but for the case below.
+//
+// A subgraph's buffer (a tensor a mask_mod closure captured, e.g. document ids) may be
+// sharded with the dim after all: where the subgraph reads the index only to index that
+// buffer at one dim, and the buffer only with it there (`ids[b, q_idx]`; the exporter
+// records such reads, extra.subgraph_index_buffers), the buffer sharded on that dim as
+// the dim itself has every local index reading the same value as the global one.
+struct FlexSubgraph {
+  size_t pos;           // args position of the subgraph
+  int b_at;             // its placeholder of index b; h is the next
+  size_t buffers_pos;   // args position of the tuple of buffers it takes
+  int first_buffer_at;  // its placeholder of the first buffer
+};
+
 struct FlexLayout {
   size_t block_mask_pos;         // args position of the block_mask tuple
   std::vector<size_t> qkv_like;  // args positions of tensors shaped (B, H, L[, E]) as the query (None allowed)
-  std::vector<std::pair<size_t, int>> subgraphs;  // (args position, placeholder of index b; h is the next)
+  std::vector<FlexSubgraph> subgraphs;  // score_mod (forward; backward: fw and joint graph)
+  size_t mask_buffers_pos;       // args position of the mask_mod buffers (mask_mod is the block_mask's last item)
+  bool buffer_grads;             // outputs past the third are the buffers' gradients (backward)
 };
 
 int count_tensor_refs(const json::Value& v) {
@@ -146,6 +162,36 @@ bool subgraph_reads(const RuleCtx& c, const json::Value& v, int k) {
   return r->as_array()[static_cast<size_t>(k)].as_bool("subgraph_reads entry");
 }
 
+// The buffers (tensor inputs, each with the dim it is sharded on) that subgraph `sub`'s
+// index placeholder `k` addresses, when that is the only way it reads it; nullopt when
+// it reads k otherwise (or unknown). An index it does not read addresses nothing.
+std::optional<std::vector<std::pair<int, int>>> indexed_buffers(const RuleCtx& c, const json::Value& sub, int k,
+                                                                size_t buffers_pos, int first_buffer_at) {
+  if (!subgraph_reads(c, sub, k)) return std::vector<std::pair<int, int>>{};
+  const json::Value* name = sub.is_object() ? sub.find("subgraph") : nullptr;
+  const json::Value* all = c.n.extra.is_object() ? c.n.extra.find("subgraph_index_buffers") : nullptr;
+  const json::Value* per = (name && name->is_string() && all && all->is_object()) ? all->find(name->as_string())
+                                                                                   : nullptr;
+  if (per == nullptr || !per->is_array() || static_cast<size_t>(k) >= per->size()) return std::nullopt;
+  const json::Value& pairs = per->as_array()[static_cast<size_t>(k)];
+  const auto& args = c.n.args.as_array();
+  if (!pairs.is_array() || buffers_pos >= args.size() || !args[buffers_pos].is_array()) return std::nullopt;
+  const auto& buffers = args[buffers_pos].as_array();
+  int first_tensor = 0;  // tensor inputs come in argument order
+  for (size_t p = 0; p < buffers_pos; ++p) first_tensor += count_tensor_refs(args[p]);
+  std::vector<std::pair<int, int>> out;
+  for (const auto& pair : pairs.as_array()) {
+    const auto& pd = pair.as_array("subgraph_index_buffers entry");
+    const int64_t e = pd.at(0).as_int("buffer placeholder") - first_buffer_at;
+    if (e < 0 || static_cast<size_t>(e) >= buffers.size()) return std::nullopt;
+    int t = first_tensor;
+    for (int64_t i = 0; i < e; ++i) t += count_tensor_refs(buffers[static_cast<size_t>(i)]);
+    if (!is_tensor_ref(buffers[static_cast<size_t>(e)])) return std::nullopt;
+    out.emplace_back(t, static_cast<int>(pd.at(1).as_int("buffer dim")));
+  }
+  return out;
+}
+
 void flex_rows(const RuleCtx& c, DimRows& rows, const FlexLayout& f) {
   const auto& args = c.n.args.as_array();
   if (args.size() <= f.block_mask_pos || !args[f.block_mask_pos].is_array()) return;
@@ -162,10 +208,27 @@ void flex_rows(const RuleCtx& c, DimRows& rows, const FlexLayout& f) {
     first_bm += count_tensor_refs(args[p]);
   }
   const int n_bm = count_tensor_refs(args[f.block_mask_pos]);
+  const bool has_buffer_grads = f.buffer_grads && c.num_outputs() > 3;
   for (int d : {0, 1}) {  // batch, heads
-    bool reads_index = !bm.empty() && subgraph_reads(c, bm.back(), d);  // mask_mod(b, h, q_idx, kv_idx)
-    for (const auto& [pos, b_at] : f.subgraphs) reads_index = reads_index || subgraph_reads(c, args[pos], b_at + d);
-    if (reads_index) continue;
+    // Buffers a subgraph indexes with this dim's index, sharded on the dim they are indexed at.
+    auto sharded = bm.empty() ? std::optional<std::vector<std::pair<int, int>>>(std::in_place)
+                              : indexed_buffers(c, bm.back(), d, f.mask_buffers_pos, 4);  // mask_mod(b, h, q, kv, ...)
+    for (const auto& s : f.subgraphs) {
+      if (!sharded) break;
+      auto more = indexed_buffers(c, args[s.pos], s.b_at + d, s.buffers_pos, s.first_buffer_at);
+      if (more) sharded->insert(sharded->end(), more->begin(), more->end());
+      else sharded.reset();
+    }
+    // A sharded buffer's gradient would be a piece of it; the rule does not place those.
+    if (!sharded || (has_buffer_grads && !sharded->empty())) continue;
+    // Each buffer as long as the dim where it is indexed, and at one dim only.
+    bool fits = true;
+    for (const auto& [t, dim] : *sharded) {
+      fits = fits && dim >= 0 && static_cast<size_t>(dim) < c.in(t).ndim() &&
+             c.in(t).shape[static_cast<size_t>(dim)] == q[d];
+      for (const auto& [t2, dim2] : *sharded) fits = fits && (t2 != t || dim2 == dim);
+    }
+    if (!fits) continue;
     bool same = true;
     for (int t : qkv_like) same = same && c.in(t).ndim() >= 3 && c.in(t).shape[d] == q[d];
     if (!same) continue;
@@ -173,6 +236,7 @@ void flex_rows(const RuleCtx& c, DimRows& rows, const FlexLayout& f) {
     for (int t : qkv_like) row[static_cast<size_t>(t)] = S(d);
     for (int t = first_bm; t < first_bm + n_bm; ++t)
       if (c.in(t).ndim() > static_cast<size_t>(d) && c.in(t).shape[d] == q[d]) row[static_cast<size_t>(t)] = S(d);
+    for (const auto& [t, dim] : *sharded) row[static_cast<size_t>(t)] = S(dim);
     for (int o = 0; o < c.num_outputs(); ++o)  // out (B, H, L, Ev), logsumexp / max (B, H, L); grads as inputs
       if (c.out(o).ndim() > static_cast<size_t>(d) && c.out(o).shape[d] == q[d])
         row[static_cast<size_t>(c.num_inputs() + o)] = S(d);
@@ -208,11 +272,12 @@ Rule flex_rule(FlexLayout layout, bool backward) {
 void register_attention(Registry& r) {
   // flex_attention(query, key, value, score_mod, block_mask, scale, kernel_options,
   //                score_mod_other_buffers, mask_mod_other_buffers) -> (out, logsumexp, max_scores)
-  add_rule(r, {"higher_order.flex_attention"}, flex_rule(FlexLayout{4, {0, 1, 2}, {{3, 1}}}, false));
+  add_rule(r, {"higher_order.flex_attention"},
+           flex_rule(FlexLayout{4, {0, 1, 2}, {{3, 1, 7, 5}}, 8, false}, false));
   // flex_attention_backward(query, key, value, out, logsumexp, grad_out, grad_logsumexp, fw_graph,
   //                         joint_graph, block_mask, ...) -> (grad_query, grad_key, grad_value, (buffer grads))
   add_rule(r, {"higher_order.flex_attention_backward"},
-           flex_rule(FlexLayout{9, {0, 1, 2, 3, 4, 5, 6}, {{7, 1}, {8, 1}}}, true));
+           flex_rule(FlexLayout{9, {0, 1, 2, 3, 4, 5, 6}, {{7, 1, 12, 5}, {8, 1, 12, 6}}, 13, true}, true));
 
   // (query, key, value, dropout_p, is_causal, *, attn_mask, scale) -> (output, logsumexp)
   add_rule(r, {"aten._scaled_dot_product_flash_attention_for_cpu.default"},
