@@ -3,25 +3,11 @@
 // that stay replicated or Partial (as_strided, as_strided_scatter).
 #include <gtest/gtest.h>
 
-#include <algorithm>
-
 #include "core/strategy.h"
 #include "strategy_test_util.h"
 
 using namespace tlm;
 using namespace tlm::test;
-
-namespace {
-
-bool has(const std::vector<std::string>& all, const std::string& s) {
-  return std::find(all.begin(), all.end(), s) != all.end();
-}
-
-std::vector<std::string> op_strategies(const Graph& g) {
-  return render_all(enumerate_strategies(g, static_cast<int>(g.nodes.size()) - 2));
-}
-
-}  // namespace
 
 TEST(StrategyCopy, BroadcastSourceIsReplicatedWhereItHasNoDim) {
   Graph g = one_op_graph({2}, {{{4, 6}}, {{6}}}, "aten.copy.default", "[$0,$1]", {{{4, 6}}});

@@ -2,25 +2,11 @@
 // (uneven means, empty shards, causal attention, loss reductions, groups).
 #include <gtest/gtest.h>
 
-#include <algorithm>
-
 #include "core/strategy.h"
 #include "strategy_test_util.h"
 
 using namespace tlm;
 using namespace tlm::test;
-
-namespace {
-
-bool has(const std::vector<std::string>& all, const std::string& s) {
-  return std::find(all.begin(), all.end(), s) != all.end();
-}
-
-std::vector<std::string> op_strategies(const Graph& g) {
-  return render_all(enumerate_strategies(g, static_cast<int>(g.nodes.size()) - 2));
-}
-
-}  // namespace
 
 TEST(StrategyPointwise, BroadcastAddHasExactlyTheseStrategies) {
   Graph g = one_op_graph({2}, {{{4, 6}}, {{6}}}, "aten.add.Tensor", "[$0,$1]", {{{4, 6}}});

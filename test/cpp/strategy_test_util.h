@@ -1,6 +1,7 @@
 // Builds small planner IR graphs for strategy tests.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,15 @@ inline std::vector<std::string> render_all(const NodeStrategies& ns) {
   std::vector<std::string> out;
   for (const auto& s : ns.strategies) out.push_back(render(s));
   return out;
+}
+
+// The rendered strategies of a one_op_graph's op (the node before the output).
+inline std::vector<std::string> op_strategies(const Graph& g) {
+  return render_all(enumerate_strategies(g, static_cast<int>(g.nodes.size()) - 2));
+}
+
+inline bool has(const std::vector<std::string>& all, const std::string& s) {
+  return std::find(all.begin(), all.end(), s) != all.end();
 }
 
 inline OpStrategy strategy(const std::vector<std::string>& ins, const std::vector<std::string>& outs) {

@@ -1,8 +1,6 @@
 // Views: shape factoring, exactness on uneven shards, per-rank shape arguments.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-
 #include "core/strategy.h"
 #include "strategy_test_util.h"
 
@@ -10,10 +8,6 @@ using namespace tlm;
 using namespace tlm::test;
 
 namespace {
-
-bool has(const std::vector<std::string>& all, const std::string& s) {
-  return std::find(all.begin(), all.end(), s) != all.end();
-}
 
 Graph view_graph(std::vector<int64_t> mesh, std::vector<int64_t> in, std::vector<int64_t> out) {
   return one_op_graph(mesh, {{in}}, "aten.view.default", "[$0," + shape_json(out) + "]", {{out}});
