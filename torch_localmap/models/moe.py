@@ -69,6 +69,15 @@ def capacity_dispatch(mask, gate, cap: int):
     return dispatch, combine
 
 
+def routed_experts(tokens, dispatch, combine, w1, w3, w2):
+    """Tokens (n, d) through their experts' SwiGLU MLPs (stacked weights w1, w3 (e, d, h) and
+    w2 (e, h, d)) by the capacity_dispatch tensors: the combined (n, d) output."""
+    expert_in = torch.einsum("nec,nd->ecd", dispatch, tokens)  # (e, cap, d)
+    hidden = F.silu(torch.bmm(expert_in, w1)) * torch.bmm(expert_in, w3)
+    expert_out = torch.bmm(hidden, w2)  # (e, cap, d)
+    return torch.einsum("nec,ecd->nd", combine, expert_out)
+
+
 class MoE(nn.Module):
     """Router linear -> softmax -> top-k -> expert SwiGLU MLPs -> weighted combine."""
 
@@ -94,10 +103,7 @@ class MoE(nn.Module):
         mask = _one_hot(idx, e, x.dtype)  # (n, k, e)
         dispatch, combine = capacity_dispatch(mask, gate, cap)
 
-        expert_in = torch.einsum("nec,nd->ecd", dispatch, tokens)  # (e, cap, d)
-        hidden = F.silu(torch.bmm(expert_in, self.w1)) * torch.bmm(expert_in, self.w3)
-        expert_out = torch.bmm(hidden, self.w2)  # (e, cap, d)
-        out = torch.einsum("nec,ecd->nd", combine, expert_out).reshape(b, s, d)
+        out = routed_experts(tokens, dispatch, combine, self.w1, self.w3, self.w2).reshape(b, s, d)
 
         # Switch-Transformer load-balancing loss: fraction routed x mean router prob.
         frac = mask[:, 0, :].mean(0)

@@ -25,9 +25,9 @@ from dataclasses import dataclass, replace
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
-from .moe import _one_hot, capacity_dispatch
+from .llama import FeedForward  # SwiGLU: the dense layers and the shared expert
+from .moe import _one_hot, capacity_dispatch, routed_experts
 from .titan_llama import _compiled, apply_rotary_emb, causal_mask, precompute_freqs_cis
 
 
@@ -112,19 +112,6 @@ class MLAttention(nn.Module):
         return self.wo(out.transpose(1, 2).reshape(b, s, h * cfg.v_head_dim))
 
 
-class FeedForward(nn.Module):
-    """SwiGLU MLP: the dense layers and the shared expert."""
-
-    def __init__(self, dim: int, hidden: int):
-        super().__init__()
-        self.w1 = nn.Linear(dim, hidden, bias=False)
-        self.w2 = nn.Linear(hidden, dim, bias=False)
-        self.w3 = nn.Linear(dim, hidden, bias=False)
-
-    def forward(self, x):
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
-
-
 class DeepSeekMoE(nn.Module):
     """Sigmoid-scored top-k routed experts (stacked SwiGLU weights) plus a shared expert."""
 
@@ -151,9 +138,7 @@ class DeepSeekMoE(nn.Module):
         gate = scores.gather(-1, idx)
         gate = (gate / gate.sum(-1, keepdim=True) * cfg.route_scale).to(x.dtype)
         dispatch, combine = capacity_dispatch(_one_hot(idx, cfg.n_routed_experts, x.dtype), gate, cap)  # (n, e, cap)
-        expert_in = torch.einsum("nec,nd->ecd", dispatch, tokens)  # (e, cap, d)
-        hidden = F.silu(torch.bmm(expert_in, self.w1)) * torch.bmm(expert_in, self.w3)
-        routed = torch.einsum("nec,ecd->nd", combine, torch.bmm(hidden, self.w2))
+        routed = routed_experts(tokens, dispatch, combine, self.w1, self.w3, self.w2)
         return (routed + self.shared(tokens)).reshape(b, s, d)
 
 
