@@ -224,7 +224,7 @@ void flex_rows(const RuleCtx& c, DimRows& rows, const FlexLayout& f) {
     // Each buffer as long as the dim where it is indexed, and at one dim only.
     bool fits = true;
     for (const auto& [t, dim] : *sharded) {
-      fits = fits && dim >= 0 && static_cast<size_t>(dim) < c.in(t).ndim() &&
+      fits = fits && dim >= 0 && dim < c.in(t).ndim() &&
              c.in(t).shape[static_cast<size_t>(dim)] == q[d];
       for (const auto& [t2, dim2] : *sharded) fits = fits && (t2 != t || dim2 == dim);
     }
@@ -235,10 +235,10 @@ void flex_rows(const RuleCtx& c, DimRows& rows, const FlexLayout& f) {
     std::vector<Placement> row(static_cast<size_t>(rows.width()), R());
     for (int t : qkv_like) row[static_cast<size_t>(t)] = S(d);
     for (int t = first_bm; t < first_bm + n_bm; ++t)
-      if (c.in(t).ndim() > static_cast<size_t>(d) && c.in(t).shape[d] == q[d]) row[static_cast<size_t>(t)] = S(d);
+      if (c.in(t).ndim() > d && c.in(t).shape[d] == q[d]) row[static_cast<size_t>(t)] = S(d);
     for (const auto& [t, dim] : *sharded) row[static_cast<size_t>(t)] = S(dim);
     for (int o = 0; o < c.num_outputs(); ++o)  // out (B, H, L, Ev), logsumexp / max (B, H, L); grads as inputs
-      if (c.out(o).ndim() > static_cast<size_t>(d) && c.out(o).shape[d] == q[d])
+      if (c.out(o).ndim() > d && c.out(o).shape[d] == q[d])
         row[static_cast<size_t>(c.num_inputs() + o)] = S(d);
     rows.add(row);
   }
