@@ -1,25 +1,43 @@
 """Training step time and peak memory of our planned programs against what a user would
-otherwise run: one process, DDP, FSDP2 (fully_shard), a hand TP(+FSDP2) DTensor plan.
+otherwise run: one process, DDP, FSDP2 (fully_shard), a hand TP(+FSDP2) DTensor plan; and
+our runtime on each of torch's own plans (parallelize(like="ddp"|"fsdp2"), the hand TP
+placements as fixed_params), which separates the runtime's speed from the planner's choice.
 
     PYTHONPATH=$PWD python benchmarks/step_time.py [--models mlp,llama,moe] [--meshes 4,2x2]
-        [--steps 20] [--warmup 3] [--calibration profile.json] [--json results.json]
+        [--rows ...] [--steps 20] [--warmup 3] [--repeats 3] [--calibration profile.json]
+        [--json results.json]
 
 Every row trains the same model (same seed, same batch every step, AdamW) for the same
-number of steps on 4 gloo ranks (the single-process row: one process, the whole batch)
-and reports: the median step time over --steps steps after warm-up, its ratio to the best
-torch row, the measured peak memory per rank (the most any rank used; allocations since
-before the model was built, _runtime/memory.py), our plan's estimate of step time and
-peak, and the loss after the steps (all rows must agree: the data-parallel rows average
-per-shard losses, which equals the whole batch's mean loss).
+number of steps on 4 gloo ranks (the single-process row: one process, the whole batch);
+the data-parallel rows, ours on torch's data-parallel plans included, give each rank its
+local batch as a data loader would. Each row runs --repeats times, interleaved with the
+other rows (one run of DDP varies by 10% between identical runs); a row's step is the
+median over its runs of the median step over --steps steps after warm-up. Reported: the
+step, its ratio to the best torch row (the best distributed torch configuration of the
+model over every mesh benchmarked), the measured peak memory per rank (the most any rank
+used; allocations since before the model was built, _runtime/memory.py), our plan's
+estimate of step and peak, the loss after the steps (every row must end at the same loss,
+or the benchmark fails), the collectives one step issues (torch's rows: read by the
+profiler; ours: the rank program), and where one step's time goes (profiler: compute,
+collectives and their waits, copies, the rest: Python and dispatch).
+
+The last lines are the verdicts the issue's checks read:
+    verdict <model> <mesh> planned_vs_best_torch <x>
+    verdict <model> <mesh> runtime_on_<ddp|fsdp2|tp_fsdp2>_plan_vs_<same> <x>
+    verdict <model> <mesh> estimate_vs_measured <x>
 
 The MoE runs with capacity_factor = n_experts / top_k (no token is dropped) and no
 auxiliary loss, so a data-parallel shard routes its tokens as the whole batch would.
+A torch row that fails fails the benchmark (it would otherwise drop out of the baseline).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import re
+import tempfile
 import statistics
 import sys
 import time
@@ -37,8 +55,11 @@ from torch_localmap.launch import make_mesh, run_distributed  # noqa: E402
 from torch_localmap._runtime.memory import PeakMemory  # noqa: E402
 
 WORLD = 4
-ROWS = ["single", "ddp", "fsdp2", "tp_fsdp2", "ours_eager", "ours_compiled", "ours_dp_compiled"]
+ROWS = ["single", "ddp", "fsdp2", "tp_fsdp2", "ours", "ours_compiled", "ours_on_ddp", "ours_on_fsdp2",
+        "ours_on_tp_fsdp2"]
 TORCH_ROWS = ("single", "ddp", "fsdp2", "tp_fsdp2")
+PARITY_ROWS = {"ours_on_ddp": "ddp", "ours_on_fsdp2": "fsdp2", "ours_on_tp_fsdp2": "tp_fsdp2"}
+LOSS_RTOL = 1e-4  # float32, 25 AdamW steps, different reduction orders
 
 
 class MLP(nn.Module):
@@ -79,9 +100,10 @@ def _blocks(model):
     return list(model.blocks if hasattr(model, "blocks") else model.layers)
 
 
-def _tp_plan(name: str, model, tp: int):
+def _tp_plan(name: str, model, tp: int, local_heads: bool = True):
     """torch's own tensor-parallel styles for each block (Megatron-style column/row pairs),
-    as torchtitan applies them: attention computes on local heads."""
+    as torchtitan applies them: attention computes on local heads (the module reshapes with
+    its own head counts, so they are divided by the TP degree when `local_heads`)."""
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
     plans = []
@@ -89,8 +111,9 @@ def _tp_plan(name: str, model, tp: int):
         if name == "mlp":
             plans.append((blk, {"0": ColwiseParallel(), "2": RowwiseParallel()}))
         elif name == "llama":
-            blk.attention.n_heads //= tp  # the module reshapes with its own head counts
-            blk.attention.n_kv //= tp
+            if local_heads:
+                blk.attention.n_heads //= tp
+                blk.attention.n_kv //= tp
             plans.append((blk, {"attention.wq": ColwiseParallel(), "attention.wk": ColwiseParallel(),
                                 "attention.wv": ColwiseParallel(), "attention.wo": RowwiseParallel(),
                                 "feed_forward.w1": ColwiseParallel(), "feed_forward.w3": ColwiseParallel(),
@@ -98,21 +121,43 @@ def _tp_plan(name: str, model, tp: int):
     return plans
 
 
+def _tp_fsdp2_placements(name, model, mesh_shape) -> dict:
+    """The hand TP(+FSDP2) plan's parameter placements as our specs: a column-parallel
+    weight and bias Shard(0), a row-parallel weight Shard(1) on the TP mesh dim; on a 2-D
+    mesh FSDP2 also shards every parameter's first dim over the data-parallel dim."""
+    from torch.distributed.tensor.parallel import ColwiseParallel
+
+    fqn = {m: n for n, m in model.named_modules()}
+    tp = {}
+    for blk, plan in _tp_plan(name, model, mesh_shape[-1], local_heads=False):
+        for sub, style in plan.items():
+            mod = blk.get_submodule(sub)
+            col = isinstance(style, ColwiseParallel)
+            tp[fqn[mod] + ".weight"] = "S(0)" if col else "S(1)"
+            if getattr(mod, "bias", None) is not None:
+                tp[fqn[mod] + ".bias"] = "S(0)" if col else "R"
+    return {k: ("" if len(mesh_shape) == 1 else ("S(0)" if p.dim() else "R")) + tp.get(k, "R")
+            for k, p in model.named_parameters()}
+
+
 HAND_TP = {"mlp", "llama"}
 NO_HAND_TP = ("no torch TP style fits the MoE: ColwiseParallel on its fused qkv would split across q/k/v, "
               "and its experts are raw einsum parameters")
 
 
-def _setup(row, name, model, batch, mesh_shape, calibration):
+def _local_batch(batch, rank, dp):
+    return tuple(t.chunk(dp)[rank] for t in batch)
+
+
+def _setup(row, name, model, batch, mesh_shape, calibration, plan_dir):
     """(module to train, the step's (args), how to read the global loss, plan or None)."""
-    x, y = batch
     if row == "single":
-        return model, (x, y), lambda loss: loss.item(), None
+        return model, batch, lambda loss: loss.item(), None
     rank = dist.get_rank()
     if row == "ddp":
         from torch.nn.parallel import DistributedDataParallel as DDP
 
-        return DDP(model), (x.chunk(WORLD)[rank], y.chunk(WORLD)[rank]), _mean_over_ranks, None
+        return DDP(model), _local_batch(batch, rank, WORLD), _mean_over_ranks, None
     if row == "fsdp2":
         from torch.distributed.fsdp import fully_shard
 
@@ -120,7 +165,7 @@ def _setup(row, name, model, batch, mesh_shape, calibration):
         for blk in _blocks(model):
             fully_shard(blk, mesh=mesh)
         fully_shard(model, mesh=mesh)
-        return model, (x.chunk(WORLD)[rank], y.chunk(WORLD)[rank]), _mean_over_ranks, None
+        return model, _local_batch(batch, rank, WORLD), _mean_over_ranks, None
     if row == "tp_fsdp2":
         from torch.distributed.fsdp import fully_shard
         from torch.distributed.tensor.parallel import parallelize_module
@@ -138,15 +183,30 @@ def _setup(row, name, model, batch, mesh_shape, calibration):
                 fully_shard(blk, mesh=dp_mesh)
             fully_shard(model, mesh=dp_mesh)
         read = _mean_over_ranks if dp > 1 else (lambda loss: loss.item())
-        return model, (x.chunk(dp)[dp_rank], y.chunk(dp)[dp_rank]), read, None
-    from torch_localmap import parallelize
+        return model, _local_batch(batch, dp_rank, dp), read, None
+    from torch.distributed.tensor import Replicate, Shard
+    from torch_localmap import Plan, parallelize
 
-    # ours_dp_compiled: our runtime on DDP's plan (every parameter replicated, the batch
-    # split by the planner) -- separates the runtime's speed from the planner's choice.
-    fixed = {k: "R" * len(mesh_shape) for k, _ in model.named_parameters()} if row == "ours_dp_compiled" else None
-    pm = parallelize(model, make_mesh(mesh_shape), (x, y), device="cpu", time_limit=5.0, calibration=calibration,
-                     compile=row != "ours_eager", fixed_params=fixed)
-    return pm, (x, y), lambda loss: loss.item(), pm.plan  # step() made it the global value
+    mesh = make_mesh(mesh_shape)
+    kwargs, args = {}, batch
+    if row in ("ours_on_ddp", "ours_on_fsdp2"):  # each rank its local batch, as DDP's loader gives it
+        kwargs = {"like": PARITY_ROWS[row], "input_placements": {i: [Shard(0)] * len(mesh_shape)
+                                                                 for i in range(len(batch))}}
+        args = _local_batch(batch, rank, WORLD)
+    elif row == "ours_on_tp_fsdp2":
+        kwargs = {"fixed_params": _tp_fsdp2_placements(name, model, mesh_shape)}
+        if len(mesh_shape) == 2:  # the batch split over the data-parallel mesh dim
+            kwargs["input_placements"] = {i: [Shard(0), Replicate()] for i in range(len(batch))}
+            args = _local_batch(batch, dist.get_rank() // mesh_shape[1], mesh_shape[0])
+    # Plan once per row, model and mesh; later repeats apply the saved plan (no solve).
+    path = os.path.join(plan_dir, f"{row}-{name}-{'x'.join(map(str, mesh_shape))}.json")
+    saved = Plan.load(path) if os.path.exists(path) else None
+    pm = parallelize(model, mesh, args, device="cpu", time_limit=5.0, calibration=calibration,
+                     compile=row == "ours_compiled", plan=saved, **kwargs)
+    if saved is None and rank == 0:
+        pm.plan.save(path)
+    dist.barrier()
+    return pm, args, lambda loss: loss.item(), pm.plan  # _loss_of made it the global value
 
 
 def _mean_over_ranks(loss) -> float:
@@ -160,11 +220,62 @@ def _loss_of(module, args):
     return out.full_tensor() if hasattr(out, "full_tensor") else out
 
 
-def _rank(rank, world, row, name, mesh_shape, steps, warmup, calibration):
+_COLLECTIVE = re.compile(r"all_?reduce|all_?gather|reduce_scatter|all_?to_?all", re.I)
+_COPY = {"aten::copy_", "aten::cat", "aten::clone", "aten::_to_copy", "aten::contiguous", "aten::constant_pad_nd",
+         "aten::to", "aten::split_with_sizes", "aten::view_as_real"}
+
+
+def _kind(name: str) -> str:
+    n = name.lower().replace("_", "")
+    for kind in ("allreduce", "allgather", "reducescatter", "alltoall"):
+        if kind in n:
+            return {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
+                    "alltoall": "all_to_all"}[kind]
+    return name
+
+
+def _numel(shapes) -> int:
+    """The largest tensor among an op's recorded input shapes (nested for tensor lists)."""
+    if isinstance(shapes, (list, tuple)) and shapes and all(isinstance(d, int) for d in shapes):
+        return math.prod(shapes)
+    return max((_numel(x) for x in shapes if isinstance(x, (list, tuple))), default=0)
+
+
+def _profile_step(step):
+    """One step under torch's profiler: the collectives it issued ({kind: [count, elements]},
+    each counted once at its outermost op) and where its time went (seconds per category:
+    compute, collectives and their waits, copies, and the rest -- Python, dispatch, waiting
+    outside any op -- as the step's wall time minus the ops' own time)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        t0 = time.perf_counter()
+        step()
+        wall = time.perf_counter() - t0
+    collectives, seconds = {}, {"compute": 0.0, "collectives+waits": 0.0, "copies": 0.0}
+    for e in prof.events():
+        if not (e.name.startswith(("aten::", "c10d::", "_c10d_functional::", "gloo:")) or _COLLECTIVE.search(e.name)):
+            continue
+        comm = bool(_COLLECTIVE.search(e.name)) or "wait" in e.name or "barrier" in e.name
+        cat = "collectives+waits" if comm else "copies" if e.name in _COPY else "compute"
+        seconds[cat] += e.self_cpu_time_total * 1e-6
+        if _COLLECTIVE.search(e.name) and "wait" not in e.name:
+            parent, nested = e.cpu_parent, False
+            while parent is not None and not nested:
+                nested, parent = bool(_COLLECTIVE.search(parent.name)), parent.cpu_parent
+            if not nested:
+                c = collectives.setdefault(_kind(e.name), [0, 0])
+                c[0] += 1
+                c[1] += _numel(e.input_shapes)
+    seconds["python+dispatch+other"] = max(wall - sum(seconds.values()), 0.0)
+    return collectives, seconds
+
+
+def _rank(rank, world, row, name, mesh_shape, steps, warmup, calibration, plan_dir):
     torch.set_num_threads(1)  # 4 ranks share the machine's cores
     with PeakMemory("cpu") as mem:
         model, batch = build(name)
-        module, args, read, plan = _setup(row, name, model, batch, mesh_shape, calibration)
+        module, args, read, plan = _setup(row, name, model, batch, mesh_shape, calibration, plan_dir)
         opt = torch.optim.AdamW(module.parameters(), lr=1e-3)
 
         def step():
@@ -187,17 +298,13 @@ def _rank(rank, world, row, name, mesh_shape, steps, warmup, calibration):
         times.append(time.perf_counter() - t0)
     out = {"median_s": statistics.median(times), "peak_bytes": mem.peak_bytes, "loss": read(loss),
            "steps": 2 + warmup + steps}
+    if world > 1:
+        dist.barrier()
+    out["collectives"], out["breakdown"] = _profile_step(step)  # after the loss was read: not in it
     if plan is not None:
         out["estimate_s"] = plan.summary.estimated_step_s
         out["estimate_peak_bytes"] = plan.summary.memory.peak
         out["plan"] = dict(plan.param_placements())
-        if row == "ours_eager" and calibration:  # where the estimate is off, by op family and collective kind
-            from torch_localmap._runtime.profile import compare_with_plan
-            from torch_localmap.cost_model import load_cost_model
-
-            compiled, leaves = module._compiled_for(args, {})
-            inputs = [x.detach() for x in module._program_inputs(compiled, leaves)]
-            out["breakdown"] = compare_with_plan(compiled.program, plan, inputs, load_cost_model("cpu", calibration))
     return out
 
 
@@ -221,63 +328,120 @@ def calibrate(path: str) -> str:
     return path
 
 
-def run_row(row, name, mesh_shape, steps, warmup, calibration):
-    if row == "tp_fsdp2" and name not in HAND_TP:
+def run_row(row, name, mesh_shape, steps, warmup, calibration, plan_dir):
+    if row == "tp_fsdp2" and name not in HAND_TP or row == "ours_on_tp_fsdp2" and name not in HAND_TP:
         raise NotImplementedError(NO_HAND_TP)
-    # Every row in fresh processes: nothing a previous row allocated is in its memory figures.
+    # Every run in fresh processes: nothing a previous row allocated is in its memory figures.
     world = 1 if row == "single" else WORLD
-    results = run_distributed(_rank, world, row, name, mesh_shape, steps, warmup, calibration, timeout=1800,
-                              pg_timeout=600)
+    results = run_distributed(_rank, world, row, name, mesh_shape, steps, warmup, calibration, plan_dir,
+                              timeout=1800, pg_timeout=600)
     r0 = dict(results[0])
     r0["median_s"] = max(r["median_s"] for r in results)  # a step ends when the slowest rank ends
     r0["peak_bytes"] = max(r["peak_bytes"] for r in results)
     return r0
 
 
-def table(model, mesh_shape, results) -> str:
-    # The best distributed torch row: what a user would otherwise run on the same 4 ranks.
-    best = min((results[r]["median_s"] for r in TORCH_ROWS[1:] if "median_s" in results.get(r, {})), default=None)
-    lines = [f"\n### {model}, mesh {'x'.join(map(str, mesh_shape))} (4 gloo ranks; single: 1 process)",
-             "", "| row | step (median) | vs best torch | peak/rank measured | peak/rank estimate | est. step | loss |",
-             "|---|---|---|---|---|---|---|"]
+def run_case(name, mesh_shape, rows, a, plan_dir) -> dict:
+    """Every row --repeats times, interleaved; per row the median over runs of its median step."""
+    runs = {row: [] for row in rows}
+    errors = {}
+    for rep in range(a.repeats):
+        for row in rows:
+            if row in errors:
+                continue
+            if row == "single" and mesh_shape != tuple(int(x) for x in a.meshes.split(",")[0].split("x")):
+                continue  # one process: the same on every mesh; measured with the first
+            t0 = time.time()
+            try:
+                runs[row].append(run_row(row, name, mesh_shape, a.steps, a.warmup, a.calibration, plan_dir))
+            except NotImplementedError as e:
+                errors[row] = {"error": f"n/a: {e}"}
+            except Exception as e:  # ours: the row says why; torch's rows: the benchmark fails (main)
+                lines = [ln for ln in str(e).splitlines() if ln.strip()]
+                errors[row] = {"error": f"{type(e).__name__}: {lines[-1][:200] if lines else e}"}
+                print(str(e), file=sys.stderr)
+            print(f"[{name} {'x'.join(map(str, mesh_shape))} {row} run {rep + 1}: {time.time() - t0:.0f} s]",
+                  file=sys.stderr, flush=True)
+    results = dict(errors)
+    for row, rs in runs.items():
+        if rs and row not in errors:
+            r = dict(rs[0])
+            r["runs_s"] = [x["median_s"] for x in rs]
+            r["median_s"] = statistics.median(r["runs_s"])
+            r["peak_bytes"] = max(x["peak_bytes"] for x in rs)
+            results[row] = r
+    return results
+
+
+def _mib(b):
+    return f"{b / 2**20:.1f} MiB"
+
+
+def _collectives_text(c) -> str:
+    return ", ".join(f"{k} {n}x {el / 1e6:.2f}M el" for k, (n, el) in sorted(c.items())) or "none"
+
+
+def table(model, mesh_shape, results, best) -> str:
+    lines = [f"\n### {model}, mesh {'x'.join(map(str, mesh_shape))} (4 gloo ranks; single: 1 process)", "",
+             "| row | step (median of runs) | runs | vs best torch | peak/rank measured | peak/rank estimate "
+             "| est. step | loss |", "|---|---|---|---|---|---|---|---|"]
     for row in ROWS:
         r = results.get(row)
         if r is None:
             continue
         if "error" in r:
             what = r["error"] if r["error"].startswith("n/a") else f"failed: {r['error']}"
-            lines.append(f"| {row} | {what} | | | | | |")
+            lines.append(f"| {row} | {what} | | | | | | |")
             continue
         ratio = f"{r['median_s'] / best:.2f}x" if best else "-"
-        est = f"{r['estimate_peak_bytes'] / 2**20:.1f} MiB" if "estimate_peak_bytes" in r else "-"
+        est = _mib(r["estimate_peak_bytes"]) if "estimate_peak_bytes" in r else "-"
         est_t = f"{r['estimate_s'] * 1e3:.2f} ms" if "estimate_s" in r else "-"
-        lines.append(f"| {row} | {r['median_s'] * 1e3:.1f} ms | {ratio} | {r['peak_bytes'] / 2**20:.1f} MiB | {est} "
+        runs = " / ".join(f"{x * 1e3:.0f}" for x in r["runs_s"])
+        lines.append(f"| {row} | {r['median_s'] * 1e3:.1f} ms | {runs} | {ratio} | {_mib(r['peak_bytes'])} | {est} "
                      f"| {est_t} | {r['loss']:.5f} |")
-    losses = [r["loss"] for r in results.values() if "loss" in r]
-    spread = (max(losses) - min(losses)) / max(abs(min(losses)), 1e-12) if losses else 0.0
-    lines.append(f"\nlosses agree to {spread:.1e} (relative); steps per row: "
-                 f"{next(iter(r['steps'] for r in results.values() if 'steps' in r), '-')}")
-    bd = results.get("ours_eager", {}).get("breakdown")
-    if bd:
-        lines += ["", "ours_eager, one step node by node on rank 0 (collectives waited at once), against the "
-                  "calibrated cost model:", "", "| category | estimated | measured | measured/estimated |",
-                  "|---|---|---|---|"]
-        for key, e, m, r in bd[:12]:
-            lines.append(f"| {key} | {e * 1e3:.2f} ms | {m * 1e3:.2f} ms | {r:.2f} |")
-    ours = results.get("ours_compiled", {})
-    if best and "median_s" in ours:
-        ok = ours["median_s"] <= 1.1 * best
-        lines.append(f"target compiled <= 1.1x best torch row: {'met' if ok else 'MISSED'} "
-                     f"({ours['median_s'] / best:.2f}x)")
-    ddp = results.get("ddp", {})
-    for row in ("ours_eager", "ours_compiled"):
+    lines += ["", "One step under the profiler (rank 0): the collectives it issued, and where its time went "
+              "(the ops' own CPU time; the rest is Python, dispatch and waiting outside ops):", "",
+              "| row | collectives | compute | collectives+waits | copies | python+dispatch+other |",
+              "|---|---|---|---|---|---|"]
+    for row in ROWS:
         r = results.get(row, {})
-        sharded = any("S" in s for s in r.get("plan", {}).values())
-        if "peak_bytes" in r and "peak_bytes" in ddp and sharded:
-            ok = r["peak_bytes"] < ddp["peak_bytes"]
-            lines.append(f"target {row} peak < DDP's (plan shards parameters): {'met' if ok else 'MISSED'} "
-                         f"({r['peak_bytes'] / ddp['peak_bytes']:.2f}x)")
+        if "breakdown" in r:
+            b = r["breakdown"]
+            lines.append(f"| {row} | {_collectives_text(r['collectives'])} | "
+                         + " | ".join(f"{b[k] * 1e3:.1f} ms" for k in ("compute", "collectives+waits", "copies",
+                                                                         "python+dispatch+other")) + " |")
     return "\n".join(lines)
+
+
+def plan_checks(results) -> list:
+    """Ours on torch's plan must issue torch's collectives: the same kinds, the same elements
+    (within 5%: padding, the loss scalar). Returns the mismatches."""
+    bad = []
+    for ours, theirs in PARITY_ROWS.items():
+        a, b = results.get(ours, {}), results.get(theirs, {})
+        if "collectives" not in a or "collectives" not in b:
+            continue
+        ka, kb = a["collectives"], b["collectives"]
+        same = set(ka) == set(kb) and all(abs(ka[k][1] - kb[k][1]) <= 0.05 * max(kb[k][1], 1) for k in kb)
+        if not same:
+            bad.append(f"{ours}: {_collectives_text(ka)}; {theirs}: {_collectives_text(kb)}")
+    return bad
+
+
+def verdicts(model, mesh_key, results, best) -> list:
+    out = []
+    planned = [results[r]["median_s"] for r in ("ours", "ours_compiled") if "median_s" in results.get(r, {})]
+    if planned and best:
+        out.append(f"verdict {model} {mesh_key} planned_vs_best_torch {min(planned) / best:.2f}")
+    for ours, theirs in PARITY_ROWS.items():
+        a, b = results.get(ours, {}), results.get(theirs, {})
+        if "median_s" in a and "median_s" in b:
+            out.append(f"verdict {model} {mesh_key} runtime_on_{theirs}_plan_vs_{theirs} "
+                       f"{a['median_s'] / b['median_s']:.2f}")
+    r = results.get("ours", {})
+    if "estimate_s" in r and "median_s" in r:
+        out.append(f"verdict {model} {mesh_key} estimate_vs_measured {r['estimate_s'] / r['median_s']:.2f}")
+    return out
 
 
 def main(argv=None):
@@ -287,38 +451,64 @@ def main(argv=None):
     p.add_argument("--rows", default=",".join(ROWS))
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=3, help="runs of each row, interleaved with the other rows")
     p.add_argument("--calibration", default=None,
                    help="a cost-model profile to plan with (default: measure this machine first; 'none': the table)")
     p.add_argument("--json", default=None, help="write all results here")
     a = p.parse_args(argv)
-    if a.steps < 20:
-        print("note: fewer than 20 timed steps", file=sys.stderr)
-    everything = {}
+    if a.steps < 20 or a.repeats < 3:
+        print("note: fewer than 20 timed steps or 3 runs per row", file=sys.stderr)
     if a.calibration is None:
         a.calibration = calibrate(os.path.join(os.environ.get("TMPDIR", "/tmp"), "tlm_step_time_profile.json"))
         print(f"calibrated: {a.calibration}", file=sys.stderr)
     elif a.calibration == "none":
         a.calibration = None
-    for name in a.models.split(","):
-        for m in a.meshes.split(","):
-            mesh_shape = tuple(int(s) for s in m.split("x"))
-            results = {}
-            for row in a.rows.split(","):
-                t0 = time.time()
-                try:
-                    results[row] = run_row(row, name, mesh_shape, a.steps, a.warmup, a.calibration)
-                except NotImplementedError as e:
-                    results[row] = {"error": f"n/a: {e}"}
-                except Exception as e:  # a row that cannot run says why; the others still run
-                    lines = [ln for ln in str(e).splitlines() if ln.strip()]
-                    results[row] = {"error": f"{type(e).__name__}: {lines[-1][:200] if lines else e}"}
-                    print(str(e), file=sys.stderr)
-                print(f"[{name} {m} {row}: {time.time() - t0:.0f} s]", file=sys.stderr, flush=True)
-            print(table(name, mesh_shape, results), flush=True)
-            everything[f"{name}/{m}"] = results
+    rows = [r for r in a.rows.split(",") if r]
+    unknown = set(rows) - set(ROWS)
+    if unknown:
+        raise SystemExit(f"unknown rows {sorted(unknown)}; expected some of {ROWS}")
+    everything, failures, lines = {}, [], []
+    with tempfile.TemporaryDirectory(prefix="tlm_step_time_plans_") as plan_dir:
+        for name in a.models.split(","):
+            per_mesh = {}
+            for m in a.meshes.split(","):
+                mesh_shape = tuple(int(s) for s in m.split("x"))
+                per_mesh[m] = results = run_case(name, mesh_shape, rows, a, plan_dir)
+                everything[f"{name}/{m}"] = results
+                for row in TORCH_ROWS:
+                    err = results.get(row, {}).get("error", "")
+                    if err and not err.startswith("n/a"):
+                        failures.append(f"{name} {m} {row}: {err}")
+            if "single" in rows:  # measured once per model (first mesh); the reference of every mesh
+                first = per_mesh[a.meshes.split(",")[0]].get("single")
+                for results in per_mesh.values():
+                    if first is not None:
+                        results.setdefault("single", first)
+            # The best torch row: the best distributed torch configuration over every mesh.
+            best = min((r[row]["median_s"] for r in per_mesh.values() for row in TORCH_ROWS[1:]
+                        if "median_s" in r.get(row, {})), default=None)
+            for m, results in per_mesh.items():
+                mesh_shape = tuple(int(s) for s in m.split("x"))
+                print(table(name, mesh_shape, results, best), flush=True)
+                losses = {row: r["loss"] for row, r in results.items() if "loss" in r}
+                if losses:
+                    lo, hi = min(losses.values()), max(losses.values())
+                    spread = (hi - lo) / max(abs(lo), 1e-12)
+                    print(f"\nlosses agree to {spread:.1e} (relative; bound {LOSS_RTOL:g})")
+                    if spread > LOSS_RTOL:
+                        failures.append(f"{name} {m}: the rows end at different losses {losses}")
+                for bad in plan_checks(results):
+                    failures.append(f"{name} {m}: not torch's plan: {bad}")
+                print("plan check (ours on torch's plans issue torch's collectives): "
+                      + ("ok" if not plan_checks(results) else "MISMATCH"))
+                lines += verdicts(name, m, results, best)
+    print("\n" + "\n".join(lines))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(everything, f, indent=1, default=str)
+    if failures:
+        print("\nFAILED:\n" + "\n".join(failures), file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -45,9 +45,9 @@ from ._spmd import RankProgram, local_example_inputs, trace_rank_program
 from .placements import as_spec, spec_to_placements
 
 _KNOWN_OPTIONS = {"device", "time_limit", "memory_limit", "calibration", "fallback_replicate", "seed", "timeout",
-                  "inductor", "overlap", "reshard_after_forward"}
+                  "inductor", "overlap", "reshard_after_forward", "bucket_cap_mb"}
 # How the per-rank programs run (parallelize's compile / overlap / reshard_after_forward).
-_EXECUTION_OPTIONS = ("inductor", "overlap", "reshard_after_forward")
+_EXECUTION_OPTIONS = ("inductor", "overlap", "reshard_after_forward", "bucket_cap_mb")
 
 # One placement per plain parameter, shared by every graph that reads it: (mesh shape, spec),
 # kept on the Parameter object itself (it lives and dies with it; tensors cannot be keys of
@@ -73,7 +73,7 @@ def localmap_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **_
 
     ex = {k: options.pop(k) for k in _EXECUTION_OPTIONS if k in options}
     execution = _execution_options(mesh, ex.get("inductor"), ex.get("reshard_after_forward"), ex.get("overlap", True),
-                                   options.get("memory_limit", "device"))
+                                   options.get("memory_limit", "device"), ex.get("bucket_cap_mb", 25))
     graph = _CompiledGraph(gm, list(example_inputs), runtime_mesh(mesh, options["timeout"]), options, on_plan)
     graph.execution = execution
     graph.saved_plans = saved

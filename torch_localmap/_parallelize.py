@@ -60,6 +60,7 @@ class _Options:
     execution: ExecutionOptions = dataclasses.field(default_factory=ExecutionOptions)
     optimizer_states: int = 2  # for the plan's memory estimate (AdamW keeps 2 tensors per parameter)
     plan: object = None  # a saved Plan for the first call signature (applied, not solved)
+    like: str | None = None  # torch's plan to follow ("ddp" | "fsdp2"), None: the planner's own
 
 
 @dataclasses.dataclass
@@ -222,7 +223,7 @@ class ParallelModule(nn.Module):
                            fallback_replicate=o.fallback_replicate, timeout=o.timeout,
                            input_specs={str(i): s for i, s in input_specs.items()},
                            root_hooks=False,  # forward() runs them around the program
-                           mp_policy=o.mp_policy, optimizer_states=o.optimizer_states, plan=saved)
+                           mp_policy=o.mp_policy, optimizer_states=o.optimizer_states, plan=saved, like=o.like)
         if not self._distributed:
             self._distribute_state(plan)
         joint = plan.joint
@@ -419,7 +420,8 @@ def _aliases(module, tensor) -> list:
 def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *, device="H100", time_limit=10.0,
                 memory_limit="device", fixed_params=None, calibration=None, fallback_replicate=True,
                 timeout=DEFAULT_TIMEOUT, input_placements=None, mp_policy=None, compile=None,
-                reshard_after_forward=None, overlap=True, optimizer_states=2, plan=None) -> ParallelModule:
+                reshard_after_forward=None, overlap=True, optimizer_states=2, plan=None,
+                like=None, bucket_cap_mb=25) -> ParallelModule:
     """Plans `model(*example_args, **example_kwargs)` on `mesh` and returns the parallel
     module. Parameters and buffers become DTensors in the planned placements; every rank must
     call this with the same model state and example arguments.
@@ -440,12 +442,21 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
     frees gathered parameters after forward and gathers them again in backward (None: yes
     unless `memory_limit` leaves room to keep them). `optimizer_states`: tensors of a
     parameter's size the optimizer keeps (AdamW 2, SGD with momentum 1), for the plan's
-    memory estimate (`plan.summary.memory`).
+    memory estimate (`plan.summary.memory`). `bucket_cap_mb` (DDP's name and default):
+    collectives of one kind, group and dtype whose inputs are ready one after another --
+    parameter gradients above all -- run as one collective on a flat buffer of at most
+    this size (0: each on its own).
 
     `plan` (a Plan, e.g. Plan.load(path), or a plan file's path): apply this saved plan to the
     example call instead of solving, after checking it was made for this model's graph, this
     mesh's shape and these example inputs (PlanMismatchError names what differs); see
-    docs/user_guide.md, "Plan once, train many". Later call signatures are planned as usual."""
+    docs/user_guide.md, "Plan once, train many". Later call signatures are planned as usual.
+
+    `like` ("ddp" or "fsdp2"): plan exactly as that torch wrapper runs the step -- parameters
+    replicated (DDP) or sharded on their first dim over every mesh dim (FSDP2), activations
+    kept on the rank whose batch shard made them, parameter gradients reduced -- to compare
+    our runtime with torch's on torch's own plan. `fixed_params` still overrides single
+    parameters. A model with an op that cannot run on a local batch shard is refused."""
     _check_mesh(mesh)
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -455,9 +466,10 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
     options = _Options(device=device, time_limit=time_limit, memory_limit=memory_limit, fixed_params=fixed_params,
                        calibration=calibration, fallback_replicate=fallback_replicate, timeout=timeout,
                        input_placements=dict(input_placements or {}), mp_policy=mp_check(mp_policy),
-                       execution=_execution_options(mesh, compile, reshard_after_forward, overlap, memory_limit),
+                       execution=_execution_options(mesh, compile, reshard_after_forward, overlap, memory_limit,
+                                                    bucket_cap_mb),
                        optimizer_states=_check_count(optimizer_states, "optimizer_states"),
-                       plan=None if plan is None else as_saved_plan(plan))
+                       plan=None if plan is None else as_saved_plan(plan), like=_check_like(like))
     pmodel = ParallelModule(model, mesh, options)
     args = example_args if isinstance(example_args, (tuple, list)) else (example_args,)
     pmodel._compiled_for(tuple(args), dict(example_kwargs or {}))  # plans and shards the state; runs nothing
@@ -470,13 +482,19 @@ def _memory_room(memory_limit, plan):
     return None if limit is None else limit - plan.summary.memory.peak
 
 
+def _check_like(like):
+    if like is not None and like not in ("ddp", "fsdp2"):
+        raise ValueError(f"like: expected 'ddp', 'fsdp2' or None, got {like!r}")
+    return like
+
+
 def _check_count(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise TypeError(f"{name} must be a non-negative int, got {value!r}")
     return value
 
 
-def _execution_options(mesh, compile, reshard_after_forward, overlap, memory_limit) -> ExecutionOptions:
+def _execution_options(mesh, compile, reshard_after_forward, overlap, memory_limit, bucket_cap_mb) -> ExecutionOptions:
     for name, value in (("compile", compile), ("reshard_after_forward", reshard_after_forward)):
         if value is not None and not isinstance(value, bool):
             raise TypeError(f"{name} must be True, False or None, got {value!r}")
@@ -486,7 +504,10 @@ def _execution_options(mesh, compile, reshard_after_forward, overlap, memory_lim
         compile = mesh.device_type == "cuda"
     if reshard_after_forward is None and explicit_memory_limit(memory_limit) is None:
         reshard_after_forward = True  # FSDP2's default; with a limit, each plan decides (RankProgram)
-    return ExecutionOptions(reshard_after_forward=reshard_after_forward, overlap=overlap, compile=compile)
+    if isinstance(bucket_cap_mb, bool) or not isinstance(bucket_cap_mb, (int, float)) or not bucket_cap_mb >= 0:
+        raise ValueError(f"bucket_cap_mb: expected a non-negative number of MiB (0: no buckets), got {bucket_cap_mb!r}")
+    return ExecutionOptions(reshard_after_forward=reshard_after_forward, overlap=overlap, compile=compile,
+                            bucket_bytes=int(bucket_cap_mb * 2**20))
 
 
 def _sync_rng_state(mesh) -> None:

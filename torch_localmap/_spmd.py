@@ -23,6 +23,7 @@ from ._runtime.random_ops import is_random, run_sharded
 from ._runtime.compile import ExecutionOptions, CompiledOnFirstCall
 from ._runtime.redistribute import redistribute_local
 from ._runtime.reshard import kept_gather_bytes, mark_reshard_after_forward
+from ._runtime.bucketing import bucket_collectives
 from ._runtime.schedule import schedule_overlap
 
 
@@ -245,6 +246,11 @@ class RankProgram:
             self.fw, self.bw = _torch_private.partition_joint(joint_spmd, num_fwd_outputs)
         else:
             self.fw, self.bw = joint_spmd, None
+        self.buckets = 0
+        if self.options.bucket_bytes:
+            for gm in (self.fw, self.bw):
+                if gm is not None:
+                    self.buckets += bucket_collectives(gm, self.options.bucket_bytes)
         if self.options.overlap:
             for gm in (self.fw, self.bw):
                 if gm is not None:

@@ -122,6 +122,25 @@ std::string target_of(const IrNode& node) {
   return node.extra.find("target") ? node.extra.at("target").as_string() : node.name;
 }
 
+// Where torch's plan `like` keeps a parameter or buffer (BoundaryPolicy::like): FSDP2
+// shards a parameter's first dim over every mesh dim (flattened) when its strategies
+// offer that; everything else is replicated, as DDP keeps it.
+PlacementSpec like_state_spec(const std::string& like, const IrNode& node, const NodeStrategies& strat,
+                              const PlacementSpec& rep) {
+  if (like != "fsdp2" || node.role != "param" || node.outputs.at(0).ndim() == 0) return rep;
+  const PlacementSpec dim0(rep.size(), Placement::shard(0));
+  return find_output_spec(strat.strategies, dim0) >= 0 ? dim0 : rep;
+}
+
+// Where torch's plan `like` has a user input that arrives whole: split over the batch (its
+// first dim) on every mesh dim, as each rank's data loader gives it its own samples -- a
+// local cut, no communication -- where the shape allows; otherwise replicated.
+PlacementSpec like_input_spec(const std::string& like, const NodeStrategies& strat, const PlacementSpec& rep) {
+  if (like.empty()) return rep;
+  const PlacementSpec batch(rep.size(), Placement::shard(0));
+  return find_output_spec(strat.strategies, batch) >= 0 ? batch : rep;
+}
+
 Placeholders pin_placeholders(const Graph& g, const std::vector<NodeStrategies>& strat, const BoundaryPolicy& policy,
                               solver::Problem& prob) {
   Placeholders out;
@@ -143,6 +162,7 @@ Placeholders pin_placeholders(const Graph& g, const std::vector<NodeStrategies>&
       auto fixed = policy.fixed_params.find(target);
       if (fixed != policy.fixed_params.end()) pin(i, fixed->second, node.role == "param" ? "parameter '" + target + "'"
                                                                                       : "buffer '" + target + "'");
+      else if (!policy.like.empty()) pin(i, like_state_spec(policy.like, node, strat[i], rep), "'" + target + "'");
     } else if (node.role == "tangent" && policy.train && !policy.replicate_outputs &&
                !(node.extra.find("output") &&
                  policy.replicated_outputs.count(node.extra.at("output").as_string("tangent extra.output")))) {
@@ -150,7 +170,8 @@ Placeholders pin_placeholders(const Graph& g, const std::vector<NodeStrategies>&
     } else if (node.role == "input") {
       out.inputs[target] = i;
       auto given = policy.input_specs.find(target);
-      pin(i, given != policy.input_specs.end() ? given->second : rep, "input " + target);
+      pin(i, given != policy.input_specs.end() ? given->second : like_input_spec(policy.like, strat[i], rep),
+          "input " + target);
     } else {
       pin(i, rep, "placeholder '" + node.name + "'");
     }
@@ -490,9 +511,26 @@ solver::Cost RedistCostCache::price(int meta, MetaTable& t, int src, int dst) {
   return to_cost(total);
 }
 
+bool known_like(const std::string& like) { return like.empty() || like == "ddp" || like == "fsdp2"; }
+
+namespace {
+// Under a torch plan (BoundaryPolicy::like) the edge from `r` may not communicate: it
+// carries an activation (not a parameter or buffer) of more than one element.
+bool local_under_like(const BoundaryPolicy& policy, const Graph& g, const TensorRef& r) {
+  if (policy.like.empty()) return false;
+  const IrNode& producer = g.nodes[r.node];
+  if (producer.op == "placeholder" && (producer.role == "param" || producer.role == "buffer")) return false;
+  int64_t numel = 1;
+  for (int64_t d : g.meta(r).shape) numel *= d;
+  return numel > 1;
+}
+}  // namespace
+
 void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat, const CostModel& cm,
                        const BoundaryPolicy& policy, std::optional<int64_t> memory_limit, bool materialize_edges,
                        CostTables& t) {
+  if (!known_like(policy.like))
+    throw InvalidArgument("like: expected '', 'ddp' or 'fsdp2', got '" + policy.like + "'");
   const int n = static_cast<int>(g.nodes.size());
   t.problem.name = "plan";
   std::vector<SpecIds> ids(n);
@@ -516,7 +554,8 @@ void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat,
     for (size_t k = 0; k < node.tensor_inputs.size(); ++k) {
       const TensorRef& r = node.tensor_inputs[k];
       const auto src = column(ids[r.node].out, r.output), dst = column(ids[v].in, k);
-      edges.add(r.node, v, edges.matrices().get(t.redist.meta_id(g.meta(r)), src, dst, rule));
+      const InputEdgeRule edge_rule = local_under_like(policy, g, r) ? InputEdgeRule::AsProduced : rule;
+      edges.add(r.node, v, edges.matrices().get(t.redist.meta_id(g.meta(r)), src, dst, edge_rule));
     }
   }
   solver::trace("tables: edges (%lld computed redistribution costs)", (long long)t.redist.size());

@@ -51,7 +51,19 @@ struct BoundaryPolicy {
   // Train mode: tensors of a parameter's size the optimizer keeps (they and
   // the parameters occupy memory for the whole step).
   int optimizer_states = 0;
+  // "ddp" or "fsdp2": torch's data-parallel plans. Parameters not in fixed_params
+  // are pinned (DDP: replicated; FSDP2: Shard(0) on every mesh dim where their
+  // first dim allows it), buffers replicated, user inputs not in input_specs split
+  // over their first (batch) dim, and only state communicates: an
+  // edge from anything but a parameter or buffer moves no data between ranks
+  // unless its tensor is a scalar (the loss), so activations stay on the rank
+  // whose batch shard made them and parameter gradients are reduced into their
+  // sinks. "": no such restriction.
+  std::string like;
 };
+
+// Whether `like` names a known torch plan ("", "ddp", "fsdp2").
+bool known_like(const std::string& like);
 
 // Redistribution time between specs of one tensor meta, cached. Specs and
 // metas are interned to small integers so edge loops touch no strings.

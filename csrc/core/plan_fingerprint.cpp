@@ -148,7 +148,9 @@ std::string boundary_description(const PlanOptions& o) {
   s += "];input_specs={";
   first = true;
   for (const auto& kv : o.input_specs) s += (first ? "" : ",") + kv.first + ":" + to_string(kv.second), first = false;
-  return s + "}";
+  s += "}";
+  if (!o.like.empty()) s += ";like=" + o.like;  // absent when unset: older plan files keep their hash
+  return s;
 }
 
 std::string fingerprint_hash(const std::string& graph_hex, const std::vector<int64_t>& mesh_shape,

@@ -61,6 +61,11 @@ PlanOptions read_plan_options(const json::Value& v) {
   if (auto* x = v.find("replicated_outputs"))
     for (const auto& t : x->as_array("options.replicated_outputs"))
       o.replicated_outputs.insert(t.as_string("options.replicated_outputs[]"));
+  if (auto* x = v.find("like"); x && !x->is_null()) {
+    o.like = x->as_string("options.like");
+    if (!known_like(o.like))
+      throw InvalidArgument("options.like: expected 'ddp', 'fsdp2' or null, got '" + o.like + "'");
+  }
   if (auto* x = v.find("outputs")) {
     o.outputs = x->as_string("options.outputs");
     if (o.outputs != "free" && o.outputs != "replicated")

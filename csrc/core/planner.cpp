@@ -14,7 +14,7 @@ namespace {
 
 BoundaryPolicy policy_of(const PlanOptions& o) {
   return BoundaryPolicy{o.mode == "train", o.fixed_params, o.input_specs, o.outputs == "replicated",
-                        o.replicated_outputs, o.optimizer_states};
+                        o.replicated_outputs, o.optimizer_states, o.like};
 }
 
 StrategyOptions strategy_options(const PlanOptions& o) {
@@ -93,6 +93,11 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt) {
   try {
     result = solver::solve(p.tables.problem, so);
   } catch (const solver::InfeasibleError& e) {
+    if (!opt.like.empty())
+      throw solver::InfeasibleError("like='" + opt.like + "': no plan of this graph keeps every activation on its " +
+                                    "own rank (" + e.what() + "); some op's only rules need communication on the " +
+                                    "batch (e.g. batch statistics or an op without a sharding rule). Expected a " +
+                                    "model whose ops all shard over the batch, or like=None.");
     if (p.limit.bytes <= 0) throw;
     throw solver::InfeasibleError("no plan fits the per-rank memory limit of " +
                                   std::to_string(p.limit.bytes) + " bytes (" + p.limit.source +

@@ -54,6 +54,10 @@ struct PlanOptions {
   std::map<std::string, PlacementSpec> fixed_params;
   // User inputs that arrive sharded (data loaders, DTensor inputs), by flat input index.
   std::map<std::string, PlacementSpec> input_specs;
+  // Plan as one of torch's data-parallel wrappers would run the step, so our runtime
+  // can be measured on torch's own plan (cost_tables.h, BoundaryPolicy::like):
+  // "" (free), "ddp" or "fsdp2".
+  std::string like;
   // "free": forward outputs leave in any R/S spec (parallelize returns DTensors);
   // "replicated": whole on every rank (the compile backend hands plain tensors
   // back to the Python code around the graph).

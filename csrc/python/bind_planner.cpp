@@ -8,6 +8,7 @@
 #include "core/plan_check.h"
 #include "core/plan_fingerprint.h"
 #include "core/plan_json.h"
+#include "core/collective_buckets.h"
 #include "core/overlap_schedule.h"
 #include "core/placement.h"
 #include "core/planner.h"
@@ -15,6 +16,38 @@
 namespace py = pybind11;
 
 namespace tlm::pybind {
+
+namespace {
+
+// A rank program as the scheduling passes read it: one letter per node (F fixed, C
+// compute, M move, S collective start, W wait), inputs as offsets into one flat list.
+std::vector<ScheduleNode> schedule_nodes(const char* what, const std::string& kinds,
+                                         const std::vector<int64_t>& input_offsets, const std::vector<int>& inputs,
+                                         const std::vector<int64_t>& bytes) {
+  const size_t n = kinds.size();
+  if (input_offsets.size() != n + 1 || bytes.size() != n || input_offsets.back() != static_cast<int64_t>(inputs.size()))
+    throw InvalidArgument(std::string(what) + ": expected len(input_offsets) == len(kinds) + 1 == len(bytes) + 1 and "
+                          "input_offsets[-1] == len(inputs)");
+  std::vector<ScheduleNode> nodes(n);
+  for (size_t i = 0; i < n; ++i) {
+    switch (kinds[i]) {
+      case 'F': nodes[i].kind = ScheduleKind::Fixed; break;
+      case 'C': nodes[i].kind = ScheduleKind::Compute; break;
+      case 'M': nodes[i].kind = ScheduleKind::Move; break;
+      case 'S': nodes[i].kind = ScheduleKind::Start; break;
+      case 'W': nodes[i].kind = ScheduleKind::Wait; break;
+      default: throw InvalidArgument(std::string(what) + ": unknown node kind '" + kinds[i] +
+                                     "'; expected one of F (fixed), C (compute), M (move), S (start), W (wait)");
+    }
+    if (input_offsets[i] < 0 || input_offsets[i] > input_offsets[i + 1])
+      throw InvalidArgument(std::string(what) + ": input_offsets must start at 0 and not decrease");
+    nodes[i].inputs.assign(inputs.begin() + input_offsets[i], inputs.begin() + input_offsets[i + 1]);
+    nodes[i].bytes = bytes[i];
+  }
+  return nodes;
+}
+
+}  // namespace
 
 void bind_planner(py::module_& m) {
   m.attr("PLAN_FORMAT_VERSION") = kPlanFormatVersion;
@@ -145,32 +178,23 @@ void bind_planner(py::module_& m) {
       "overlap_order",
       [](const std::string& kinds, const std::vector<int64_t>& input_offsets, const std::vector<int>& inputs,
          const std::vector<int64_t>& bytes, int64_t inflight_limit) {
-        const size_t n = kinds.size();
-        if (input_offsets.size() != n + 1 || bytes.size() != n || input_offsets.back() != static_cast<int64_t>(inputs.size()))
-          throw InvalidArgument("overlap_order: expected len(input_offsets) == len(kinds) + 1 == len(bytes) + 1 and "
-                                "input_offsets[-1] == len(inputs)");
-        std::vector<ScheduleNode> nodes(n);
-        for (size_t i = 0; i < n; ++i) {
-          switch (kinds[i]) {
-            case 'F': nodes[i].kind = ScheduleKind::Fixed; break;
-            case 'C': nodes[i].kind = ScheduleKind::Compute; break;
-            case 'M': nodes[i].kind = ScheduleKind::Move; break;
-            case 'S': nodes[i].kind = ScheduleKind::Start; break;
-            case 'W': nodes[i].kind = ScheduleKind::Wait; break;
-            default: throw InvalidArgument(std::string("overlap_order: unknown node kind '") + kinds[i] +
-                                           "'; expected one of F (fixed), C (compute), M (move), S (start), W (wait)");
-          }
-          if (input_offsets[i] > input_offsets[i + 1])
-            throw InvalidArgument("overlap_order: input_offsets must not decrease");
-          nodes[i].inputs.assign(inputs.begin() + input_offsets[i], inputs.begin() + input_offsets[i + 1]);
-          nodes[i].bytes = bytes[i];
-        }
-        return overlap_order(nodes, inflight_limit);
+        return overlap_order(schedule_nodes("overlap_order", kinds, input_offsets, inputs, bytes), inflight_limit);
       },
       py::arg("kinds"), py::arg("input_offsets"), py::arg("inputs"), py::arg("bytes"), py::arg("inflight_limit"),
       "A rank program's node order that issues collectives early and waits late (core/overlap_schedule.h). "
       "kinds: one letter per node (F fixed, C compute, M move, S collective start, W wait); node i's inputs are "
       "inputs[input_offsets[i]:input_offsets[i+1]]; bytes: per start its buffer; inflight_limit < 0: unbounded.");
+  m.def(
+      "collective_buckets",
+      [](const std::string& kinds, const std::vector<int64_t>& input_offsets, const std::vector<int>& inputs,
+         const std::vector<int64_t>& bytes, const std::vector<int>& keys, int64_t cap_bytes) {
+        return collective_buckets(schedule_nodes("collective_buckets", kinds, input_offsets, inputs, bytes), keys,
+                                  cap_bytes);
+      },
+      py::arg("kinds"), py::arg("input_offsets"), py::arg("inputs"), py::arg("bytes"), py::arg("keys"),
+      py::arg("cap_bytes"),
+      "Per node, the bucket its collective shares with others (-1: none), for a graph described as overlap_order's "
+      "(core/collective_buckets.h). keys: per start its compatibility class (-1: never bucketed).");
 }
 
 }  // namespace tlm::pybind

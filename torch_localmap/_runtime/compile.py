@@ -23,6 +23,9 @@ class ExecutionOptions:
     overlap: bool = True  # issue collectives early, wait late (core/overlap_schedule.h)
     inflight_bytes: int | None = None  # overlap's bound on bytes in flight (None: 2x the largest collective)
     compile: bool = False  # Inductor
+    # Collectives of one kind merged into flat buffers of at most this many bytes (DDP's
+    # bucket_cap_mb; bucketing.py); 0: every collective on its own.
+    bucket_bytes: int = 25 * 2**20
 
 
 class CompiledOnFirstCall:

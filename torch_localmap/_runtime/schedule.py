@@ -41,6 +41,8 @@ def node_kind(node: fx.Node) -> str:
     """F (placeholder, output), W (wait), S (collective), M (data movement) or C (compute)."""
     if node.op in ("placeholder", "output", "get_attr"):
         return "F"
+    if node.meta.get("tlm_move"):  # a bucket's copy-in and unpacking (bucketing.py)
+        return "M"
     if is_wait(node):
         return "W"
     if is_collective(node):
@@ -57,27 +59,33 @@ def collective_bytes(gm: fx.GraphModule) -> list:
     return [_nbytes(n) for n in gm.graph.nodes if is_collective(n) and not is_wait(n)]
 
 
+def describe(gm: fx.GraphModule):
+    """The graph as the C++ scheduling passes read it, in one call's worth of arrays: (nodes,
+    kinds (one letter per node, node_kind), input offsets, flat inputs, bytes per collective)."""
+    nodes = list(gm.graph.nodes)
+    index = {n: i for i, n in enumerate(nodes)}
+    kinds, offsets, inputs, nbytes = [], [0], [], []
+    for n in nodes:
+        kind = node_kind(n)
+        kinds.append(kind)
+        inputs.extend(sorted({index[a] for a in n.all_input_nodes}))
+        offsets.append(len(inputs))
+        nbytes.append(_nbytes(n) if kind == "S" else 0)
+    return nodes, "".join(kinds), offsets, inputs, nbytes
+
+
 def schedule_overlap(gm: fx.GraphModule, inflight_limit: int | None = None) -> fx.GraphModule:
     """Reorders `gm`'s nodes in place for overlap (and recompiles it).
 
     `inflight_limit`: bytes of collectives issued but not yet waited for; None: twice the
     largest collective (one more in flight while the current one is used, like FSDP's
     prefetch of the next layer); < 0: unbounded."""
-    nodes = list(gm.graph.nodes)
     sizes = collective_bytes(gm)
     if not sizes:
         return gm
-    index = {n: i for i, n in enumerate(nodes)}
-    kinds, offsets, inputs, nbytes = [], [0], [], []
-    for n in nodes:
-        kind = node_kind(n)
-        kinds.append(kind)
-        ins = sorted({index[a] for a in n.all_input_nodes})
-        inputs.extend(ins)
-        offsets.append(len(inputs))
-        nbytes.append(_nbytes(n) if kind == "S" else 0)
+    nodes, kinds, offsets, inputs, nbytes = describe(gm)
     limit = 2 * max(sizes) if inflight_limit is None else int(inflight_limit)
-    order = _C.overlap_order("".join(kinds), offsets, inputs, nbytes, limit)
+    order = _C.overlap_order(kinds, offsets, inputs, nbytes, limit)
     anchor = nodes[order[0]]
     for i in order[1:]:
         anchor.append(nodes[i])

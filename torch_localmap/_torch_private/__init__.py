@@ -83,8 +83,15 @@ def _planning_decompositions() -> dict:
     over the batch divided by the total weight (what the mean kernel computes), both sums
     shard over the batch (Partial scalars) and only the two scalars are reduced."""
     aten = torch.ops.aten
-    return {aten.nll_loss_forward.default: _nll_loss_mean_as_sum(aten.nll_loss_forward.default),
-            aten.nll_loss2d_forward.default: _nll_loss_mean_as_sum(aten.nll_loss2d_forward.default)}
+    from torch._decomp import get_decompositions
+
+    # mse_loss and its backward divide by the element count inside one kernel, so a shard
+    # would divide by its own count; as torch's decompositions (sub, pow, mean; the
+    # backward's division by the global count) every piece has a rule that shards.
+    table = get_decompositions([aten.mse_loss.default, aten.mse_loss_backward.default])
+    table.update({aten.nll_loss_forward.default: _nll_loss_mean_as_sum(aten.nll_loss_forward.default),
+                  aten.nll_loss2d_forward.default: _nll_loss_mean_as_sum(aten.nll_loss2d_forward.default)})
+    return table
 
 
 def opinfo_database() -> list:

@@ -1,0 +1,108 @@
+#include "core/collective_buckets.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "core/placement.h"
+
+namespace tlm {
+namespace {
+
+// Bitset over the program's Waits: which of them each node depends on.
+class WaitAncestors {
+ public:
+  explicit WaitAncestors(const std::vector<ScheduleNode>& nodes) : n_(nodes.size()) {
+    std::vector<int> wait_index(n_, -1);
+    for (size_t i = 0; i < n_; ++i)
+      if (nodes[i].kind == ScheduleKind::Wait) wait_index[i] = waits_++;
+    words_ = (static_cast<size_t>(waits_) + 63) / 64;
+    bits_.assign(n_ * words_, 0);
+    for (size_t i = 0; i < n_; ++i)
+      for (int in : nodes[i].inputs) {
+        const size_t src = static_cast<size_t>(in);
+        for (size_t w = 0; w < words_; ++w) bits_[i * words_ + w] |= bits_[src * words_ + w];
+        if (wait_index[src] >= 0) set(i, wait_index[src]);
+      }
+    wait_index_ = std::move(wait_index);
+  }
+  // Whether node `node` depends on the Wait `wait`.
+  bool depends(int node, int wait) const {
+    const int k = wait_index_.at(static_cast<size_t>(wait));
+    return k >= 0 && (bits_[static_cast<size_t>(node) * words_ + static_cast<size_t>(k) / 64] >> (k % 64)) & 1u;
+  }
+
+ private:
+  void set(size_t node, int k) { bits_[node * words_ + static_cast<size_t>(k) / 64] |= uint64_t{1} << (k % 64); }
+  size_t n_;
+  int waits_ = 0;
+  size_t words_ = 0;
+  std::vector<uint64_t> bits_;
+  std::vector<int> wait_index_;
+};
+
+}  // namespace
+
+std::vector<int> collective_buckets(const std::vector<ScheduleNode>& nodes, const std::vector<int>& keys,
+                                    int64_t cap_bytes) {
+  const size_t n = nodes.size();
+  if (keys.size() != n) throw InvalidArgument("collective_buckets: expected one key per node");
+  if (cap_bytes <= 0) throw InvalidArgument("collective_buckets: the byte cap must be positive");
+  std::vector<int> wait_of(n, -1);
+  for (size_t i = 0; i < n; ++i) {
+    for (int in : nodes[i].inputs)
+      if (in < 0 || static_cast<size_t>(in) >= i)
+        throw InvalidArgument("collective_buckets: node " + std::to_string(i) + " has input " + std::to_string(in) +
+                              " that is not an earlier node");
+    if (nodes[i].kind == ScheduleKind::Wait) {
+      if (nodes[i].inputs.size() != 1 || nodes[static_cast<size_t>(nodes[i].inputs[0])].kind != ScheduleKind::Start)
+        throw InvalidArgument("collective_buckets: wait " + std::to_string(i) + " must have one Start as its input");
+      wait_of[static_cast<size_t>(nodes[i].inputs[0])] = static_cast<int>(i);
+    }
+  }
+  // Candidates in the order their inputs are ready (ties: graph order).
+  std::vector<int> starts;
+  std::vector<int> ready(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (nodes[i].kind != ScheduleKind::Start || keys[i] < 0 || wait_of[i] < 0) continue;
+    for (int in : nodes[i].inputs) ready[i] = std::max(ready[i], in);
+    starts.push_back(static_cast<int>(i));
+  }
+  std::stable_sort(starts.begin(), starts.end(), [&](int a, int b) { return ready[a] < ready[b]; });
+  const WaitAncestors ancestors(nodes);
+  struct Open {
+    std::vector<int> members;
+    int64_t bytes = 0;
+  };
+  std::map<int, Open> open;  // by key: the bucket being filled
+  std::vector<std::vector<int>> closed;
+  auto close = [&](Open& b) {
+    if (b.members.size() > 1) closed.push_back(b.members);
+    b = Open{};
+  };
+  for (int s : starts) {
+    // An open bucket (of any key) with a member whose result feeds this one's input is
+    // closed first: it must be issued before this input can exist. So every
+    // dependency between buckets points from one closed earlier to one closed later,
+    // and the buckets cannot wait on each other in a cycle.
+    for (auto& kv : open) {
+      bool feeds = false;
+      for (int m : kv.second.members) feeds = feeds || ancestors.depends(s, wait_of[static_cast<size_t>(m)]);
+      if (feeds) close(kv.second);
+    }
+    Open& b = open[keys[static_cast<size_t>(s)]];
+    if (!b.members.empty() && b.bytes + nodes[static_cast<size_t>(s)].bytes > cap_bytes) close(b);
+    b.members.push_back(s);
+    b.bytes += nodes[static_cast<size_t>(s)].bytes;
+  }
+  for (auto& kv : open) close(kv.second);
+  // Ids in issue order: a bucket is issued when its last member's input is ready.
+  std::stable_sort(closed.begin(), closed.end(),
+                   [&](const std::vector<int>& a, const std::vector<int>& b) { return ready[a.back()] < ready[b.back()]; });
+  std::vector<int> out(n, -1);
+  for (size_t k = 0; k < closed.size(); ++k)
+    for (int s : closed[k]) out[static_cast<size_t>(s)] = static_cast<int>(k);
+  return out;
+}
+
+}  // namespace tlm

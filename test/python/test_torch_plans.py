@@ -1,0 +1,175 @@
+"""Our runtime on torch's own plans (parallelize(like=...)) and gradient buckets.
+
+like="ddp" / "fsdp2" must plan exactly what DDP / FSDP2 run -- parameters replicated or
+sharded on their first dim, each rank's local batch kept on its rank, parameter gradients
+reduced -- and train like one process. Gradient reductions are merged into buckets
+(bucket_cap_mb) that are issued while backward still computes, in every runtime mode.
+"""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from dist_utils import make_mesh, run_distributed
+
+TOL = dict(rtol=1e-10, atol=1e-12)
+BATCH, DIM, HIDDEN = 16, 32, 64
+
+
+class Net(nn.Module):
+    """Residual MLP blocks and torch's mse_loss (one kernel that divides by its element count)."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(DIM, HIDDEN), nn.GELU(), nn.Linear(HIDDEN, DIM))
+                                    for _ in range(3))
+        self.head = nn.Linear(DIM, DIM)
+
+    def forward(self, x, y):
+        for blk in self.blocks:
+            x = x + blk(x)
+        return F.mse_loss(self.head(x), y)
+
+
+def _example():
+    torch.manual_seed(0)
+    model = Net().double()
+    g = torch.Generator().manual_seed(1)
+    return model, (torch.randn(BATCH, DIM, generator=g, dtype=torch.float64),
+                   torch.randn(BATCH, DIM, generator=g, dtype=torch.float64))
+
+
+def _grads(module):
+    return {k: (p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad).detach().clone()
+            for k, p in module.named_parameters()}
+
+
+def _collectives(gm):
+    """(kind, elements) of each collective a rank-program graph issues, in graph order."""
+    gm = getattr(gm, "graph_module", gm)
+    return [(n.target._opname, n.args[0].meta["val"].numel()) for n in gm.graph.nodes
+            if n.op == "call_function" and getattr(n.target, "namespace", "") == "_c10d_functional"
+            and n.target._opname != "wait_tensor"]
+
+
+def _rank_like(rank, world, cases):
+    from torch.distributed.tensor import Shard
+    from torch_localmap import parallelize
+
+    out = []
+    for like, kwargs in cases:
+        model, (x, y) = _example()
+        local = (x.chunk(world)[rank], y.chunk(world)[rank])  # what DDP's data loader gives this rank
+        pm = parallelize(model, make_mesh((world,)), local, device="cpu", time_limit=2.0, like=like,
+                         input_placements={0: [Shard(0)], 1: [Shard(0)]}, **kwargs)
+        loss = pm(*local)
+        loss.backward()
+        out.append({"loss": loss.full_tensor().detach(), "grads": _grads(pm), "placements": pm.plan.param_placements(),
+                    "fw": _collectives(pm._program.fw), "bw": _collectives(pm._program.bw),
+                    "buckets": pm._program.buckets})
+    return out
+
+
+def _reference():
+    model, (x, y) = _example()
+    loss = model(x, y)
+    loss.backward()
+    return loss.detach(), _grads(model)
+
+
+@pytest.mark.timeout(600)
+def test_like_ddp_and_fsdp2_run_torchs_plan_and_train_like_one_process():
+    ref_loss, ref_grads = _reference()
+    n_params = sum(p.numel() for p in Net().parameters())
+    cases = [("ddp", dict(bucket_cap_mb=0)), ("ddp", {}), ("fsdp2", dict(bucket_cap_mb=0))]
+    for rank_results in run_distributed(_rank_like, 2, cases, timeout=600):
+        for (like, kwargs), r in zip(cases, rank_results):
+            what = f"like={like} {kwargs}"
+            torch.testing.assert_close(r["loss"], ref_loss, **TOL, msg=lambda m: f"{what}: {m}")
+            for k, g in ref_grads.items():
+                torch.testing.assert_close(r["grads"][k], g, **TOL, msg=lambda m: f"{what} grad {k}: {m}")
+            # Activations never leave their rank: the only forward collective besides
+            # parameter gathers is the loss scalar's reduction.
+            assert [c for c in r["fw"] if c[0] != "all_gather_into_tensor" and c[1] > 1] == [], (what, r["fw"])
+            if like == "ddp":
+                assert set(r["placements"].values()) == {"R"}, r["placements"]
+                assert {c[0] for c in r["bw"]} == {"all_reduce"}, r["bw"]
+                assert sum(c[1] for c in r["bw"]) == n_params, (what, r["bw"])  # every gradient, once
+                if kwargs.get("bucket_cap_mb") == 0:
+                    assert len(r["bw"]) == len(ref_grads) and r["buckets"] == 0
+                else:  # the default 25 MiB holds every gradient of this model: one bucket
+                    assert len(r["bw"]) == 1 and r["buckets"] == 1, r["bw"]
+            else:
+                assert set(r["placements"].values()) == {"S(0)"}, r["placements"]
+                assert {c[0] for c in r["fw"] if c[1] > 1} == {"all_gather_into_tensor"}, r["fw"]
+                reductions = [c for c in r["bw"] if c[0] != "all_gather_into_tensor"]
+                assert {c[0] for c in reductions} == {"reduce_scatter_tensor"}, r["bw"]
+                assert sum(c[1] for c in reductions) == n_params, r["bw"]
+
+
+def _rank_buckets(rank, world, cases):
+    from torch.distributed.tensor import Shard
+    from torch_localmap import parallelize
+    from torch_localmap._runtime.schedule import node_kind
+
+    out = []
+    for kwargs in cases:
+        model, (x, y) = _example()
+        local = (x.chunk(world)[rank], y.chunk(world)[rank])
+        pm = parallelize(model, make_mesh((world,)), local, device="cpu", time_limit=2.0, like="ddp",
+                         input_placements={0: [Shard(0)], 1: [Shard(0)]}, bucket_cap_mb=0.02, **kwargs)
+        loss = pm(*local)
+        loss.backward()
+        bw = getattr(pm._program.bw, "graph_module", pm._program.bw)
+        kinds = [node_kind(n) for n in bw.graph.nodes]
+        out.append({"loss": loss.full_tensor().detach(), "grads": _grads(pm), "kinds": "".join(kinds),
+                    "buckets": pm._program.buckets, "reductions": len(_collectives(bw))})
+    return out
+
+
+@pytest.mark.timeout(600)
+def test_gradient_buckets_are_issued_while_backward_computes_in_every_mode():
+    """Small buckets (20 KiB: a few gradients each): the first is issued before backward's
+    last compute, and every mode -- eager, compiled, with and without overlap -- trains like
+    one process."""
+    ref_loss, ref_grads = _reference()
+    cases = [{}, dict(compile=True), dict(overlap=False)]
+    for rank_results in run_distributed(_rank_buckets, 2, cases, timeout=600):
+        for case, r in zip(cases, rank_results):
+            torch.testing.assert_close(r["loss"], ref_loss, **TOL, msg=lambda m: f"{case}: {m}")
+            for k, g in ref_grads.items():
+                torch.testing.assert_close(r["grads"][k], g, **TOL, msg=lambda m: f"{case} grad {k}: {m}")
+            assert 1 < r["buckets"] <= r["reductions"] < len(ref_grads), r  # one alone: no bucket
+            kinds = r["kinds"]
+            if case.get("overlap", True):
+                assert kinds.index("S") < kinds.rindex("C"), kinds  # a bucket is reduced while backward computes
+
+
+def _rank_batchnorm(rank, world):
+    from torch_localmap import parallelize
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8))
+    try:
+        parallelize(model, make_mesh((world,)), (torch.randn(8, 8),), device="cpu", time_limit=1.0, like="ddp")
+    except Exception as e:  # noqa: BLE001  (the message is what is checked)
+        return f"{type(e).__name__}: {e}"
+    return "planned"
+
+
+@pytest.mark.timeout(300)
+def test_like_refuses_a_model_that_needs_batch_communication():
+    """BatchNorm's batch statistics need the whole batch: no plan keeps activations on
+    their rank, and the error says so instead of planning something else."""
+    for msg in run_distributed(_rank_batchnorm, 2, timeout=300):
+        assert "like='ddp': no plan of this graph keeps every activation on its own rank" in msg, msg
+
+
+def test_like_and_bucket_cap_are_checked():
+    from torch_localmap._parallelize import _check_like, _execution_options
+
+    with pytest.raises(ValueError, match=r"like: expected 'ddp', 'fsdp2' or None, got 'zero3'"):
+        _check_like("zero3")
+    mesh = type("Mesh", (), {"device_type": "cpu"})()
+    with pytest.raises(ValueError, match=r"bucket_cap_mb: expected a non-negative number of MiB"):
+        _execution_options(mesh, None, None, True, "device", -1)

@@ -1,0 +1,143 @@
+"""Reductions merged into flat buffers: DDP's gradient buckets, FSDP2's flat reduce-scatter.
+
+C++ (core/collective_buckets.h) decides which collectives of a rank program share a
+bucket -- one kind, reduce op, group and dtype, packed in the order their inputs become
+ready, up to a byte cap, never two whose results feed each other. This module describes
+the graph to it (one call per graph) and rewrites each bucket: the members' inputs are
+copied into one flat buffer, one collective runs on it, and each member's result is a
+view of the reduced buffer, as DDP's reducer and FSDP2's copy-in do. The nodes added are
+data movement for the overlap schedule (schedule.py, run after this): the copy-in
+travels with the collective, the unpacking with the wait.
+
+Only reductions (all-reduce, reduce-scatter) are bucketed: their inputs -- gradients --
+become ready one after another and nothing waits for them until the step ends.
+Parameter all-gathers are all ready at the start of a graph, so the same packing would
+gather every parameter up front and leave nothing to overlap; they stay one per
+parameter, prefetched by the overlap schedule.
+"""
+from __future__ import annotations
+
+import heapq
+import operator
+
+import torch
+import torch.fx as fx
+
+from .. import _C, _torch_private
+from .schedule import describe, is_wait
+
+aten = torch.ops.aten
+_c10d = torch.ops._c10d_functional
+_KINDS = {_c10d.all_reduce.default: "all_reduce", _c10d.reduce_scatter_tensor.default: "reduce_scatter"}
+
+# DDP's default bucket_cap_mb: large enough to amortise a collective's fixed cost, small
+# enough that the first buckets are issued while backward still computes.
+DEFAULT_BUCKET_BYTES = 25 * 2**20
+
+
+def _key(node: fx.Node):
+    """What must be equal for two collectives to share a bucket (None: never bucketed)."""
+    kind = _KINDS.get(node.target)
+    val = node.args[0].meta.get("val") if node.args and isinstance(node.args[0], fx.Node) else None
+    if kind is None or not isinstance(val, torch.Tensor) or node.kwargs:
+        return None
+    return (kind, val.dtype, val.device.type) + tuple(node.args[1:])  # reduce op, group size, group name
+
+
+def bucket_collectives(gm: fx.GraphModule, cap_bytes: int = DEFAULT_BUCKET_BYTES) -> int:
+    """Merges `gm`'s collectives into buckets of at most `cap_bytes` (in place; recompiles).
+    Returns the number of buckets formed."""
+    nodes, kinds, offsets, inputs, nbytes = describe(gm)
+    key_ids, keys = {}, []
+    for n, k in zip(nodes, kinds):
+        key = _key(n) if k == "S" else None
+        keys.append(-1 if key is None else key_ids.setdefault(key, len(key_ids)))
+    if not key_ids:
+        return 0
+    bucket_of = _C.collective_buckets(kinds, offsets, inputs, nbytes, keys, int(cap_bytes))
+    buckets: dict = {}
+    for n, b in zip(nodes, bucket_of):
+        if b >= 0:
+            buckets.setdefault(b, []).append(n)
+    if not buckets:
+        return 0
+    wait_of = {n.args[0]: n for n in nodes if is_wait(n)}
+    mode = _torch_private.fake_mode_of([n.meta["val"] for n in nodes if isinstance(n.meta.get("val"), torch.Tensor)])
+    for b in sorted(buckets):  # positions afresh: a bucket's input may be an earlier bucket's result
+        _merge(gm.graph, buckets[b], wait_of, {n: i for i, n in enumerate(gm.graph.nodes)}, mode)
+    _stable_topological_order(gm.graph)
+    gm.graph.lint()
+    gm.recompile()
+    return len(buckets)
+
+
+class _Builder:
+    """Adds nodes after an anchor, each with its fake value and marked as data movement."""
+
+    def __init__(self, graph: fx.Graph, anchor: fx.Node, mode):
+        self.graph, self.anchor, self.mode = graph, anchor, mode
+
+    def __call__(self, target, *args, move=True):
+        with self.graph.inserting_after(self.anchor):
+            node = self.graph.call_function(target, args)
+        self.anchor = node
+        vals = fx.node.map_arg(args, lambda a: a.meta["val"])
+        with self.mode:
+            node.meta["val"] = target(*vals)
+        if move:
+            node.meta["tlm_move"] = True  # schedule.node_kind: travels with its collective or wait
+        return node
+
+    def flat(self, x: fx.Node, shape) -> fx.Node:
+        if not x.meta["val"].is_contiguous():
+            x = self(aten.clone.default, x)
+        return self(aten.view.default, x, list(shape))
+
+
+def _merge(graph: fx.Graph, members: list, wait_of: dict, position: dict, mode) -> None:
+    kind = _KINDS[members[0].target]
+    xs = [m.args[0] for m in members]
+    vals = [x.meta["val"] for x in xs]
+    b = _Builder(graph, max(xs, key=lambda x: position[x]), mode)
+    rest = tuple(members[0].args[1:])
+    if kind == "reduce_scatter":  # rows: the group's ranks; each rank keeps its row of every member
+        world = int(rest[1])
+        flats = [b.flat(x, (world, -1)) for x in xs]
+        buf = b(aten.view.default, b(aten.cat.default, flats, 1), [-1])
+        sizes = [v.numel() // world for v in vals]
+    else:
+        buf = b(aten.cat.default, [b.flat(x, (-1,)) for x in xs])
+        sizes = [v.numel() for v in vals]
+    out = b(_c10d.wait_tensor.default, b(members[0].target, buf, *rest, move=False), move=False)
+    pieces = b(aten.split_with_sizes.default, out, sizes)
+    for k, m in enumerate(members):
+        piece = b(operator.getitem, pieces, k)
+        result = b(aten.view.default, piece, list(wait_of[m].meta["val"].shape))
+        wait_of[m].replace_all_uses_with(result)
+        graph.erase_node(wait_of[m])
+        graph.erase_node(m)
+
+
+def _stable_topological_order(graph: fx.Graph) -> None:
+    """Reorders the graph so every node follows its inputs, keeping the present order
+    wherever it is already valid (the merged buckets sit after their last input, their
+    former users may sit before it)."""
+    nodes = list(graph.nodes)
+    index = {n: i for i, n in enumerate(nodes)}
+    missing = {n: len(set(n.all_input_nodes)) for n in nodes}
+    ready = [index[n] for n in nodes if missing[n] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        n = nodes[heapq.heappop(ready)]
+        order.append(n)
+        for u in n.users:
+            missing[u] -= 1
+            if missing[u] == 0:
+                heapq.heappush(ready, index[u])
+    if len(order) != len(nodes):
+        raise RuntimeError("internal error: merging collectives into buckets made the rank program cyclic")
+    anchor = order[0]
+    for n in order[1:]:
+        anchor.append(n)
+        anchor = n
