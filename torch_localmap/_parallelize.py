@@ -391,15 +391,16 @@ def _grad_slots(plan: Plan) -> list:
     return [where.get(n.name) for _, n in plan.graph.placeholders() if n.role != "tangent"]
 
 
-def _param_placeholders(plan: Plan) -> set:
-    """Names of the rank program's parameter inputs (primals_k, as trace_rank_program names them)."""
-    out, k = set(), 0
+def _param_placeholders(plan: Plan) -> dict:
+    """The rank program's parameter inputs (primals_k, as trace_rank_program names them) ->
+    the parameter's FQN."""
+    out, k = {}, 0
     for _, n in plan.graph.placeholders():
         if n.role == "tangent":
             continue
         k += 1
         if n.role == "param":
-            out.add(f"primals_{k}")
+            out[f"primals_{k}"] = n.target
     return out
 
 

@@ -24,6 +24,7 @@ from ._runtime.compile import ExecutionOptions, CompiledOnFirstCall
 from ._runtime.redistribute import redistribute_local
 from ._runtime.reshard import kept_gather_bytes, mark_reshard_after_forward
 from ._runtime.bucketing import bucket_collectives
+from ._runtime.fuse_reductions import fuse_mesh_dim_reductions
 from ._runtime.schedule import schedule_overlap
 
 
@@ -223,8 +224,8 @@ class RankProgram:
     to; `grad_slots`: for each program input (tangents excluded), the backward output that
     is its gradient, or None. A forward-only program (backward=False) is run as is.
 
-    `options` (ExecutionOptions): reshard after forward (`param_placeholders` names the
-    joint graph's parameter inputs; `memory_room`: bytes the memory limit leaves above
+    `options` (ExecutionOptions): reshard after forward (`param_placeholders`: the joint
+    graph's parameter inputs, name -> FQN, which also groups their gathers into buckets; `memory_room`: bytes the memory limit leaves above
     the plan's estimate, None without a limit), overlap scheduling, Inductor compilation."""
 
     def __init__(self, joint_spmd: fx.GraphModule, num_fwd_outputs: int, backward: bool = True,
@@ -247,10 +248,13 @@ class RankProgram:
         else:
             self.fw, self.bw = joint_spmd, None
         self.buckets = 0
+        for gm in (self.fw, self.bw):  # before bucketing: the merged reductions bucket together
+            if gm is not None:
+                fuse_mesh_dim_reductions(gm)
         if self.options.bucket_bytes:
             for gm in (self.fw, self.bw):
                 if gm is not None:
-                    self.buckets += bucket_collectives(gm, self.options.bucket_bytes)
+                    self.buckets += bucket_collectives(gm, self.options.bucket_bytes, param_placeholders)
         if self.options.overlap:
             for gm in (self.fw, self.bw):
                 if gm is not None:

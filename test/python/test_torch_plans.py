@@ -81,7 +81,7 @@ def _reference():
 def test_like_ddp_and_fsdp2_run_torchs_plan_and_train_like_one_process():
     ref_loss, ref_grads = _reference()
     n_params = sum(p.numel() for p in Net().parameters())
-    cases = [("ddp", dict(bucket_cap_mb=0)), ("ddp", {}), ("fsdp2", dict(bucket_cap_mb=0))]
+    cases = [("ddp", dict(bucket_cap_mb=0)), ("ddp", {}), ("fsdp2", dict(bucket_cap_mb=0)), ("fsdp2", {})]
     for rank_results in run_distributed(_rank_like, 2, cases, timeout=600):
         for (like, kwargs), r in zip(cases, rank_results):
             what = f"like={like} {kwargs}"
@@ -105,6 +105,9 @@ def test_like_ddp_and_fsdp2_run_torchs_plan_and_train_like_one_process():
                 reductions = [c for c in r["bw"] if c[0] != "all_gather_into_tensor"]
                 assert {c[0] for c in reductions} == {"reduce_scatter_tensor"}, r["bw"]
                 assert sum(c[1] for c in reductions) == n_params, r["bw"]
+                gathers = [c for c in r["fw"] if c[0] == "all_gather_into_tensor"]
+                # bucketed: one gather per block and one for the head, as FSDP2 wraps them
+                assert len(gathers) == (len(ref_grads) if kwargs.get("bucket_cap_mb") == 0 else 4), r["fw"]
 
 
 def _rank_buckets(rank, world, cases):
@@ -173,3 +176,43 @@ def test_like_and_bucket_cap_are_checked():
     mesh = type("Mesh", (), {"device_type": "cpu"})()
     with pytest.raises(ValueError, match=r"bucket_cap_mb: expected a non-negative number of MiB"):
         _execution_options(mesh, None, None, True, "device", -1)
+
+
+def _rank_2d(rank, world):
+    from torch.distributed.tensor import Shard
+    from torch_localmap import parallelize
+
+    model, (x, y) = _example()
+    local = (x.chunk(world)[rank], y.chunk(world)[rank])
+    pm = parallelize(model, make_mesh((2, 2)), local, device="cpu", time_limit=2.0, like="ddp",
+                     input_placements={0: [Shard(0), Shard(0)], 1: [Shard(0), Shard(0)]}, bucket_cap_mb=0)
+    loss = pm(*local)
+    loss.backward()
+    return {"loss": loss.full_tensor().detach(), "grads": _grads(pm), "bw": _collectives(pm._program.bw),
+            "groups": {n.args[2] for n in getattr(pm._program.bw, "graph_module", pm._program.bw).graph.nodes
+                       if n.op == "call_function" and getattr(n.target, "_opname", "") == "all_reduce"}}
+
+
+@pytest.mark.timeout(600)
+def test_a_gradient_partial_on_both_mesh_dims_is_reduced_once_over_all_ranks():
+    """DDP's plan on a 2x2 mesh: a gradient is Partial on both mesh dims; DTensor would reduce
+    it over one mesh dim, then the other. The runtime reduces it once over all four ranks
+    (one all-reduce per gradient, on one group), as DDP does, with the same result."""
+    ref_loss, ref_grads = _reference()
+    n_params = sum(p.numel() for p in Net().parameters())
+    for r in run_distributed(_rank_2d, 4, timeout=600):
+        torch.testing.assert_close(r["loss"], ref_loss, **TOL)
+        for k, g in ref_grads.items():
+            torch.testing.assert_close(r["grads"][k], g, **TOL, msg=lambda m: f"grad {k}: {m}")
+        assert len(r["bw"]) == len(ref_grads) and sum(c[1] for c in r["bw"]) == n_params, r["bw"]
+        assert len(r["groups"]) == 1, r["groups"]
+
+
+def test_parameters_are_gathered_per_block():
+    from torch_localmap._runtime.bucketing import gather_unit
+
+    assert gather_unit("layers.3.attention.wq.weight") == "layers.3"
+    assert gather_unit("model.layers.0.self_attn.q_proj.weight") == "model.layers.0"
+    assert gather_unit("blocks.1.0.bias") == "blocks.1"
+    assert gather_unit("head.weight") == "head"
+    assert gather_unit("bias") == ""

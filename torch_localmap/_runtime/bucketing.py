@@ -1,19 +1,24 @@
-"""Reductions merged into flat buffers: DDP's gradient buckets, FSDP2's flat reduce-scatter.
+"""Collectives merged into flat buffers: DDP's gradient buckets, FSDP2's flat gathers and
+reduce-scatters.
 
 C++ (core/collective_buckets.h) decides which collectives of a rank program share a
 bucket -- one kind, reduce op, group and dtype, packed in the order their inputs become
 ready, up to a byte cap, never two whose results feed each other. This module describes
 the graph to it (one call per graph) and rewrites each bucket: the members' inputs are
 copied into one flat buffer, one collective runs on it, and each member's result is a
-view of the reduced buffer, as DDP's reducer and FSDP2's copy-in do. The nodes added are
+view of (all-gather: a copy out of) the result, as DDP's reducer and FSDP2's copy-in /
+copy-out do. The nodes added are
 data movement for the overlap schedule (schedule.py, run after this): the copy-in
 travels with the collective, the unpacking with the wait.
 
-Only reductions (all-reduce, reduce-scatter) are bucketed: their inputs -- gradients --
-become ready one after another and nothing waits for them until the step ends.
-Parameter all-gathers are all ready at the start of a graph, so the same packing would
-gather every parameter up front and leave nothing to overlap; they stay one per
-parameter, prefetched by the overlap schedule.
+Reductions (all-reduce, reduce-scatter) are bucketed in the order their inputs --
+gradients -- become ready; nothing waits for them until the step ends. Parameter
+all-gathers are all ready at the start of a graph, so that packing would gather every
+parameter up front and leave nothing to overlap: they are bucketed per unit instead, as
+FSDP2 wraps one block at a time -- a unit is the parameter's FQN up to its first list
+index ("layers.3" of "layers.3.attention.wq.weight"), else its module -- and the unit's
+bucket sits where its first gather was, so the overlap schedule prefetches units in the
+order they are used (forward: first layer first; backward: last layer first).
 """
 from __future__ import annotations
 
@@ -28,29 +33,55 @@ from .schedule import describe, is_wait
 
 aten = torch.ops.aten
 _c10d = torch.ops._c10d_functional
-_KINDS = {_c10d.all_reduce.default: "all_reduce", _c10d.reduce_scatter_tensor.default: "reduce_scatter"}
+_KINDS = {_c10d.all_reduce.default: "all_reduce", _c10d.reduce_scatter_tensor.default: "reduce_scatter",
+          _c10d.all_gather_into_tensor.default: "all_gather"}
+_VIEWS = {aten.view.default, aten._unsafe_view.default, aten.unsqueeze.default, aten.alias.default,
+          aten.clone.default, aten.reshape.default}
 
 # DDP's default bucket_cap_mb: large enough to amortise a collective's fixed cost, small
 # enough that the first buckets are issued while backward still computes.
 DEFAULT_BUCKET_BYTES = 25 * 2**20
 
 
-def _key(node: fx.Node):
+def gather_unit(fqn: str) -> str:
+    """The unit whose parameters are gathered together: the FQN up to its first list index
+    (a ModuleList / Sequential item: a transformer block), else the parameter's module."""
+    parts = fqn.split(".")
+    for i, p in enumerate(parts[:-1]):
+        if p.isdigit():
+            return ".".join(parts[: i + 1])
+    return ".".join(parts[:-1])
+
+
+def _source_param(node: fx.Node, params: dict):
+    """The parameter FQN `node` is a view or copy of, or None."""
+    while node.op == "call_function" and node.target in _VIEWS:
+        node = node.args[0]
+    return params.get(node.name) if node.op == "placeholder" else None
+
+
+def _key(node: fx.Node, params: dict):
     """What must be equal for two collectives to share a bucket (None: never bucketed)."""
     kind = _KINDS.get(node.target)
     val = node.args[0].meta.get("val") if node.args and isinstance(node.args[0], fx.Node) else None
     if kind is None or not isinstance(val, torch.Tensor) or node.kwargs:
         return None
-    return (kind, val.dtype, val.device.type) + tuple(node.args[1:])  # reduce op, group size, group name
+    key = (kind, val.dtype, val.device.type) + tuple(node.args[1:])  # reduce op, group size, group name
+    if kind == "all_gather":  # a parameter's gather: one bucket per unit
+        fqn = _source_param(node.args[0], params)
+        return None if fqn is None else key + (gather_unit(fqn),)
+    return key
 
 
-def bucket_collectives(gm: fx.GraphModule, cap_bytes: int = DEFAULT_BUCKET_BYTES) -> int:
+def bucket_collectives(gm: fx.GraphModule, cap_bytes: int = DEFAULT_BUCKET_BYTES, params=None) -> int:
     """Merges `gm`'s collectives into buckets of at most `cap_bytes` (in place; recompiles).
-    Returns the number of buckets formed."""
+    `params`: placeholder name -> parameter FQN (their gathers are bucketed per unit; none
+    without it). Returns the number of buckets formed."""
+    params = dict(params or {})
     nodes, kinds, offsets, inputs, nbytes = describe(gm)
     key_ids, keys = {}, []
     for n, k in zip(nodes, kinds):
-        key = _key(n) if k == "S" else None
+        key = _key(n, params) if k == "S" else None
         keys.append(-1 if key is None else key_ids.setdefault(key, len(key_ids)))
     if not key_ids:
         return 0
@@ -71,11 +102,18 @@ def bucket_collectives(gm: fx.GraphModule, cap_bytes: int = DEFAULT_BUCKET_BYTES
     return len(buckets)
 
 
+# Node meta a bucket's nodes take from its first member: which part of the step they
+# belong to. torch's rematerialization pass (run when Inductor compiles a graph) needs the
+# backward's nodes to form one contiguous run of autograd_backward nodes.
+_REGION_META = ("autograd_backward", "custom")
+
+
 class _Builder:
     """Adds nodes after an anchor, each with its fake value and marked as data movement."""
 
-    def __init__(self, graph: fx.Graph, anchor: fx.Node, mode):
+    def __init__(self, graph: fx.Graph, anchor: fx.Node, mode, like: fx.Node):
         self.graph, self.anchor, self.mode = graph, anchor, mode
+        self.meta = {k: like.meta[k] for k in _REGION_META if k in like.meta}
 
     def __call__(self, target, *args, move=True):
         with self.graph.inserting_after(self.anchor):
@@ -84,6 +122,7 @@ class _Builder:
         vals = fx.node.map_arg(args, lambda a: a.meta["val"])
         with self.mode:
             node.meta["val"] = target(*vals)
+        node.meta.update(self.meta)
         if move:
             node.meta["tlm_move"] = True  # schedule.node_kind: travels with its collective or wait
         return node
@@ -98,7 +137,10 @@ def _merge(graph: fx.Graph, members: list, wait_of: dict, position: dict, mode) 
     kind = _KINDS[members[0].target]
     xs = [m.args[0] for m in members]
     vals = [x.meta["val"] for x in xs]
-    b = _Builder(graph, max(xs, key=lambda x: position[x]), mode)
+    # Where the first member was issued, unless a later member's input comes after that:
+    # the overlap schedule issues collectives that are ready together in graph order.
+    first = min(members, key=lambda m: position[m]).prev
+    b = _Builder(graph, max(xs + [first], key=lambda x: position[x]), mode, members[0])
     rest = tuple(members[0].args[1:])
     if kind == "reduce_scatter":  # rows: the group's ranks; each rank keeps its row of every member
         world = int(rest[1])
@@ -109,9 +151,14 @@ def _merge(graph: fx.Graph, members: list, wait_of: dict, position: dict, mode) 
         buf = b(aten.cat.default, [b.flat(x, (-1,)) for x in xs])
         sizes = [v.numel() for v in vals]
     out = b(_c10d.wait_tensor.default, b(members[0].target, buf, *rest, move=False), move=False)
-    pieces = b(aten.split_with_sizes.default, out, sizes)
+    if kind == "all_gather":  # rows: the ranks' buffers; a member's result is its column of every row
+        pieces = b(aten.split_with_sizes.default, b(aten.view.default, out, [int(rest[0]), -1]), sizes, 1)
+    else:
+        pieces = b(aten.split_with_sizes.default, out, sizes)
     for k, m in enumerate(members):
         piece = b(operator.getitem, pieces, k)
+        if kind == "all_gather":
+            piece = b(aten.clone.default, piece)  # the column is strided: one copy out, as FSDP2 does
         result = b(aten.view.default, piece, list(wait_of[m].meta["val"].shape))
         wait_of[m].replace_all_uses_with(result)
         graph.erase_node(wait_of[m])

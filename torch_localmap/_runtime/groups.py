@@ -20,13 +20,18 @@ import torch.distributed as dist
 
 from .. import _torch_private
 
-__all__ = ["DEFAULT_TIMEOUT", "as_timeout", "runtime_mesh", "world_group"]
+__all__ = ["DEFAULT_TIMEOUT", "as_timeout", "runtime_mesh", "world_group", "combined_group_name"]
 
 # Long enough for a first step that compiles or plans on every rank, short enough that a
 # failure ends a run in minutes, not half an hour.
 DEFAULT_TIMEOUT = datetime.timedelta(seconds=300)
 
 _cache: dict = {}
+# Groups over several mesh dims at once (runtime_mesh makes them for meshes of 2-4 dims):
+# the frozenset of this rank's per-dim group names -> the name of the group over their
+# ranks, and that name -> the set, so combined names combine further.
+_combined: dict = {}
+_members: dict = {}
 
 
 def as_timeout(value, what: str = "timeout") -> datetime.timedelta:
@@ -42,10 +47,42 @@ def as_timeout(value, what: str = "timeout") -> datetime.timedelta:
     return datetime.timedelta(seconds=seconds)
 
 
-def _subgroup_ranks(mesh, dim: int) -> list:
-    """Rank lists of the groups along mesh dim `dim` (every group, not only this rank's)."""
+def _subgroup_ranks(mesh, dims) -> list:
+    """Rank lists of the groups along mesh dims `dims` (an int or a tuple; every group, not
+    only this rank's)."""
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
     t = mesh.mesh
-    return t.movedim(dim, -1).reshape(-1, t.shape[dim]).tolist()
+    size = 1
+    for d in dims:
+        size *= t.shape[d]
+    return t.movedim(dims, tuple(range(t.ndim - len(dims), t.ndim))).reshape(-1, size).tolist()
+
+
+def combined_group_name(names) -> str | None:
+    """The runtime group over the ranks of the given groups of one runtime mesh (per mesh
+    dim, or combined ones) taken together, or None where the runtime made none: a reduction
+    over mesh dim a followed by one over mesh dim b is one reduction over it."""
+    dims = frozenset()
+    for n in names:
+        dims |= _members.get(n, frozenset((n,)))
+    return _combined.get(dims)
+
+
+def _make_combined_groups(mesh, groups, timeout) -> None:
+    """One group per set of 2+ mesh dims of more than one rank each (2-D: one, 3-D: four,
+    4-D: eleven). Collective: every rank makes them in the same order."""
+    import itertools
+
+    dims = [d for d in range(mesh.ndim) if mesh.size(d) > 1]
+    if not 2 <= len(dims) <= 4:
+        return
+    for k in range(2, len(dims) + 1):
+        for subset in itertools.combinations(dims, k):
+            mine, _ = dist.new_subgroups_by_enumeration(_subgroup_ranks(mesh, subset), timeout=timeout,
+                                                        group_desc="torch_localmap_dims" + "".join(map(str, subset)))
+            key = frozenset(groups[d].group_name for d in subset)
+            _combined[key] = mine.group_name
+            _members[mine.group_name] = key
 
 
 def runtime_mesh(mesh, timeout: datetime.timedelta):
@@ -60,6 +97,7 @@ def runtime_mesh(mesh, timeout: datetime.timedelta):
             mine, _ = dist.new_subgroups_by_enumeration(_subgroup_ranks(mesh, d), timeout=timeout,
                                                         group_desc=f"torch_localmap_dim{d}")
             groups.append(mine)
+        _make_combined_groups(mesh, groups, timeout)
         _cache[key] = _torch_private.mesh_from_groups(mesh, groups)
     return _cache[key]
 
