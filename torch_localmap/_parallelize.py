@@ -26,6 +26,7 @@ from ._device import check_mesh_backend, check_tensor_device, mesh_device
 from ._mixed_precision import check_policy as mp_check
 from ._runtime.failures import failure_scope
 from ._runtime.groups import DEFAULT_TIMEOUT, as_timeout, runtime_mesh
+from ._runtime.bucketing import DEFAULT_BUCKET_CAP_MB
 from ._runtime.compile import ExecutionOptions
 from ._runtime.redistribute import shard_local
 from ._spmd import RankProgram, local_example_inputs, trace_rank_program
@@ -422,7 +423,7 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
                 memory_limit="device", fixed_params=None, calibration=None, fallback_replicate=True,
                 timeout=DEFAULT_TIMEOUT, input_placements=None, mp_policy=None, compile=None,
                 reshard_after_forward=None, overlap=True, optimizer_states=2, plan=None,
-                like=None, bucket_cap_mb=25) -> ParallelModule:
+                like=None, bucket_cap_mb=DEFAULT_BUCKET_CAP_MB) -> ParallelModule:
     """Plans `model(*example_args, **example_kwargs)` on `mesh` and returns the parallel
     module. Parameters and buffers become DTensors in the planned placements; every rank must
     call this with the same model state and example arguments.

@@ -225,8 +225,9 @@ class RankProgram:
     is its gradient, or None. A forward-only program (backward=False) is run as is.
 
     `options` (ExecutionOptions): reshard after forward (`param_placeholders`: the joint
-    graph's parameter inputs, name -> FQN, which also groups their gathers into buckets; `memory_room`: bytes the memory limit leaves above
-    the plan's estimate, None without a limit), overlap scheduling, Inductor compilation."""
+    graph's parameter inputs, name -> FQN, which also groups their gathers into buckets;
+    `memory_room`: bytes the memory limit leaves above the plan's estimate, None without a
+    limit), overlap scheduling, Inductor compilation."""
 
     def __init__(self, joint_spmd: fx.GraphModule, num_fwd_outputs: int, backward: bool = True,
                  tangent_outputs=None, grad_slots=None, param_placeholders=(), options=None, memory_room=None):

@@ -29,7 +29,7 @@ import torch
 import torch.fx as fx
 
 from .. import _C, _torch_private
-from .schedule import describe, is_wait
+from .schedule import apply_order, describe, is_wait
 
 aten = torch.ops.aten
 _c10d = torch.ops._c10d_functional
@@ -40,7 +40,8 @@ _VIEWS = {aten.view.default, aten._unsafe_view.default, aten.unsqueeze.default, 
 
 # DDP's default bucket_cap_mb: large enough to amortise a collective's fixed cost, small
 # enough that the first buckets are issued while backward still computes.
-DEFAULT_BUCKET_BYTES = 25 * 2**20
+DEFAULT_BUCKET_CAP_MB = 25
+DEFAULT_BUCKET_BYTES = DEFAULT_BUCKET_CAP_MB * 2**20
 
 
 def gather_unit(fqn: str) -> str:
@@ -184,7 +185,4 @@ def _stable_topological_order(graph: fx.Graph) -> None:
                 heapq.heappush(ready, index[u])
     if len(order) != len(nodes):
         raise RuntimeError("internal error: merging collectives into buckets made the rank program cyclic")
-    anchor = order[0]
-    for n in order[1:]:
-        anchor.append(n)
-        anchor = n
+    apply_order(order)

@@ -13,6 +13,7 @@ import dataclasses
 import torch.fx as fx
 
 from .. import _torch_private
+from .bucketing import DEFAULT_BUCKET_BYTES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,7 +26,7 @@ class ExecutionOptions:
     compile: bool = False  # Inductor
     # Collectives of one kind merged into flat buffers of at most this many bytes (DDP's
     # bucket_cap_mb; bucketing.py); 0: every collective on its own.
-    bucket_bytes: int = 25 * 2**20
+    bucket_bytes: int = DEFAULT_BUCKET_BYTES
 
 
 class CompiledOnFirstCall:

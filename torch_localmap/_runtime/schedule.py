@@ -74,6 +74,14 @@ def describe(gm: fx.GraphModule):
     return nodes, "".join(kinds), offsets, inputs, nbytes
 
 
+def apply_order(order: list) -> None:
+    """Moves a graph's nodes into `order` (every node of the graph, once)."""
+    anchor = order[0]
+    for n in order[1:]:
+        anchor.append(n)
+        anchor = n
+
+
 def schedule_overlap(gm: fx.GraphModule, inflight_limit: int | None = None) -> fx.GraphModule:
     """Reorders `gm`'s nodes in place for overlap (and recompiles it).
 
@@ -85,11 +93,7 @@ def schedule_overlap(gm: fx.GraphModule, inflight_limit: int | None = None) -> f
         return gm
     nodes, kinds, offsets, inputs, nbytes = describe(gm)
     limit = 2 * max(sizes) if inflight_limit is None else int(inflight_limit)
-    order = _C.overlap_order(kinds, offsets, inputs, nbytes, limit)
-    anchor = nodes[order[0]]
-    for i in order[1:]:
-        anchor.append(nodes[i])
-        anchor = nodes[i]
+    apply_order([nodes[i] for i in _C.overlap_order(kinds, offsets, inputs, nbytes, limit)])
     gm.graph.lint()
     gm.recompile()
     return gm

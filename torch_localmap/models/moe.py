@@ -69,6 +69,14 @@ def capacity_dispatch(mask, gate, cap: int):
     return dispatch, combine
 
 
+def add_expert_weights(module: nn.Module, e: int, d: int, h: int) -> None:
+    """Registers the stacked SwiGLU weights of `e` experts on `module`: w1, w3 (e, d, h) and
+    w2 (e, h, d), scaled by 1/sqrt(fan-in) (what routed_experts multiplies by)."""
+    module.w1 = nn.Parameter(torch.randn(e, d, h) / math.sqrt(d))
+    module.w3 = nn.Parameter(torch.randn(e, d, h) / math.sqrt(d))
+    module.w2 = nn.Parameter(torch.randn(e, h, d) / math.sqrt(h))
+
+
 def routed_experts(tokens, dispatch, combine, w1, w3, w2):
     """Tokens (n, d) through their experts' SwiGLU MLPs (stacked weights w1, w3 (e, d, h) and
     w2 (e, h, d)) by the capacity_dispatch tensors: the combined (n, d) output."""
@@ -86,9 +94,7 @@ class MoE(nn.Module):
         self.cfg = cfg
         e, d, h = cfg.n_experts, cfg.dim, cfg.expert_ffn_dim
         self.router = nn.Linear(d, e, bias=False)
-        self.w1 = nn.Parameter(torch.randn(e, d, h) / math.sqrt(d))
-        self.w3 = nn.Parameter(torch.randn(e, d, h) / math.sqrt(d))
-        self.w2 = nn.Parameter(torch.randn(e, h, d) / math.sqrt(h))
+        add_expert_weights(self, e, d, h)
 
     def forward(self, x):
         """x: (batch, seq, dim) -> (output, load-balancing aux loss)."""

@@ -27,7 +27,7 @@ import torch
 import torch.nn as nn
 
 from .llama import FeedForward  # SwiGLU: the dense layers and the shared expert
-from .moe import _one_hot, capacity_dispatch, routed_experts
+from .moe import _one_hot, add_expert_weights, capacity_dispatch, routed_experts
 from .titan_llama import _compiled, apply_rotary_emb, causal_mask, precompute_freqs_cis
 
 
@@ -120,9 +120,7 @@ class DeepSeekMoE(nn.Module):
         self.cfg = cfg
         e, d, hd = cfg.n_routed_experts, cfg.dim, cfg.moe_inter_dim
         self.router = nn.Linear(d, e, bias=False)
-        self.w1 = nn.Parameter(torch.randn(e, d, hd) / math.sqrt(d))
-        self.w3 = nn.Parameter(torch.randn(e, d, hd) / math.sqrt(d))
-        self.w2 = nn.Parameter(torch.randn(e, hd, d) / math.sqrt(hd))
+        add_expert_weights(self, e, d, hd)
         self.shared = FeedForward(d, hd * cfg.n_shared_experts)
         # Auxiliary-loss-free balancing: a per-expert bias the trainer nudges between steps;
         # it moves which experts are chosen, not the chosen experts' weights.
