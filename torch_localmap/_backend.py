@@ -282,7 +282,7 @@ class _CompiledGraph:
         if self.on_plan is not None:
             self.on_plan(plan)
         coord = mesh.get_coordinate()
-        fake_inputs = local_example_inputs(plan, _torch_private.FakeTensorMode(), coord)
+        fake_inputs = local_example_inputs(plan, _torch_private.FakeTensorMode(), coord, mesh_device(mesh))
         from ._parallelize import _memory_room as memory_room
 
         program = RankProgram(trace_rank_program(plan, mesh, coord, fake_inputs), joint.num_fwd_outputs,

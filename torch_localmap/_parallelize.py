@@ -167,8 +167,8 @@ class ParallelModule(nn.Module):
         results = []
         for local, (shape, spec) in zip(outs[n_mut:], c.output_global):
             placements = spec_to_placements(spec, mesh_ndim=self.mesh.ndim)
-            results.append(DTensor.from_local(local, self.mesh, placements, run_check=False, shape=shape,
-                                              stride=_contiguous_stride(shape), grad_placements=placements))
+            results.append(_torch_private.dtensor_from_local(local, self.mesh, placements, shape,
+                                                             _contiguous_stride(shape), placements))
         # Output containers that compute while rebuilding themselves (transformers' DynamicCache
         # concatenates onto empty plain tensors) see plain tensors as replicated.
         with _torch_private.implicit_replication():
@@ -229,7 +229,7 @@ class ParallelModule(nn.Module):
             self._distribute_state(plan)
         joint = plan.joint
         coord = self.mesh.get_coordinate()
-        fake_inputs = local_example_inputs(plan, _torch_private.FakeTensorMode(), coord)
+        fake_inputs = local_example_inputs(plan, _torch_private.FakeTensorMode(), coord, self.device)
         program = RankProgram(trace_rank_program(plan, self.mesh, coord, fake_inputs), joint.num_fwd_outputs,
                               backward=joint.backward, tangent_outputs=_tangent_outputs(plan),
                               grad_slots=_grad_slots(plan), param_placeholders=_param_placeholders(plan),

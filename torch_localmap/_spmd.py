@@ -146,14 +146,15 @@ def _with_subgraphs(traced, local, root):
     return local
 
 
-def local_example_inputs(plan: Plan, fake_mode, coord) -> list:
-    """Fake tensors with each placeholder's local shape on this rank."""
+def local_example_inputs(plan: Plan, fake_mode, coord, device=None) -> list:
+    """Fake tensors with each placeholder's local shape on this rank, on `device` (the mesh's:
+    the traced program's constants and factory calls live there too; default CPU)."""
     out = []
     with fake_mode:
         for (_, node), spec in zip(plan.graph.placeholders(), plan.placeholder_specs()):
             meta = node.outputs[0]
             shape = local_shape(meta.shape, plan.mesh_shape, spec, coord)
-            out.append(torch.empty(shape, dtype=getattr(torch, meta.dtype)))
+            out.append(torch.empty(shape, dtype=getattr(torch, meta.dtype), device=device))
     return out
 
 

@@ -22,6 +22,7 @@ descriptors that die with the child process.
 from __future__ import annotations
 
 import datetime
+import faulthandler
 import os
 import pickle
 import queue as queue_mod
@@ -83,6 +84,10 @@ def _failure_kind(exc: BaseException) -> str:
 def _worker(fn, rank, world_size, port, pg_timeout, args, result_queue, backend="gloo"):
     import torch
     import torch.distributed as dist
+
+    # A rank killed by a signal (a native crash) reports nothing through the queue; its
+    # Python stack on stderr says where it was.
+    faulthandler.enable(all_threads=True)
 
     # Loopback only: gloo would otherwise resolve the hostname to a public interface.
     os.environ["MASTER_ADDR"] = "127.0.0.1"

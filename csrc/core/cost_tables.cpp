@@ -147,6 +147,10 @@ Placeholders pin_placeholders(const Graph& g, const std::vector<NodeStrategies>&
   const PlacementSpec rep(g.mesh.ndim(), Placement::replicate());
   auto pin = [&](int i, PlacementSpec spec, const std::string& what) {
     validate_spec(spec, g.nodes[i].outputs.at(0).ndim(), g.mesh.ndim(), what);
+    // Over a mesh dim of one rank a shard or a pending sum is the whole value: the
+    // strategies list it as Replicate (a data loader's Shard(0) on a 1-GPU mesh is fine).
+    for (size_t d = 0; d < spec.size(); ++d)
+      if (g.mesh.shape[d] == 1) spec[d] = Placement::replicate();
     prob.nodes[i].pinned = find_output_spec(strat[i].strategies, spec);
     if (prob.nodes[i].pinned < 0)
       throw InvalidArgument(what + ": placement " + to_string(spec) + " is not a valid placement for its shape " +

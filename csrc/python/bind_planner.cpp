@@ -1,6 +1,7 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <memory>
 #include <optional>
 
 #include "python/bindings.h"
@@ -58,11 +59,14 @@ void bind_planner(py::module_& m) {
         Graph g = read_graph(ir_json);
         PlanOptions opt = read_plan_options(options_json.empty() ? json::Value() : json::parse(options_json));
         opt.elapsed_before_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (!progress.is_none())
-          opt.on_progress = [progress](double seconds, double cost, double bound) {
+        // The planner copies its options (and so this callback) while the GIL is released:
+        // the callable is held through a shared_ptr, whose copies touch no Python refcount.
+        auto callback = progress.is_none() ? nullptr : std::make_shared<py::object>(progress);
+        if (callback)
+          opt.on_progress = [callback](double seconds, double cost, double bound) {
             py::gil_scoped_acquire gil;
             try {
-              progress(seconds, cost, bound);
+              (*callback)(seconds, cost, bound);
             } catch (py::error_already_set& e) {  // a display must not stop the solve
               e.discard_as_unraisable("torch_localmap plan progress callback");
             }
@@ -72,7 +76,8 @@ void bind_planner(py::module_& m) {
           py::gil_scoped_release release;  // planning is pure C++; let other Python threads run
           plan = plan_graph(g, opt);
         }
-        opt.on_progress = nullptr;  // drops the callback's reference while the GIL is held
+        opt.on_progress = nullptr;
+        callback.reset();  // the last reference to the callable goes while the GIL is held
         json::Value doc = plan_to_json(*plan);
         add_plan_provenance(doc, g, opt);  // what it was made for: saved plans are checked against it
         return doc.dump();

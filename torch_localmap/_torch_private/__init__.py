@@ -7,6 +7,7 @@ for DTensor's own sharding propagator (tests and benchmarks compare with it).
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import torch
 import torch.fx as fx
@@ -258,7 +259,7 @@ def partition_joint(joint: fx.GraphModule, num_fwd_outputs: int) -> tuple[fx.Gra
     # keeps its dead random draws (the RNG advances as in eager); backward must not draw.
     fw.graph.eliminate_dead_code(is_impure_node=lambda n: _is_side_effect(n, keep_random=True))
     bw.graph.eliminate_dead_code(is_impure_node=lambda n: _is_side_effect(n, keep_random=False))
-    redrawn = [n for n in bw.graph.nodes if _is_random(n)]
+    redrawn = [n for n in bw.graph.nodes if _is_random(n) and not _replays_saved_rng(n)]
     if redrawn:
         raise RuntimeError(f"internal error: the backward graph would draw random numbers again "
                            f"({', '.join(str(n.target) for n in redrawn)}); its masks would differ from forward's")
@@ -307,6 +308,13 @@ def _is_side_effect(node: fx.Node, keep_random: bool) -> bool:
 
 def _is_random(node: fx.Node) -> bool:
     return isinstance(node.target, OpOverload) and torch.Tag.nondeterministic_seeded in node.target.tags
+
+
+def _replays_saved_rng(node: fx.Node) -> bool:
+    """A seeded op handed the generator state its forward drew (CUDA attention backwards:
+    philox_seed and philox_offset) replays those numbers; it draws none of its own."""
+    names = {a.name for a in node.target._schema.arguments}
+    return {"philox_seed", "philox_offset"} <= names
 
 
 @contextlib.contextmanager
@@ -798,3 +806,46 @@ def autograd_sequence_nr(node: fx.Node) -> int:
 
 def is_backward_node(node: fx.Node) -> bool:
     return node.meta.get("partitioner_tag") == "is_backward" or bool(node.meta.get("autograd_backward"))
+
+
+@functools.cache
+def _from_local_takes_grad_placements() -> bool:
+    import inspect
+
+    from torch.distributed.tensor import DTensor
+
+    return "grad_placements" in inspect.signature(DTensor.from_local).parameters
+
+
+class _FromLocalWithGrad(torch.autograd.Function):
+    """DTensor.from_local whose gradient arrives in `grad_placements` (torch before 2.13
+    lacks the argument: its from_local sends a Partial output's gradient back Replicate)."""
+
+    @staticmethod
+    def forward(ctx, local, mesh, placements, shape, stride, grad_placements):
+        from torch.distributed.tensor import DTensor
+
+        ctx.mesh, ctx.grad_placements = mesh, tuple(grad_placements)
+        return DTensor.from_local(local, mesh, placements, run_check=False, shape=shape, stride=stride)
+
+    @staticmethod
+    def backward(ctx, grad):
+        local = grad.to_local()
+        if grad.placements != ctx.grad_placements:  # as 2.13's from_local does (Partial allowed)
+            from torch.distributed.tensor._dtensor_spec import DTensorSpec
+            from torch.distributed.tensor._redistribute import redistribute_local_tensor
+
+            target = DTensorSpec(ctx.mesh, ctx.grad_placements, tensor_meta=grad._spec.tensor_meta)
+            local = redistribute_local_tensor(local, grad._spec, target)
+        return local, None, None, None, None, None
+
+
+def dtensor_from_local(local, mesh, placements, shape, stride, grad_placements):
+    """DTensor.from_local(local, ..., run_check=False, shape=, stride=, grad_placements=) on
+    every supported torch."""
+    from torch.distributed.tensor import DTensor
+
+    if _from_local_takes_grad_placements():
+        return DTensor.from_local(local, mesh, placements, run_check=False, shape=shape, stride=stride,
+                                  grad_placements=grad_placements)
+    return _FromLocalWithGrad.apply(local, mesh, placements, shape, stride, grad_placements)

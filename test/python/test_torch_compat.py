@@ -1,0 +1,71 @@
+"""What absorbs the differences between torch releases and devices (_torch_private), tested
+on the torch at hand: each shim's fallback path gives what the native path gives.
+
+- DTensor.from_local with grad_placements (torch >= 2.13) and our autograd Function for
+  older torch: the same local gradients for Partial, Shard and Replicate outputs;
+- a seeded op handed its forward's generator state (CUDA attention backwards) replays it,
+  and so may sit in a backward graph; a draw does not;
+- a shard over a mesh dim of one rank is the whole value: pinned inputs accept it.
+"""
+import pytest
+import torch
+
+from torch_localmap import _torch_private
+from torch_localmap.plan import plan_module
+
+from dist_utils import make_mesh, run_distributed
+
+
+def _rank_from_local(rank, world_size):
+    from torch.distributed.tensor import Partial, Replicate, Shard
+
+    mesh = make_mesh((world_size,))
+    out = {}
+    for name, placements, grad_placements in (("partial", [Partial()], [Partial()]),
+                                              ("partial_to_replicate", [Partial()], [Replicate()]),
+                                              ("shard", [Shard(0)], [Shard(0)]),
+                                              ("replicate", [Replicate()], [Replicate()])):
+        grads = []
+        for native in (True, False):
+            torch.manual_seed(rank)
+            local = torch.randn(3, 4, requires_grad=True)
+            shape = (3 * world_size, 4) if name == "shard" else (3, 4)
+            stride = (4, 1)
+            if native:
+                dt = _torch_private.dtensor_from_local(local, mesh, placements, shape, stride, grad_placements)
+            else:
+                dt = _torch_private._FromLocalWithGrad.apply(local, mesh, placements, shape, stride, grad_placements)
+            weight = torch.arange(float(shape[0] * shape[1])).reshape(shape)
+            (dt.full_tensor() * weight).sum().backward()
+            grads.append(local.grad)
+        out[name] = grads
+    return out
+
+
+def test_from_local_fallback_gives_the_native_gradients():
+    for res in run_distributed(_rank_from_local, 2, timeout=120):
+        for name, (native, ours) in res.items():
+            torch.testing.assert_close(ours, native, msg=lambda m: f"{name}: {m}")
+
+
+def test_seeded_ops_that_replay_forward_rng_are_not_draws():
+    aten = torch.ops.aten
+
+    class _Node:  # what _replays_saved_rng reads of an fx node
+        def __init__(self, target):
+            self.target = target
+
+    for op in (aten._scaled_dot_product_efficient_attention_backward.default,
+               aten._scaled_dot_product_cudnn_attention_backward.default):
+        assert _torch_private._replays_saved_rng(_Node(op)), op
+    for op in (aten.bernoulli.p, aten.native_dropout.default, aten.rand_like.default):
+        assert not _torch_private._replays_saved_rng(_Node(op)), op
+
+
+@pytest.mark.parametrize("mesh", [(1,), (1, 2), (2, 1)])
+def test_shard_over_a_one_rank_mesh_dim_is_accepted(mesh):
+    model = torch.nn.Linear(16, 8)
+    spec = "S(0)" * len(mesh)
+    plan = plan_module(model, mesh, (torch.randn(8, 16),), input_specs={"0": spec}, time_limit=1)
+    want = "".join("S(0)" if n > 1 else "R" for n in mesh)
+    assert plan.placeholder_specs()[2] == want, plan.placeholder_specs()
