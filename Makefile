@@ -19,7 +19,7 @@ TEST_REQUIREMENTS = "pytest>=7,<10" "pytest-xdist>=3,<4" "pytest-timeout>=2,<3" 
 # by tools/torchvision_cpu_shim.py (installed as a .pth start-up hook of the venv).
 ZOO_NO_DEPS = "timm==1.0.31" "torchvision==0.28.0"
 
-.PHONY: install venv versions demo test test-cpp test-py test-fuzz gtest-dev chromium verify-strategies
+.PHONY: install venv versions demo test test-cpp test-py test-fuzz gtest-dev chromium verify-strategies gpu-check
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -44,6 +44,11 @@ demo: install
 # and the exit status is non-zero if any failed (test/run_all.sh).
 test: install gtest-dev chromium versions
 	PY=$(PY) JOBS=$(JOBS) FUZZ_SECONDS=$(FUZZ_SECONDS) bash test/run_all.sh
+
+# On a machine with a GPU and its own torch (no venv, no network): build against that torch,
+# run the CUDA / NCCL checks, calibrate, benchmark; one report (tools/gpu_check.sh).
+gpu-check:
+	PYTHON=$${PYTHON:-python3} bash tools/gpu_check.sh
 
 # GoogleTest comes from Debian (libgtest-dev); installed on first use.
 gtest-dev:

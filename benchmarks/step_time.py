@@ -54,7 +54,7 @@ from torch_localmap import models  # noqa: E402
 from torch_localmap.launch import make_mesh, run_distributed  # noqa: E402
 from torch_localmap._runtime.memory import PeakMemory  # noqa: E402
 
-WORLD = 4
+WORLD = 4  # gloo ranks on CPU; on CUDA one NCCL rank per visible GPU (world_size())
 ROWS = ["single", "ddp", "fsdp2", "tp_fsdp2", "ours", "ours_compiled", "ours_on_ddp", "ours_on_fsdp2",
         "ours_on_tp_fsdp2"]
 TORCH_ROWS = ("single", "ddp", "fsdp2", "tp_fsdp2")
@@ -145,27 +145,31 @@ NO_HAND_TP = ("no torch TP style fits the MoE: ColwiseParallel on its fused qkv 
               "and its experts are raw einsum parameters")
 
 
+def world_size(device: str) -> int:
+    return torch.cuda.device_count() if device == "cuda" else WORLD
+
+
 def _local_batch(batch, rank, dp):
     return tuple(t.chunk(dp)[rank] for t in batch)
 
 
-def _setup(row, name, model, batch, mesh_shape, calibration, plan_dir):
+def _setup(row, name, model, batch, mesh_shape, calibration, plan_dir, device):
     """(module to train, the step's (args), how to read the global loss, plan or None)."""
     if row == "single":
         return model, batch, lambda loss: loss.item(), None
-    rank = dist.get_rank()
+    rank, world = dist.get_rank(), dist.get_world_size()
     if row == "ddp":
         from torch.nn.parallel import DistributedDataParallel as DDP
 
-        return DDP(model), _local_batch(batch, rank, WORLD), _mean_over_ranks, None
+        return DDP(model), _local_batch(batch, rank, world), _mean_over_ranks, None
     if row == "fsdp2":
         from torch.distributed.fsdp import fully_shard
 
-        mesh = make_mesh((WORLD,))
+        mesh = make_mesh((world,))
         for blk in _blocks(model):
             fully_shard(blk, mesh=mesh)
         fully_shard(model, mesh=mesh)
-        return model, _local_batch(batch, rank, WORLD), _mean_over_ranks, None
+        return model, _local_batch(batch, rank, world), _mean_over_ranks, None
     if row == "tp_fsdp2":
         from torch.distributed.fsdp import fully_shard
         from torch.distributed.tensor.parallel import parallelize_module
@@ -192,7 +196,7 @@ def _setup(row, name, model, batch, mesh_shape, calibration, plan_dir):
     if row in ("ours_on_ddp", "ours_on_fsdp2"):  # each rank its local batch, as DDP's loader gives it
         kwargs = {"like": PARITY_ROWS[row], "input_placements": {i: [Shard(0)] * len(mesh_shape)
                                                                  for i in range(len(batch))}}
-        args = _local_batch(batch, rank, WORLD)
+        args = _local_batch(batch, rank, world)
     elif row == "ours_on_tp_fsdp2":
         kwargs = {"fixed_params": _tp_fsdp2_placements(name, model, mesh_shape)}
         if len(mesh_shape) == 2:  # the batch split over the data-parallel mesh dim
@@ -201,7 +205,7 @@ def _setup(row, name, model, batch, mesh_shape, calibration, plan_dir):
     # Plan once per row, model and mesh; later repeats apply the saved plan (no solve).
     path = os.path.join(plan_dir, f"{row}-{name}-{'x'.join(map(str, mesh_shape))}.json")
     saved = Plan.load(path) if os.path.exists(path) else None
-    pm = parallelize(model, mesh, args, device="cpu", time_limit=5.0, calibration=calibration,
+    pm = parallelize(model, mesh, args, device="cpu" if device == "cpu" else "H100", time_limit=5.0, calibration=calibration,
                      compile=row == "ours_compiled", plan=saved, **kwargs)
     if saved is None and rank == 0:
         pm.plan.save(path)
@@ -289,11 +293,18 @@ def _program_collectives(program) -> dict:
     return out
 
 
-def _rank(rank, world, row, name, mesh_shape, steps, warmup, calibration, plan_dir):
-    torch.set_num_threads(1)  # 4 ranks share the machine's cores
-    with PeakMemory("cpu") as mem:
+def _rank(rank, world, row, name, mesh_shape, steps, warmup, calibration, plan_dir, device="cpu"):
+    if device == "cpu":
+        torch.set_num_threads(1)  # 4 ranks share the machine's cores
+    else:  # float32 as on CPU: the rows' losses are compared
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    with PeakMemory(device) as mem:
         model, batch = build(name)
-        module, args, read, plan = _setup(row, name, model, batch, mesh_shape, calibration, plan_dir)
+        if device == "cuda":
+            model, batch = model.cuda(), tuple(t.cuda() for t in batch)
+        module, args, read, plan = _setup(row, name, model, batch, mesh_shape, calibration, plan_dir, device)
         opt = torch.optim.AdamW(module.parameters(), lr=1e-3)
 
         def step():
@@ -301,6 +312,7 @@ def _rank(rank, world, row, name, mesh_shape, steps, warmup, calibration, plan_d
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
+            sync()
             return loss
 
         for _ in range(2):  # first steps: compilation, optimizer state; the peak is in here
@@ -311,6 +323,7 @@ def _rank(rank, world, row, name, mesh_shape, steps, warmup, calibration, plan_d
     for _ in range(steps):
         if world > 1:
             dist.barrier()
+        sync()
         t0 = time.perf_counter()
         loss = step()
         times.append(time.perf_counter() - t0)
@@ -347,13 +360,13 @@ def calibrate(path: str) -> str:
     return path
 
 
-def run_row(row, name, mesh_shape, steps, warmup, calibration, plan_dir):
+def run_row(row, name, mesh_shape, steps, warmup, calibration, plan_dir, device="cpu"):
     if row == "tp_fsdp2" and name not in HAND_TP or row == "ours_on_tp_fsdp2" and name not in HAND_TP:
         raise NotImplementedError(NO_HAND_TP)
     # Every run in fresh processes: nothing a previous row allocated is in its memory figures.
-    world = 1 if row == "single" else WORLD
-    results = run_distributed(_rank, world, row, name, mesh_shape, steps, warmup, calibration, plan_dir,
-                              timeout=1800, pg_timeout=600)
+    world = 1 if row == "single" else world_size(device)
+    results = run_distributed(_rank, world, row, name, mesh_shape, steps, warmup, calibration, plan_dir, device,
+                              timeout=1800, pg_timeout=600, backend="nccl" if device == "cuda" else "gloo")
     r0 = dict(results[0])
     r0["median_s"] = max(r["median_s"] for r in results)  # a step ends when the slowest rank ends
     r0["peak_bytes"] = max(r["peak_bytes"] for r in results)
@@ -372,7 +385,7 @@ def run_case(name, mesh_shape, rows, a, plan_dir) -> dict:
                 continue  # one process: the same on every mesh; measured with the first
             t0 = time.time()
             try:
-                runs[row].append(run_row(row, name, mesh_shape, a.steps, a.warmup, a.calibration, plan_dir))
+                runs[row].append(run_row(row, name, mesh_shape, a.steps, a.warmup, a.calibration, plan_dir, a.device))
             except NotImplementedError as e:
                 errors[row] = {"error": f"n/a: {e}"}
             except Exception as e:  # ours: the row says why; torch's rows: the benchmark fails (main)
@@ -400,8 +413,8 @@ def _collectives_text(c) -> str:
     return ", ".join(f"{k} {n}x {el / 1e6:.2f}M el" for k, (n, el) in sorted(c.items())) or "none"
 
 
-def table(model, mesh_shape, results, best) -> str:
-    lines = [f"\n### {model}, mesh {'x'.join(map(str, mesh_shape))} (4 gloo ranks; single: 1 process)", "",
+def table(model, mesh_shape, results, best, ranks="4 gloo ranks") -> str:
+    lines = [f"\n### {model}, mesh {'x'.join(map(str, mesh_shape))} ({ranks}; single: 1 process)", "",
              "| row | step (median of runs) | runs | vs best torch | peak/rank measured | peak/rank estimate "
              "| est. step | loss |", "|---|---|---|---|---|---|---|---|"]
     for row in ROWS:
@@ -433,13 +446,15 @@ def table(model, mesh_shape, results, best) -> str:
     return "\n".join(lines)
 
 
-def plan_checks(results) -> list:
+def plan_checks(results, world: int) -> list:
     """Ours on DDP's / FSDP2's plan must issue what those wrappers issue per step: DDP one
     all-reduce of every gradient over all ranks; FSDP2 all-gathers of the parameters and one
     reduce-scatter of every gradient (within 5%: padding); no other collective beyond the
     loss scalar's. (torch's rows' own collectives, read by the profiler, are shown for
     reference: the profiler records no sizes for some of them.) Returns the mismatches."""
     bad = []
+    if world == 1:  # one rank reduces nothing (torch's wrappers still call their collectives)
+        return bad
     for ours, allowed, reduce_kind in (("ours_on_ddp", {"all_reduce"}, "all_reduce"),
                                        ("ours_on_fsdp2", {"all_gather", "reduce_scatter", "all_reduce"},
                                         "reduce_scatter")):
@@ -474,7 +489,9 @@ def verdicts(model, mesh_key, results, best) -> list:
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default="mlp,llama,moe")
-    p.add_argument("--meshes", default="4,2x2")
+    p.add_argument("--meshes", default=None, help="default 4,2x2 on CPU; on CUDA the GPU count (and 2xN/2)")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                   help="cpu: 4 gloo ranks; cuda: one NCCL rank per visible GPU, planned with the H100 table")
     p.add_argument("--rows", default=",".join(ROWS))
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
@@ -485,6 +502,13 @@ def main(argv=None):
     a = p.parse_args(argv)
     if a.steps < 20 or a.repeats < 3:
         print("note: fewer than 20 timed steps or 3 runs per row", file=sys.stderr)
+    if a.device == "cuda":
+        if not torch.cuda.is_available():
+            raise SystemExit("--device cuda: no CUDA GPU is visible")
+        n = torch.cuda.device_count()
+        a.meshes = a.meshes or (f"{n},2x{n // 2}" if n >= 4 and n % 2 == 0 else f"{n}")
+        a.calibration = a.calibration or "none"  # the cost model's GPU table; `calibrate --device cuda` refines it
+    a.meshes = a.meshes or "4,2x2"
     if a.calibration is None:
         a.calibration = calibrate(os.path.join(os.environ.get("TMPDIR", "/tmp"), "tlm_step_time_profile.json"))
         print(f"calibrated: {a.calibration}", file=sys.stderr)
@@ -516,7 +540,8 @@ def main(argv=None):
                         if "median_s" in r.get(row, {})), default=None)
             for m, results in per_mesh.items():
                 mesh_shape = tuple(int(s) for s in m.split("x"))
-                print(table(name, mesh_shape, results, best), flush=True)
+                ranks = f"{world_size(a.device)} {'NCCL' if a.device == 'cuda' else 'gloo'} ranks"
+                print(table(name, mesh_shape, results, best, ranks), flush=True)
                 losses = {row: r["loss"] for row, r in results.items() if "loss" in r}
                 if losses:
                     lo, hi = min(losses.values()), max(losses.values())
@@ -524,10 +549,10 @@ def main(argv=None):
                     print(f"\nlosses agree to {spread:.1e} (relative; bound {LOSS_RTOL:g})")
                     if spread > LOSS_RTOL:
                         failures.append(f"{name} {m}: the rows end at different losses {losses}")
-                for bad in plan_checks(results):
-                    failures.append(f"{name} {m}: not torch's plan: {bad}")
+                bads = plan_checks(results, world_size(a.device))
+                failures += [f"{name} {m}: not torch's plan: {bad}" for bad in bads]
                 print("plan check (ours on DDP's and FSDP2's plans issue their collectives): "
-                      + ("ok" if not plan_checks(results) else "MISMATCH: " + "; ".join(plan_checks(results))))
+                      + ("ok" if not bads else "MISMATCH: " + "; ".join(bads)))
                 lines += verdicts(name, m, results, best)
     print("\n" + "\n".join(lines))
     if a.json:
