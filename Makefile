@@ -19,7 +19,7 @@ TEST_REQUIREMENTS = "pytest>=7,<10" "pytest-xdist>=3,<4" "pytest-timeout>=2,<3" 
 # by tools/torchvision_cpu_shim.py (installed as a .pth start-up hook of the venv).
 ZOO_NO_DEPS = "timm==1.0.31" "torchvision==0.28.0"
 
-.PHONY: install venv versions demo test test-cpp test-py test-fuzz gtest-dev chromium verify-strategies gpu-check
+.PHONY: install venv versions demo test test-cpp test-py test-fuzz gtest-dev chromium verify-strategies gpu-check test-compat
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -44,6 +44,11 @@ demo: install
 # and the exit status is non-zero if any failed (test/run_all.sh).
 test: install gtest-dev chromium versions
 	PY=$(PY) JOBS=$(JOBS) FUZZ_SECONDS=$(FUZZ_SECONDS) bash test/run_all.sh
+
+# The smoke subset against another torch of the supported range (pyproject.toml), in a venv
+# of its own: `make test-compat TORCH=2.11.0` (tools/test_compat.sh).
+test-compat:
+	TORCH=$(TORCH) JOBS=$(JOBS) PYTHON=python3 bash tools/test_compat.sh
 
 # On a machine with a GPU and its own torch (no venv, no network): build against that torch,
 # run the CUDA / NCCL checks, calibrate, benchmark; one report (tools/gpu_check.sh).

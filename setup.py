@@ -30,14 +30,27 @@ def solver_sources():
     return sorted(found)
 
 
-COMPILE_ARGS = ["-O3", "-DNDEBUG", "-std=c++17", "-fvisibility=hidden"]
+def torch_cxx_standard() -> str:
+    """The C++ standard the installed torch's headers require: ATen.h refuses to compile below
+    it (`#error C++20 or later ...` from torch 2.15 on, C++17 before). A feature check, not a
+    version table: whatever release is installed says what it needs."""
+    import re
+
+    with open(os.path.join(include_paths()[0], "ATen", "ATen.h")) as f:
+        found = re.search(r"#error C\+\+(\d+) or later", f.read())
+    return f"-std=c++{found.group(1) if found else 17}"
+
+
+COMPILE_ARGS = ["-O3", "-DNDEBUG", "-std=c++17", "-fvisibility=hidden"]  # csrc/core is C++17
+# The extension that includes torch's headers is compiled in the standard they require.
+TORCH_COMPILE_ARGS = [torch_cxx_standard() if a == "-std=c++17" else a for a in COMPILE_ARGS]
 
 
 ext = CppExtension(
     name="torch_localmap._C",
     sources=sources(),
     include_dirs=[os.path.join(ROOT, "csrc")],
-    extra_compile_args=COMPILE_ARGS,
+    extra_compile_args=TORCH_COMPILE_ARGS,
     libraries=["dl"],
 )
 

@@ -3,7 +3,7 @@ otherwise run: one process, DDP, FSDP2 (fully_shard), a hand TP(+FSDP2) DTensor 
 our runtime on each of torch's own plans (parallelize(like="ddp"|"fsdp2"), the hand TP
 placements as fixed_params), which separates the runtime's speed from the planner's choice.
 
-    PYTHONPATH=$PWD python benchmarks/step_time.py [--models mlp,llama,moe] [--meshes 4,2x2]
+    PYTHONPATH=$PWD python benchmarks/step_time.py [--device cpu|cuda] [--models mlp,llama,moe] [--meshes 4,2x2]
         [--rows ...] [--steps 20] [--warmup 3] [--repeats 3] [--calibration profile.json]
         [--json results.json]
 
@@ -13,7 +13,7 @@ the data-parallel rows, ours on torch's data-parallel plans included, give each 
 local batch as a data loader would. Each row runs --repeats times, interleaved with the
 other rows (one run of DDP varies by 10% between identical runs); a row's step is the
 median over its runs of the median step over --steps steps after warm-up. Reported: the
-step, its ratio to the best torch row (the best distributed torch configuration of the
+step, tokens/s and (on CUDA) MFU, its ratio to the best torch row (the best distributed torch configuration of the
 model over every mesh benchmarked), the measured peak memory per rank (the most any rank
 used; allocations since before the model was built, _runtime/memory.py), our plan's
 estimate of step and peak, the loss after the steps (every row must end at the same loss,
@@ -302,6 +302,7 @@ def _rank(rank, world, row, name, mesh_shape, steps, warmup, calibration, plan_d
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     with PeakMemory(device) as mem:
         model, batch = build(name)
+        tokens = _tokens(batch)
         if device == "cuda":
             model, batch = model.cuda(), tuple(t.cuda() for t in batch)
         module, args, read, plan = _setup(row, name, model, batch, mesh_shape, calibration, plan_dir, device)
@@ -328,7 +329,8 @@ def _rank(rank, world, row, name, mesh_shape, steps, warmup, calibration, plan_d
         loss = step()
         times.append(time.perf_counter() - t0)
     out = {"median_s": statistics.median(times), "peak_bytes": mem.peak_bytes, "loss": read(loss),
-           "steps": 2 + warmup + steps, "n_params": sum(p.numel() for p in model.parameters())}
+           "steps": 2 + warmup + steps, "n_params": sum(p.numel() for p in model.parameters()), "tokens": tokens,
+           "world": world}
     if world > 1:
         dist.barrier()
     out["collectives"], out["breakdown"] = _profile_step(step)  # after the loss was read: not in it
@@ -405,6 +407,28 @@ def run_case(name, mesh_shape, rows, a, plan_dir) -> dict:
     return results
 
 
+def _tokens(batch) -> int:
+    """Tokens one step trains on (the whole batch, every rank together): a token-id input's
+    batch x sequence, else its samples."""
+    x = batch[0]
+    return int(x.shape[0] * x.shape[1]) if not x.is_floating_point() and x.dim() >= 2 else int(x.shape[0])
+
+
+# float32 peak of the cost model's GPU table (the benchmark runs float32, TF32 off): the MFU
+# denominator on CUDA.
+_GPU_PEAK_FP32 = 67e12
+
+
+def _throughput(r, device) -> str:
+    """tokens/s and (CUDA) MFU: 6 x parameters x tokens per step (forward + backward), over
+    the step time and every rank's peak."""
+    rate = r["tokens"] / r["median_s"]
+    if device != "cuda":
+        return f"{rate:,.0f} | -"
+    mfu = 6 * r["n_params"] * r["tokens"] / (r["median_s"] * _GPU_PEAK_FP32 * r["world"])
+    return f"{rate:,.0f} | {100 * mfu:.1f}%"
+
+
 def _mib(b):
     return f"{b / 2**20:.1f} MiB"
 
@@ -413,23 +437,24 @@ def _collectives_text(c) -> str:
     return ", ".join(f"{k} {n}x {el / 1e6:.2f}M el" for k, (n, el) in sorted(c.items())) or "none"
 
 
-def table(model, mesh_shape, results, best, ranks="4 gloo ranks") -> str:
+def table(model, mesh_shape, results, best, ranks="4 gloo ranks", device="cpu") -> str:
     lines = [f"\n### {model}, mesh {'x'.join(map(str, mesh_shape))} ({ranks}; single: 1 process)", "",
-             "| row | step (median of runs) | runs | vs best torch | peak/rank measured | peak/rank estimate "
-             "| est. step | loss |", "|---|---|---|---|---|---|---|---|"]
+             "| row | step (median of runs) | runs | vs best torch | tokens/s | MFU | peak/rank measured "
+             "| peak/rank estimate | est. step | loss |", "|---|---|---|---|---|---|---|---|---|---|"]
     for row in ROWS:
         r = results.get(row)
         if r is None:
             continue
         if "error" in r:
             what = r["error"] if r["error"].startswith("n/a") else f"failed: {r['error']}"
-            lines.append(f"| {row} | {what} | | | | | | |")
+            lines.append(f"| {row} | {what} | | | | | | | | |")
             continue
         ratio = f"{r['median_s'] / best:.2f}x" if best else "-"
         est = _mib(r["estimate_peak_bytes"]) if "estimate_peak_bytes" in r else "-"
         est_t = f"{r['estimate_s'] * 1e3:.2f} ms" if "estimate_s" in r else "-"
         runs = " / ".join(f"{x * 1e3:.0f}" for x in r["runs_s"])
-        lines.append(f"| {row} | {r['median_s'] * 1e3:.1f} ms | {runs} | {ratio} | {_mib(r['peak_bytes'])} | {est} "
+        lines.append(f"| {row} | {r['median_s'] * 1e3:.1f} ms | {runs} | {ratio} | {_throughput(r, device)} | "
+                     f"{_mib(r['peak_bytes'])} | {est} "
                      f"| {est_t} | {r['loss']:.5f} |")
     lines += ["", "One step under the profiler (rank 0): the collectives it issued (ours: the rank program's; "
               "torch's: its c10d calls, sizes where the profiler records them), and where its time went "
@@ -541,7 +566,7 @@ def main(argv=None):
             for m, results in per_mesh.items():
                 mesh_shape = tuple(int(s) for s in m.split("x"))
                 ranks = f"{world_size(a.device)} {'NCCL' if a.device == 'cuda' else 'gloo'} ranks"
-                print(table(name, mesh_shape, results, best, ranks), flush=True)
+                print(table(name, mesh_shape, results, best, ranks, a.device), flush=True)
                 losses = {row: r["loss"] for row, r in results.items() if "loss" in r}
                 if losses:
                     lo, hi = min(losses.values()), max(losses.values())

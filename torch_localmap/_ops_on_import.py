@@ -16,7 +16,11 @@ import importlib.abc
 import importlib.util
 import sys
 
-__all__ = ["load_ops_with_torch"]
+__all__ = ["load_ops_with_torch", "SUPPORTED_TORCH"]
+
+# The torch releases the package supports (pyproject.toml says the same; tools/test_compat.sh
+# tests both ends).
+SUPPORTED_TORCH = ">=2.11,<2.16"
 
 
 def load_ops_with_torch(package: str) -> None:
@@ -59,6 +63,13 @@ class _AfterTorchImport(importlib.abc.MetaPathFinder):
 def _load(package: str) -> None:
     """Loads the extension and names its ops in torch.ops.localmap, so listing the namespace
     (`list(torch.ops.localmap)`, which shows only names looked up before) shows them all."""
-    ops = sys.modules["torch"].ops.localmap
-    for name in importlib.import_module(f"{package}._C").op_names():
+    torch = sys.modules["torch"]
+    try:
+        ext = importlib.import_module(f"{package}._C")
+    except ImportError as e:  # most often: built against another torch than the one imported
+        raise ImportError(f"torch_localmap's C++ extension does not load with torch {torch.__version__} "
+                          f"({e}); it must be built against the torch it runs with (supported: torch "
+                          f"{SUPPORTED_TORCH}): pip install --no-build-isolation -e . (or `make install`)") from e
+    ops = torch.ops.localmap
+    for name in ext.op_names():
         getattr(ops, name)

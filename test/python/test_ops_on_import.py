@@ -2,13 +2,16 @@
 torch and torch_localmap is imported first, torch.ops.localmap lists and resolves them, and a
 program saved with torch.export that holds them loads in a fresh process. Each check runs
 in a fresh interpreter (the test process has long loaded the extension)."""
+import importlib.util
 import os
 import subprocess
 import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# Where the package under test lives (the source tree, or site-packages when the tests run
+# against an installed copy: tools/test_compat.sh); the fresh interpreters import it from there.
+REPO = os.path.dirname(os.path.dirname(importlib.util.find_spec("torch_localmap").origin))
 
 
 def _python(code: str, *argv: str) -> str:

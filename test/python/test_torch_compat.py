@@ -69,3 +69,18 @@ def test_shard_over_a_one_rank_mesh_dim_is_accepted(mesh):
     plan = plan_module(model, mesh, (torch.randn(8, 16),), input_specs={"0": spec}, time_limit=1)
     want = "".join("S(0)" if n > 1 else "R" for n in mesh)
     assert plan.placeholder_specs()[2] == want, plan.placeholder_specs()
+
+
+def test_supported_range_is_pyprojects_and_holds_the_torch_at_hand():
+    import pathlib
+    import tomllib
+
+    from packaging.specifiers import SpecifierSet
+
+    from torch_localmap._ops_on_import import SUPPORTED_TORCH
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    doc = tomllib.loads((root / "pyproject.toml").read_text())
+    declared = {d for d in doc["project"]["dependencies"] + doc["build-system"]["requires"] if d.startswith("torch")}
+    assert declared == {f"torch{SUPPORTED_TORCH}"}, declared
+    assert torch.__version__.split("+")[0] in SpecifierSet(SUPPORTED_TORCH)

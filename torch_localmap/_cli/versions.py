@@ -1,10 +1,19 @@
 """`python -m torch_localmap versions`: what this installation actually uses."""
 COMMAND = "versions"
-HELP = "print the versions of Python, torch, highspy and the HiGHS library the solver loaded"
+HELP = "print the versions of Python, torch (its CUDA and NCCL), highspy and the HiGHS library the solver loaded"
 
 
 def add_arguments(parser):
     pass
+
+
+def _nccl_version(torch) -> str:
+    if not torch.distributed.is_nccl_available():
+        return "not built into this torch"
+    try:
+        return ".".join(map(str, torch.cuda.nccl.version()))
+    except Exception as e:  # noqa: BLE001 -- a CUDA build on a machine without the driver
+        return f"built in, version unreadable here ({type(e).__name__})"
 
 
 def run(args) -> int:
@@ -14,6 +23,7 @@ def run(args) -> int:
     import torch
 
     from .. import __version__
+    from .._ops_on_import import SUPPORTED_TORCH
     from ..solver import HIGHS_UNAVAILABLE, highs_status
 
     def installed(name):
@@ -24,7 +34,11 @@ def run(args) -> int:
 
     print(f"torch_localmap {__version__}")
     print(f"python {platform.python_version()} ({platform.machine()})")
-    print(f"torch {torch.__version__} (CUDA {'available' if torch.cuda.is_available() else 'unavailable'})")
+    print(f"torch {torch.__version__} (supported: {SUPPORTED_TORCH})")
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    print(f"CUDA {torch.version.cuda or 'none (CPU build)'}; {gpus} GPU(s) visible"
+          + (f" ({torch.cuda.get_device_name(0)})" if gpus else ""))
+    print(f"NCCL {_nccl_version(torch)}")
     print(f"numpy {installed('numpy')}")
     st = highs_status()
     print(f"highspy {st['highspy'] or 'not installed'}")

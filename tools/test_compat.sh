@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# `make test-compat TORCH=2.11.0`: the package against another torch of the supported range,
+# in a virtual environment of its own (build/compat/torch-$TORCH), from a copy of the source
+# (so the main tree's extension, built for the main venv's torch, is never touched):
+# the extension's build against that torch, then a smoke subset -- plan and solve, the ops'
+# opcheck and 4-rank gradcheck, the release shims, parallelize on gloo ranks against one
+# process, the compile backend, a Hugging Face model on 4 ranks. The GoogleTests are not
+# rerun: csrc/core is torch-free, so they test the same code under every torch.
+#   TORCH=2.15.0 PYTHON=python3 JOBS=2 bash tools/test_compat.sh
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+: "${TORCH:?set TORCH to a torch release of the supported range, e.g. TORCH=2.11.0}"
+PYTHON=${PYTHON:-python3}
+JOBS=${JOBS:-2}
+DIR="$ROOT/build/compat/torch-$TORCH"
+VENV=${VENV:-$DIR/venv}  # an existing venv with that torch may be given
+SRC="$DIR/src"
+t0=$SECONDS
+
+[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+# The machine-wide pip constraint caps torch below the newest releases: lifted for this
+# venv, which pins its own torch. Test pins as the Makefile's.
+PIP_CONSTRAINT=/dev/null "$VENV/bin/python" -m pip install -q "torch==$TORCH" "numpy>=1.24,<3" "highspy>=1.7,<1.16" \
+  "tqdm>=4.60,<5" "pybind11>=2.12,<4" "ninja>=1.11,<2" "setuptools>=64,<90" "wheel<1" \
+  "pytest>=7,<10" "pytest-xdist>=3,<4" "pytest-timeout>=2,<3" "hypothesis>=6,<7" "expecttest>=0.2,<1" \
+  "transformers==5.23.0"
+t_install=$((SECONDS - t0))
+
+rm -rf "$SRC" && mkdir -p "$SRC"
+(cd "$ROOT" && git ls-files -z | xargs -0 tar -cf - --) | tar -xf - -C "$SRC"
+MAX_JOBS=$JOBS "$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps "$SRC"
+t_build=$((SECONDS - t0 - t_install))
+
+# Run from outside the source tree, so `import torch_localmap` is the installed copy.
+cd "$DIR"
+"$VENV/bin/python" -m torch_localmap versions
+T="$ROOT/test/python"
+"$VENV/bin/pytest" -q -p no:cacheprovider -n "$JOBS" --rootdir "$ROOT" -c "$ROOT/pyproject.toml" \
+  "$T/test_solver.py" "$T/test_torch_compat.py" "$T/test_localmap_ops.py" "$T/test_parallelize.py" \
+  "$T/test_plan_reuse.py" "$T/test_ops_on_import.py" "$T/test_zoo.py::test_zoo_model_trains_like_one_process[hf_llama]"
+echo "test-compat torch $TORCH: passed (install ${t_install} s, build ${t_build} s, total $((SECONDS - t0)) s)"
