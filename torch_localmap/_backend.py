@@ -38,7 +38,6 @@ from torch.distributed.tensor import DTensor
 from . import _torch_private
 from ._device import check_mesh_backend, mesh_device
 from ._module_tree import attach_tensor
-from ._runtime.bucketing import DEFAULT_BUCKET_CAP_MB
 from ._runtime.failures import failure_scope
 from ._runtime.groups import DEFAULT_TIMEOUT, as_timeout, runtime_mesh
 from ._runtime.redistribute import redistribute_local, shard_local
@@ -74,7 +73,7 @@ def localmap_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **_
 
     ex = {k: options.pop(k) for k in _EXECUTION_OPTIONS if k in options}
     execution = _execution_options(mesh, ex.get("inductor"), ex.get("reshard_after_forward"), ex.get("overlap", True),
-                                   options.get("memory_limit", "device"), ex.get("bucket_cap_mb", DEFAULT_BUCKET_CAP_MB))
+                                   options.get("memory_limit", "device"), ex.get("bucket_cap_mb"))
     graph = _CompiledGraph(gm, list(example_inputs), runtime_mesh(mesh, options["timeout"]), options, on_plan)
     graph.execution = execution
     graph.saved_plans = saved

@@ -423,7 +423,7 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
                 memory_limit="device", fixed_params=None, calibration=None, fallback_replicate=True,
                 timeout=DEFAULT_TIMEOUT, input_placements=None, mp_policy=None, compile=None,
                 reshard_after_forward=None, overlap=True, optimizer_states=2, plan=None,
-                like=None, bucket_cap_mb=DEFAULT_BUCKET_CAP_MB) -> ParallelModule:
+                like=None, bucket_cap_mb=None) -> ParallelModule:
     """Plans `model(*example_args, **example_kwargs)` on `mesh` and returns the parallel
     module. Parameters and buffers become DTensors in the planned placements; every rank must
     call this with the same model state and example arguments.
@@ -444,7 +444,8 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
     frees gathered parameters after forward and gathers them again in backward (None: yes
     unless `memory_limit` leaves room to keep them). `optimizer_states`: tensors of a
     parameter's size the optimizer keeps (AdamW 2, SGD with momentum 1), for the plan's
-    memory estimate (`plan.summary.memory`). `bucket_cap_mb` (DDP's name and default):
+    memory estimate (`plan.summary.memory`). `bucket_cap_mb` (DDP's name; None: DDP's 25 on
+    CUDA meshes, 0 on gloo meshes for now):
     collectives of one kind, group and dtype whose inputs are ready one after another --
     parameter gradients above all -- run as one collective on a flat buffer of at most
     this size (0: each on its own).
@@ -506,6 +507,11 @@ def _execution_options(mesh, compile, reshard_after_forward, overlap, memory_lim
         compile = mesh.device_type == "cuda"
     if reshard_after_forward is None and explicit_memory_limit(memory_limit) is None:
         reshard_after_forward = True  # FSDP2's default; with a limit, each plan decides (RankProgram)
+    if bucket_cap_mb is None:
+        # On CUDA meshes, DDP's 25 MiB. On gloo (CPU) meshes off until the heap corruption seen
+        # on gloo ranks since bucketing came in is explained (docs/benchmarks.md, "The rank
+        # abort"); bucket_cap_mb=25 turns it on there.
+        bucket_cap_mb = DEFAULT_BUCKET_CAP_MB if mesh.device_type == "cuda" else 0
     if isinstance(bucket_cap_mb, bool) or not isinstance(bucket_cap_mb, (int, float)) or not bucket_cap_mb >= 0:
         raise ValueError(f"bucket_cap_mb: expected a non-negative number of MiB (0: no buckets), got {bucket_cap_mb!r}")
     return ExecutionOptions(reshard_after_forward=reshard_after_forward, overlap=overlap, compile=compile,

@@ -81,7 +81,9 @@ def _reference():
 def test_like_ddp_and_fsdp2_run_torchs_plan_and_train_like_one_process():
     ref_loss, ref_grads = _reference()
     n_params = sum(p.numel() for p in Net().parameters())
-    cases = [("ddp", dict(bucket_cap_mb=0)), ("ddp", {}), ("fsdp2", dict(bucket_cap_mb=0)), ("fsdp2", {})]
+    # 25: DDP's default cap (the default on CUDA meshes; gloo meshes default to 0 for now)
+    cases = [("ddp", dict(bucket_cap_mb=0)), ("ddp", dict(bucket_cap_mb=25)), ("fsdp2", dict(bucket_cap_mb=0)),
+             ("fsdp2", dict(bucket_cap_mb=25))]
     for rank_results in run_distributed(_rank_like, 2, cases, timeout=600):
         for (like, kwargs), r in zip(cases, rank_results):
             what = f"like={like} {kwargs}"
@@ -97,7 +99,7 @@ def test_like_ddp_and_fsdp2_run_torchs_plan_and_train_like_one_process():
                 assert sum(c[1] for c in r["bw"]) == n_params, (what, r["bw"])  # every gradient, once
                 if kwargs.get("bucket_cap_mb") == 0:
                     assert len(r["bw"]) == len(ref_grads) and r["buckets"] == 0
-                else:  # the default 25 MiB holds every gradient of this model: one bucket
+                else:  # 25 MiB holds every gradient of this model: one bucket
                     assert len(r["bw"]) == 1 and r["buckets"] == 1, r["bw"]
             else:
                 assert set(r["placements"].values()) == {"S(0)"}, r["placements"]
