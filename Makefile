@@ -19,7 +19,8 @@ TEST_REQUIREMENTS = "pytest>=7,<10" "pytest-xdist>=3,<4" "pytest-timeout>=2,<3" 
 # by tools/torchvision_cpu_shim.py (installed as a .pth start-up hook of the venv).
 ZOO_NO_DEPS = "timm==1.0.31" "torchvision==0.28.0"
 
-.PHONY: install venv versions demo test test-cpp test-py test-fuzz gtest-dev chromium verify-strategies gpu-check test-compat
+.PHONY: install venv versions demo test test-cpp test-py test-fuzz gtest-dev chromium verify-strategies gpu-check test-compat \
+    test-compat-ends
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -49,6 +50,13 @@ test: install gtest-dev chromium versions
 # of its own: `make test-compat TORCH=2.11.0` (tools/test_compat.sh).
 test-compat:
 	TORCH=$(TORCH) JOBS=$(JOBS) PYTHON=python3 bash tools/test_compat.sh
+
+# The oldest and the newest torch release of the supported range (CI runs both after
+# `make test`; test_torch_compat.py checks these stay the ends of pyproject's range).
+COMPAT_ENDS = 2.11.0 2.15.0
+test-compat-ends:
+	@status=0; for t in $(COMPAT_ENDS); do $(MAKE) --no-print-directory test-compat TORCH=$$t || status=1; done; \
+	    exit $$status
 
 # On a machine with a GPU and its own torch (no venv, no network): build against that torch,
 # run the CUDA / NCCL checks, calibrate, benchmark; one report (tools/gpu_check.sh).

@@ -205,7 +205,6 @@ def _setup(row, name, model, batch, mesh_shape, calibration, plan_dir, device):
     # Plan once per row, model and mesh; later repeats apply the saved plan (no solve).
     path = os.path.join(plan_dir, f"{row}-{name}-{'x'.join(map(str, mesh_shape))}.json")
     saved = Plan.load(path) if os.path.exists(path) else None
-    kwargs.setdefault("bucket_cap_mb", 25)  # DDP's buckets (parallelize's default on CUDA only, for now)
     pm = parallelize(model, mesh, args, device="cpu" if device == "cpu" else "H100", time_limit=5.0, calibration=calibration,
                      compile=row == "ours_compiled", plan=saved, **kwargs)
     if saved is None and rank == 0:

@@ -17,8 +17,12 @@ code around the graph (graph breaks, a loss outside the model) computes what it 
   gradients stay sharded (the memory saving; `parallelize` gives it for plain modules).
 * Buffers are replicated; a buffer the graph writes (BatchNorm statistics) is written back.
 * Forward-only graphs (eval, torch.no_grad) get forward programs of their own.
-* Shapes: each distinct call signature (shapes, dtypes, non-tensor values, grad mode) is
-  planned once and cached -- `dynamic=True` graphs re-plan per shape, never fail on one.
+* Shapes: each distinct call signature (shapes, dtypes, non-tensor values, grad mode) gets
+  a program of its own, at most options["plan_cache_size"] (16) kept. A signature that
+  differs from a planned one only in sizes -- a new sequence length; under Dynamo's
+  automatic dynamic shapes (after a second size) one graph serves them all -- carries the
+  previous plan to its sizes unless a plan options["replan_tolerance"] (5%) cheaper exists
+  there (_plan_cache.py), so a stream of lengths solves once, not once per length.
 * Saved plans: options["plan"] (a Plan, a plan file's path, or a list of them: one per
   Dynamo graph) is applied instead of solving; each graph takes the plan made for it
   (its fingerprint matches) and a graph with none raises PlanMismatchError. Save the plans
@@ -38,6 +42,8 @@ from torch.distributed.tensor import DTensor
 from . import _torch_private
 from ._device import check_mesh_backend, mesh_device
 from ._module_tree import attach_tensor
+from ._plan_cache import PlanCache
+from ._runtime.bucketing import DEFAULT_BUCKET_CAP_MB
 from ._runtime.failures import failure_scope
 from ._runtime.groups import DEFAULT_TIMEOUT, as_timeout, runtime_mesh
 from ._runtime.redistribute import redistribute_local, shard_local
@@ -45,7 +51,8 @@ from ._spmd import RankProgram, local_example_inputs, trace_rank_program
 from .placements import as_spec, spec_to_placements
 
 _KNOWN_OPTIONS = {"device", "time_limit", "memory_limit", "calibration", "fallback_replicate", "seed", "timeout",
-                  "inductor", "overlap", "reshard_after_forward", "bucket_cap_mb"}
+                  "inductor", "overlap", "reshard_after_forward", "bucket_cap_mb", "plan_cache_size",
+                  "replan_tolerance"}
 # How the per-rank programs run (parallelize's compile / overlap / reshard_after_forward).
 _EXECUTION_OPTIONS = ("inductor", "overlap", "reshard_after_forward", "bucket_cap_mb")
 
@@ -73,8 +80,14 @@ def localmap_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **_
 
     ex = {k: options.pop(k) for k in _EXECUTION_OPTIONS if k in options}
     execution = _execution_options(mesh, ex.get("inductor"), ex.get("reshard_after_forward"), ex.get("overlap", True),
-                                   options.get("memory_limit", "device"), ex.get("bucket_cap_mb"))
+                                   options.get("memory_limit", "device"), ex.get("bucket_cap_mb", DEFAULT_BUCKET_CAP_MB))
+    from ._parallelize import _check_count, _check_fraction
+
+    cache_size = _check_count(options.pop("plan_cache_size", 16), "plan_cache_size", minimum=1)
+    tolerance = _check_fraction(options.pop("replan_tolerance", 0.05), "replan_tolerance")
     graph = _CompiledGraph(gm, list(example_inputs), runtime_mesh(mesh, options["timeout"]), options, on_plan)
+    graph.entries = PlanCache(cache_size)
+    graph.replan_tolerance = tolerance
     graph.execution = execution
     graph.saved_plans = saved
     return graph
@@ -225,7 +238,8 @@ class _CompiledGraph:
         self.on_plan = on_plan
         self.execution = None  # ExecutionOptions (localmap_backend sets them)
         self.saved_plans: list = []  # options["plan"]: applied instead of solving (localmap_backend sets them)
-        self.entries: dict = {}
+        self.entries = PlanCache(16)  # per call signature (_plan_cache.py; localmap_backend sizes it)
+        self.replan_tolerance = 0.05
         # Dynamo's view of each output: DTensor outputs go back as DTensors in these placements.
         self.output_placements = [tuple(v.placements) if isinstance(v, DTensor) else None
                                   for v in _torch_private.graph_output_examples(gm)]
@@ -240,12 +254,14 @@ class _CompiledGraph:
         # Numbers passed as 0-d tensors are baked into the plan: their values are part of the key.
         scalars = tuple(args[i].item() for i in sorted(self.module.scalar_args))
         key = (_signature(args), scalars, torch.is_grad_enabled())
-        entry = self.entries.get(key)
-        if entry is None:
-            entry = self.entries[key] = self._plan(args)
-        return entry
+        # A family: the same call but for sizes -- tensor shapes and, under dynamic shapes,
+        # the integer inputs Dynamo passes for symbolic sizes.
+        family = (_signature(args, sizes=False), scalars, torch.is_grad_enabled())
+        shapes = [tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in args]
+        return self.entries.get(key, family, shapes, lambda: [f"input {i}" for i in range(len(args))],
+                                lambda previous: self._plan(args, previous))
 
-    def _plan(self, args) -> _Entry:
+    def _plan(self, args, previous=None) -> _Entry:
         from ._local_map import node_extra, use_mesh
         from ._parallelize import _grad_slots, _param_placeholders, _tangent_outputs
         from ._trace import trace_joint
@@ -272,7 +288,7 @@ class _CompiledGraph:
                        for k, i in enumerate(tensor_pos) if isinstance(args[i], DTensor)}
         with use_mesh(mesh), self.module.bound(constants, scalars):  # regions without a mesh of their own use this one
             joint = trace_joint(self.module, tuple(args[i] for i in tensor_pos), {})
-        plan = self._plan_joint(joint, node_extra=node_extra, outputs="replicated", fixed_params=fixed,
+        plan = self._plan_joint(joint, previous, node_extra=node_extra, outputs="replicated", fixed_params=fixed,
                                 input_specs=input_specs, **self.options)
         placements = plan.state_placements()
         for fqn, t in free_params:  # later graphs plan around this graph's choice
@@ -303,13 +319,14 @@ class _CompiledGraph:
         return _Entry(plan=plan, program=program, sources=sources, specs=specs,
                       mutated=list(joint.mutated_buffers), output_spec=joint.output_spec)
 
-    def _plan_joint(self, joint, **options):
-        """Solves, or applies the saved plan made for this graph (the first whose fingerprint
-        matches; PlanMismatchError naming each plan's difference when none does)."""
+    def _plan_joint(self, joint, previous, **options):
+        """Solves (or carries `previous`, the plan of this graph at other sizes, to these), or
+        applies the saved plan made for this graph (the first whose fingerprint matches;
+        PlanMismatchError naming each plan's difference when none does)."""
         from .plan import PlanMismatchError, plan_joint
 
         if not self.saved_plans:
-            return plan_joint(joint, self.mesh, **options)
+            return plan_joint(joint, self.mesh, previous=previous, replan_tolerance=self.replan_tolerance, **options)
         why = []
         for k, saved in enumerate(self.saved_plans):
             try:
@@ -347,13 +364,18 @@ class _CompiledGraph:
         return list(_torch_private.pytree.tree_unflatten(results, entry.output_spec))
 
 
-def _signature(args) -> tuple:
+def _signature(args, sizes: bool = True) -> tuple:
+    """What a plan is made for; `sizes=False`: the same with shapes as ranks and integers
+    (Dynamo's symbolic sizes under dynamic shapes) as their type only."""
     parts = []
     for x in args:
+        shape = (tuple(x.shape) if sizes else x.dim()) if isinstance(x, torch.Tensor) else None
         if isinstance(x, DTensor):
-            parts.append(("dtensor", tuple(x.shape), x.dtype, tuple(x.placements), x.requires_grad))
+            parts.append(("dtensor", shape, x.dtype, tuple(x.placements), x.requires_grad))
         elif isinstance(x, torch.Tensor):
-            parts.append(("tensor", tuple(x.shape), x.dtype, x.requires_grad))
+            parts.append(("tensor", shape, x.dtype, x.requires_grad))
+        elif not sizes and isinstance(x, int) and not isinstance(x, bool):
+            parts.append(("value", "int"))
         else:
             parts.append(("value", type(x).__name__, x if isinstance(x, (int, float, bool, str, type(None))) else repr(x)))
     return tuple(parts)

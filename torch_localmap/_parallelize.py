@@ -21,9 +21,10 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.distributed.tensor import DTensor, distribute_tensor
 
-from . import _torch_private
+from . import _C, _torch_private
 from ._device import check_mesh_backend, check_tensor_device, mesh_device
 from ._mixed_precision import check_policy as mp_check
+from ._plan_cache import PlanCache
 from ._runtime.failures import failure_scope
 from ._runtime.groups import DEFAULT_TIMEOUT, as_timeout, runtime_mesh
 from ._runtime.bucketing import DEFAULT_BUCKET_CAP_MB
@@ -62,6 +63,8 @@ class _Options:
     optimizer_states: int = 2  # for the plan's memory estimate (AdamW keeps 2 tensors per parameter)
     plan: object = None  # a saved Plan for the first call signature (applied, not solved)
     like: str | None = None  # torch's plan to follow ("ddp" | "fsdp2"), None: the planner's own
+    plan_cache_size: int = 16  # planned call signatures kept (least recently used dropped first)
+    replan_tolerance: float = 0.05  # a call at new sizes solves afresh only if that is this much cheaper
 
 
 @dataclasses.dataclass
@@ -105,7 +108,7 @@ class ParallelModule(nn.Module):
         self.mesh = mesh
         self.device = mesh_device(mesh)  # where inputs and the planned program live
         self._options = options
-        self._compiled: dict = {}
+        self._plans = PlanCache(options.plan_cache_size)  # planned call signatures (_plan_cache.py)
         self._last: _Compiled | None = None
         self._distributed = False
 
@@ -133,6 +136,12 @@ class ParallelModule(nn.Module):
         return self._last.plan
 
     @property
+    def plan_cache_stats(self) -> dict:
+        """Calls served by a planned signature (hits), new signatures (misses) and how each was
+        planned (solved, or carried from the plan of other sizes), entries dropped (evictions)."""
+        return dict(self._plans.stats)
+
+    @property
     def _program(self) -> RankProgram:
         return self._last.program
 
@@ -149,13 +158,16 @@ class ParallelModule(nn.Module):
         return self._run(compiled, leaves)
 
     def _compiled_for(self, args, kwargs):
-        """The planned program for this call's signature (planned on first use)."""
+        """The planned program for this call's signature (planned on first use). A signature
+        that differs from a planned one only in sizes carries that plan to its sizes unless
+        a plan materially cheaper there exists (plan_joint's `previous`): one solve per
+        shape family, one traced program per size, at most plan_cache_size kept."""
         _torch_private.register_block_mask_pytree()  # a BlockMask argument: its tensors are inputs
         leaves, spec = pytree.tree_flatten((args, kwargs))
         key = _signature(spec, leaves, self.training, torch.is_grad_enabled())
-        compiled = self._compiled.get(key)
-        if compiled is None:
-            compiled = self._compiled[key] = self._plan_call(args, kwargs, leaves)
+        compiled = self._plans.get(key, _family_of(key), _shapes_of(leaves),
+                                   lambda: _flat_names(args, kwargs, self._model_forward),
+                                   lambda previous: self._plan_call(args, kwargs, leaves, previous))
         self._last = compiled
         return compiled, leaves
 
@@ -207,7 +219,7 @@ class ParallelModule(nn.Module):
 
     # ---- planning ----------------------------------------------------------------------
 
-    def _plan_call(self, args, kwargs, leaves) -> _Compiled:
+    def _plan_call(self, args, kwargs, leaves, previous=None) -> _Compiled:
         o = self._options
         kinds, input_specs = self._input_layout(args, kwargs, leaves)
         global_leaves = [_global_example(x, kinds.get(i), input_specs.get(i), self.mesh)
@@ -224,7 +236,9 @@ class ParallelModule(nn.Module):
                            fallback_replicate=o.fallback_replicate, timeout=o.timeout,
                            input_specs={str(i): s for i, s in input_specs.items()},
                            root_hooks=False,  # forward() runs them around the program
-                           mp_policy=o.mp_policy, optimizer_states=o.optimizer_states, plan=saved, like=o.like)
+                           mp_policy=o.mp_policy, optimizer_states=o.optimizer_states, plan=saved, like=o.like,
+                           previous=None if saved is not None else previous,
+                           replan_tolerance=o.replan_tolerance)
         if not self._distributed:
             self._distribute_state(plan)
         joint = plan.joint
@@ -310,6 +324,18 @@ class ParallelModule(nn.Module):
             if isinstance(t, DTensor):
                 out[name] = as_spec(list(t.placements), self.mesh.ndim, t.dim(), name)
         return out
+
+
+def _family_of(key):
+    """A call signature with every tensor's sizes left out: calls that differ only in sizes
+    (sequence length, the last batch) share a family and may share a plan."""
+    spec_key, parts, training, grad = key
+    return (spec_key, tuple((p[0], len(p[1])) + p[2:] if p[0] in ("tensor", "dtensor") else p for p in parts),
+            training, grad)
+
+
+def _shapes_of(leaves) -> list:
+    return [tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in leaves]
 
 
 def _signature(spec, leaves, training, grad):
@@ -423,7 +449,8 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
                 memory_limit="device", fixed_params=None, calibration=None, fallback_replicate=True,
                 timeout=DEFAULT_TIMEOUT, input_placements=None, mp_policy=None, compile=None,
                 reshard_after_forward=None, overlap=True, optimizer_states=2, plan=None,
-                like=None, bucket_cap_mb=None) -> ParallelModule:
+                like=None, bucket_cap_mb=DEFAULT_BUCKET_CAP_MB, plan_cache_size=16,
+                replan_tolerance=0.05) -> ParallelModule:
     """Plans `model(*example_args, **example_kwargs)` on `mesh` and returns the parallel
     module. Parameters and buffers become DTensors in the planned placements; every rank must
     call this with the same model state and example arguments.
@@ -444,8 +471,7 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
     frees gathered parameters after forward and gathers them again in backward (None: yes
     unless `memory_limit` leaves room to keep them). `optimizer_states`: tensors of a
     parameter's size the optimizer keeps (AdamW 2, SGD with momentum 1), for the plan's
-    memory estimate (`plan.summary.memory`). `bucket_cap_mb` (DDP's name; None: DDP's 25 on
-    CUDA meshes, 0 on gloo meshes for now):
+    memory estimate (`plan.summary.memory`). `bucket_cap_mb` (DDP's name and default):
     collectives of one kind, group and dtype whose inputs are ready one after another --
     parameter gradients above all -- run as one collective on a flat buffer of at most
     this size (0: each on its own).
@@ -459,7 +485,14 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
     replicated (DDP) or sharded on their first dim over every mesh dim (FSDP2), activations
     kept on the rank whose batch shard made them, parameter gradients reduced -- to compare
     our runtime with torch's on torch's own plan. `fixed_params` still overrides single
-    parameters. A model with an op that cannot run on a local batch shard is refused."""
+    parameters. A model with an op that cannot run on a local batch shard is refused.
+
+    Calls whose sizes change (sequence length, a smaller last batch): the first call of a
+    new size keeps the plan of the previous size, priced at the new sizes, unless a short
+    search there finds a plan more than `replan_tolerance` (a fraction) cheaper -- then it
+    solves afresh (one log line says why); each size traces its own program. At most
+    `plan_cache_size` planned call signatures are kept, least recently used dropped first;
+    `plan_cache_stats` counts hits, misses, plans solved and carried, and evictions."""
     _check_mesh(mesh)
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -472,7 +505,9 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
                        execution=_execution_options(mesh, compile, reshard_after_forward, overlap, memory_limit,
                                                     bucket_cap_mb),
                        optimizer_states=_check_count(optimizer_states, "optimizer_states"),
-                       plan=None if plan is None else as_saved_plan(plan), like=_check_like(like))
+                       plan=None if plan is None else as_saved_plan(plan), like=_check_like(like),
+                       plan_cache_size=_check_count(plan_cache_size, "plan_cache_size", minimum=1),
+                       replan_tolerance=_check_fraction(replan_tolerance, "replan_tolerance"))
     pmodel = ParallelModule(model, mesh, options)
     args = example_args if isinstance(example_args, (tuple, list)) else (example_args,)
     pmodel._compiled_for(tuple(args), dict(example_kwargs or {}))  # plans and shards the state; runs nothing
@@ -486,14 +521,22 @@ def _memory_room(memory_limit, plan):
 
 
 def _check_like(like):
-    if like is not None and like not in ("ddp", "fsdp2"):
-        raise ValueError(f"like: expected 'ddp', 'fsdp2' or None, got {like!r}")
+    """Refuses an unknown torch plan before tracing; the core's list is the only one."""
+    plans = _C.like_plans()
+    if like is not None and like not in plans:
+        raise ValueError(f"like: expected one of {plans} or None, got {like!r}")
     return like
 
 
-def _check_count(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise TypeError(f"{name} must be a non-negative int, got {value!r}")
+def _check_fraction(value, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError(f"{name}: expected a non-negative fraction (0.05: 5%), got {value!r}")
+    return float(value)
+
+
+def _check_count(value, name: str, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise TypeError(f"{name} must be an int >= {minimum}, got {value!r}")
     return value
 
 
@@ -507,11 +550,6 @@ def _execution_options(mesh, compile, reshard_after_forward, overlap, memory_lim
         compile = mesh.device_type == "cuda"
     if reshard_after_forward is None and explicit_memory_limit(memory_limit) is None:
         reshard_after_forward = True  # FSDP2's default; with a limit, each plan decides (RankProgram)
-    if bucket_cap_mb is None:
-        # On CUDA meshes, DDP's 25 MiB. On gloo (CPU) meshes off until the heap corruption seen
-        # on gloo ranks since bucketing came in is explained (docs/benchmarks.md, "The rank
-        # abort"); bucket_cap_mb=25 turns it on there.
-        bucket_cap_mb = DEFAULT_BUCKET_CAP_MB if mesh.device_type == "cuda" else 0
     if isinstance(bucket_cap_mb, bool) or not isinstance(bucket_cap_mb, (int, float)) or not bucket_cap_mb >= 0:
         raise ValueError(f"bucket_cap_mb: expected a non-negative number of MiB (0: no buckets), got {bucket_cap_mb!r}")
     return ExecutionOptions(reshard_after_forward=reshard_after_forward, overlap=overlap, compile=compile,

@@ -153,6 +153,9 @@ class Plan:
     module_calls: list = dataclasses.field(default_factory=list)  # _trace.ModuleCall dicts, in call order
     # What the plan was made for: {"hash", "graph", "boundary", "nodes"} (core/plan_fingerprint.h).
     fingerprint: dict = dataclasses.field(default_factory=dict)
+    # Set when this plan was made from the plan of the same program at other sizes
+    # (plan_joint's `previous`): {"replanned", "reason", "previous_cost_s", "best_cost_s", "bound_s"}.
+    transfer: dict | None = None
 
     FORMAT_VERSION: ClassVar[int] = _C.PLAN_FORMAT_VERSION
 

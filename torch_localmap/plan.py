@@ -81,6 +81,17 @@ def _saved_plan_json(saved: Plan, ir_json: str, options_json: str) -> str:
     return doc
 
 
+def _transferred_plan_json(previous: Plan, ir_json: str, options_json: str, tolerance: float, progress):
+    """The previous plan of this program carried to this call's sizes when a short search
+    finds no plan cheaper by more than `tolerance` there (C++ transfer_plan); else a fresh
+    solve. Returns (plan document, what happened)."""
+    out = json.loads(_C.transfer_plan(ir_json, options_json, previous.to_json(), tolerance))
+    how = {k: out[k] for k in ("reason", "previous_cost_s", "best_cost_s", "bound_s")}
+    if out["plan"] is not None:
+        return json.dumps(out["plan"]), dict(how, replanned=False)
+    return _plan_json(ir_json, options_json, progress), dict(how, replanned=True)
+
+
 def as_saved_plan(plan, what: str = "plan") -> Plan:
     """A Plan, or a plan file's path read with Plan.load."""
     import os  # noqa: PLC0415
@@ -98,16 +109,21 @@ def as_saved_plan(plan, what: str = "plan") -> Plan:
 _ERRORS = {"ValueError": ValueError, "RuntimeError": RuntimeError, "PlanMismatchError": PlanMismatchError}
 
 
-def _agreed_plan_json(ir_json: str, options_json: str, mesh, timeout, progress=None, saved=None) -> str:
-    """Plans (or checks `saved`) on one rank and broadcasts, so every rank runs the same
-    plan even when a time-limited solve could end differently on different processes."""
+def _agreed_plan_json(ir_json: str, options_json: str, mesh, timeout, progress=None, saved=None,
+                      previous=None, tolerance=0.05):
+    """Plans (or checks `saved`, or carries `previous` to these sizes) on one rank and
+    broadcasts, so every rank runs the same plan even when a time-limited solve could end
+    differently on different processes. Returns (plan document, transfer outcome or None)."""
     import torch.distributed as dist
 
     from ._runtime.groups import world_group
 
     def make():
-        return _plan_json(ir_json, options_json, progress) if saved is None else \
-            _saved_plan_json(saved, ir_json, options_json)
+        if saved is not None:
+            return _saved_plan_json(saved, ir_json, options_json), None
+        if previous is not None:
+            return _transferred_plan_json(previous, ir_json, options_json, tolerance, progress)
+        return _plan_json(ir_json, options_json, progress), None
 
     if not hasattr(mesh, "get_group") or not dist.is_initialized() or mesh.size() == 1:
         return make()
@@ -168,12 +184,15 @@ def _outputs_in_computing_containers(joint: JointGraph, exported) -> list:
 
 
 def plan_joint(joint: JointGraph, mesh, *, node_extra=None, timeout=None, progress=None, plan=None,
-               **options) -> Plan:
+               previous=None, replan_tolerance=0.05, **options) -> Plan:
     """Plans a traced joint graph. With a process group, rank 0 plans and broadcasts over
     the runtime's world group (`timeout`: runtime/groups.py). `progress`: a bar on stderr for
     solves longer than 2 s (None: when stderr is a terminal; True / False: always / never).
     `plan` (a saved Plan or its path): applied instead of solving, after checking it was made
-    for this graph, mesh shape and boundary options (PlanMismatchError names what differs)."""
+    for this graph, mesh shape and boundary options (PlanMismatchError names what differs).
+    `previous` (the plan of this program at other sizes): its choice is kept at these sizes
+    unless a short search finds a plan cheaper by more than `replan_tolerance` (then a full
+    solve); `plan.transfer` says which and why."""
     import time  # noqa: PLC0415
 
     from ._runtime.groups import DEFAULT_TIMEOUT, as_timeout
@@ -186,11 +205,17 @@ def plan_joint(joint: JointGraph, mesh, *, node_extra=None, timeout=None, progre
     options_json = plan_options(**options)
     saved = None if plan is None else as_saved_plan(plan)
     t0 = time.perf_counter()
-    plan = Plan.from_document(json.loads(_agreed_plan_json(exported.to_json(), options_json, mesh, timeout,
-                                                          progress, saved)), validate=False)
+    if previous is not None and not (isinstance(replan_tolerance, (int, float)) and replan_tolerance >= 0):
+        raise ValueError(f"replan_tolerance: expected a non-negative fraction, got {replan_tolerance!r}")
+    doc, transfer = _agreed_plan_json(exported.to_json(), options_json, mesh, timeout, progress, saved,
+                                      previous, replan_tolerance)
+    plan = Plan.from_document(json.loads(doc), validate=False)
+    plan.transfer = transfer
     s = plan.summary
+    verb = "applied the saved plan of" if saved is not None else \
+        "carried the previous sizes' plan to" if transfer and not transfer["replanned"] else "planned"
     _log.info("%s %d nodes on mesh %s in %.2f s (tables %.2f s, solve %.2f s, %s, gap %.3f%%): estimated "
-              "step %.4g s, peak %.2f GiB per rank", "planned" if saved is None else "applied the saved plan of",
+              "step %.4g s, peak %.2f GiB per rank", verb,
               len(plan.nodes), "x".join(map(str, shape)),
               time.perf_counter() - t0, s.build_seconds, s.solver.seconds, s.solver.status, 100 * s.solver.gap,
               s.estimated_step_s, s.memory.peak / 2**30)

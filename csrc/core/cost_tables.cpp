@@ -515,7 +515,15 @@ solver::Cost RedistCostCache::price(int meta, MetaTable& t, int src, int dst) {
   return to_cost(total);
 }
 
-bool known_like(const std::string& like) { return like.empty() || like == "ddp" || like == "fsdp2"; }
+const std::vector<std::string>& like_plans() {
+  static const std::vector<std::string> plans = {"ddp", "fsdp2"};
+  return plans;
+}
+
+bool known_like(const std::string& like) {
+  const auto& plans = like_plans();
+  return like.empty() || std::find(plans.begin(), plans.end(), like) != plans.end();
+}
 
 namespace {
 // Under a torch plan (BoundaryPolicy::like) the edge from `r` may not communicate: it

@@ -62,7 +62,9 @@ struct BoundaryPolicy {
   std::string like;
 };
 
-// Whether `like` names a known torch plan ("", "ddp", "fsdp2").
+// The torch plans a BoundaryPolicy::like may name (Python's parallelize(like=) reads this list).
+const std::vector<std::string>& like_plans();
+// Whether `like` is "" (no restriction) or one of like_plans().
 bool known_like(const std::string& like);
 
 // Redistribution time between specs of one tensor meta, cached. Specs and

@@ -119,6 +119,109 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt) {
   return plan;
 }
 
+namespace {
+
+// The index of `want` among `offered`, or -1.
+int strategy_index(const std::vector<OpStrategy>& offered, const OpStrategy& want) {
+  for (size_t k = 0; k < offered.size(); ++k)
+    if (offered[k].inputs == want.inputs && offered[k].outputs == want.outputs) return static_cast<int>(k);
+  return -1;
+}
+
+int spec_index(const std::vector<PlacementSpec>& offered, const PlacementSpec& want) {
+  for (size_t k = 0; k < offered.size(); ++k)
+    if (offered[k] == want) return static_cast<int>(k);
+  return -1;
+}
+
+// The previous plan's labels on `p`'s problem, or a reason they do not apply.
+std::string previous_labels(const Graph& g, const Priced& p, const Plan& previous, solver::Solution& labels) {
+  const size_t n = g.nodes.size();
+  if (previous.nodes.size() != n)
+    return "the program has " + std::to_string(n) + " nodes at the new sizes, the planned one " +
+           std::to_string(previous.nodes.size());
+  labels.assign(p.tables.problem.nodes.size(), -1);
+  for (size_t i = 0; i + 1 < n; ++i) {
+    if (previous.nodes[i].op != g.nodes[i].op)
+      return "node " + g.nodes[i].name + " is " + g.nodes[i].op + " at the new sizes, " + previous.nodes[i].op +
+             " in the plan";
+    labels[i] = strategy_index(p.strategies[i].strategies, previous.nodes[i].strategy);
+    if (labels[i] < 0)
+      return "node " + g.nodes[i].name + " (" + g.nodes[i].op + "): its planned strategy is not offered at the new " +
+             "sizes (a sharded dim no longer divides)";
+  }
+  const std::vector<PlacementSpec>& leaving = previous.nodes.back().strategy.inputs;
+  if (leaving.size() != p.tables.sink_of_output.size()) return "the program's outputs differ at the new sizes";
+  for (size_t j = 0; j < leaving.size(); ++j) {
+    const int s = p.tables.sink_of_output[j];
+    if (s < 0) continue;
+    const OutputSink& sink = p.tables.sinks[static_cast<size_t>(s)];
+    labels[static_cast<size_t>(sink.problem_node)] = spec_index(sink.specs, leaving[j]);
+    if (labels[static_cast<size_t>(sink.problem_node)] < 0)
+      return "output " + std::to_string(j) + " cannot leave in its planned spec at the new sizes";
+  }
+  for (size_t i = 0; i < labels.size(); ++i)
+    if (labels[i] < 0) return "problem node " + std::to_string(i) + " has no label from the plan";
+  return "";
+}
+
+}  // namespace
+
+PlanTransfer transfer_plan(const Graph& g, const PlanOptions& opt, const Plan& previous, double tolerance) {
+  if (!(tolerance >= 0)) throw InvalidArgument("transfer_plan: tolerance must be >= 0");
+  const auto t0 = std::chrono::steady_clock::now();
+  Priced p(g, opt, /*materialize_edges=*/true);
+  PlanTransfer out;
+  solver::Solution labels;
+  out.reason = previous_labels(g, p, previous, labels);
+  if (!out.reason.empty()) return out;
+  const solver::Evaluation kept = solver::evaluate(p.tables.problem, labels);
+  if (!kept.feasible) {
+    out.reason = "the planned choice breaks a constraint at the new sizes (" +
+                 (kept.violations.empty() ? std::string("?") : kept.violations.front()) + ")";
+    return out;
+  }
+  out.previous_cost_s = to_seconds(static_cast<solver::Cost>(kept.cost));
+  // A short search at the new sizes: what a re-plan could gain, and a bound on it.
+  solver::SolveOptions so;
+  so.time_limit_s = std::max(0.02, 0.1 * opt.time_limit_s);
+  so.seed = opt.seed;
+  so.threads = opt.threads;
+  so.gap_tolerance = tolerance / 2;
+  solver::SolveResult quick;
+  try {
+    quick = solver::solve(p.tables.problem, so);
+  } catch (const solver::InfeasibleError&) {
+    quick.cost = kept.cost;  // the kept labels are feasible, so this cannot happen; keep them if it does
+    quick.bound = static_cast<double>(kept.cost);
+  }
+  if (quick.solution.empty()) quick.cost = kept.cost;  // no labelling in the time given: nothing to compare
+  out.best_cost_s = to_seconds(static_cast<solver::Cost>(std::min(quick.cost, kept.cost)));
+  out.bound_s = quick.bound * 1e-12;
+  if (static_cast<double>(kept.cost) > (1 + tolerance) * static_cast<double>(quick.cost)) {
+    char why[200];
+    std::snprintf(why, sizeof why, "a plan %.1f%% cheaper exists at the new sizes (%.4g s vs %.4g s)",
+                  100 * (1 - static_cast<double>(quick.cost) / static_cast<double>(kept.cost)), out.best_cost_s,
+                  out.previous_cost_s);
+    out.reason = why;
+    return out;
+  }
+  solver::SolveResult r;
+  r.solution = labels;
+  r.cost = kept.cost;
+  r.bound = std::min(quick.bound, static_cast<double>(kept.cost));
+  r.gap = (static_cast<double>(kept.cost) - r.bound) / std::max(std::abs(static_cast<double>(kept.cost)), 1.0);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.status = "transferred";
+  r.milp_note = quick.milp_note;
+  Plan plan = make_plan(g, p.strategies, p.tables, r, opt.device, opt.mode, opt.optimizer_states);
+  plan.summary.memory_limit = p.limit.bytes;
+  plan.summary.memory_limit_source = p.limit.source;
+  plan.summary.build_seconds = r.seconds;
+  out.plan = std::move(plan);
+  return out;
+}
+
 solver::Problem planner_problem(const Graph& g, const PlanOptions& opt) {
   Priced p(g, opt, /*materialize_edges=*/true);
   return p.tables.problem;

@@ -90,6 +90,22 @@ MemoryLimit memory_limit_of(const PlanOptions& options, const CostModel& cm);
 // whole call: the solver gets what building the tables left of it.
 Plan plan_graph(const Graph& g, const PlanOptions& options);
 
+// A plan made for one call of a program carried to a call that differs only in
+// sizes (a new sequence length, a smaller last batch): the previous plan's
+// strategy at every node, priced at the new sizes, with no full solve. Kept when
+// every strategy is still offered at the new sizes (a dim that no longer divides
+// drops some), the memory limit holds, and a short search at the new sizes finds
+// no plan cheaper by more than `tolerance` (relative); otherwise `reason` says why
+// not and the caller plans afresh.
+struct PlanTransfer {
+  std::optional<Plan> plan;    // the previous choice at the new sizes, when kept
+  std::string reason;          // why it was not kept ("" when kept)
+  double previous_cost_s = 0;  // the previous choice priced at the new sizes (0: not applicable)
+  double best_cost_s = 0;      // the cheapest plan the short search found at the new sizes
+  double bound_s = 0;          // its certified lower bound on any plan at the new sizes
+};
+PlanTransfer transfer_plan(const Graph& g, const PlanOptions& options, const Plan& previous, double tolerance);
+
 // The solver problem the planner would solve (stages 1-2), for benchmarks
 // and for solving it elsewhere (`python -m torch_localmap solve`).
 solver::Problem planner_problem(const Graph& g, const PlanOptions& options);

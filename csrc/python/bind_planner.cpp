@@ -10,6 +10,7 @@
 #include "core/plan_fingerprint.h"
 #include "core/plan_json.h"
 #include "core/collective_buckets.h"
+#include "core/cost_tables.h"
 #include "core/overlap_schedule.h"
 #include "core/placement.h"
 #include "core/planner.h"
@@ -85,6 +86,36 @@ void bind_planner(py::module_& m) {
       py::arg("ir_json"), py::arg("options_json") = "", py::arg("progress") = py::none(),
       "Plans a whole IR graph in one call; returns the plan as JSON text. `progress(seconds, cost_s, "
       "bound_s)` is called as the solve improves (from the solver's threads, with the GIL).");
+  m.def(
+      "transfer_plan",
+      [](const std::string& ir_json, const std::string& options_json, const std::string& previous_json,
+         double tolerance) {
+        Graph g = read_graph(ir_json);
+        PlanOptions opt = read_plan_options(options_json.empty() ? json::Value() : json::parse(options_json));
+        const Plan previous = plan_from_json(json::parse(previous_json));
+        PlanTransfer t;
+        {
+          py::gil_scoped_release release;
+          t = transfer_plan(g, opt, previous, tolerance);
+        }
+        json::Value out{json::Value::Object{}};
+        if (t.plan) {
+          json::Value doc = plan_to_json(*t.plan);
+          add_plan_provenance(doc, g, opt);  // what it was made for, as a solved plan records
+          out.set("plan", std::move(doc));
+        } else {
+          out.set("plan", json::Value());
+        }
+        out.set("reason", json::Value(t.reason));
+        out.set("previous_cost_s", json::Value(t.previous_cost_s));
+        out.set("best_cost_s", json::Value(t.best_cost_s));
+        out.set("bound_s", json::Value(t.bound_s));
+        return out.dump();
+      },
+      py::arg("ir_json"), py::arg("options_json"), py::arg("previous_json"), py::arg("tolerance"),
+      "The previous plan of this program carried to new sizes without a full solve (core/planner.h, "
+      "transfer_plan), as JSON text: {plan: the plan document or null, reason, previous_cost_s, best_cost_s, bound_s}.");
+  m.def("like_plans", &like_plans, "The torch plans parallelize(like=...) can run (core/cost_tables.h).");
   m.def(
       "check_plan_document", [](const std::string& plan_json) { check_plan_document(json::parse(plan_json)); },
       py::arg("plan_json"),

@@ -18,10 +18,10 @@ import torch
 
 import zoo
 from dist_utils import make_mesh, run_distributed
+from test_zoo import _full, _train  # the zoo test's training loop: 3 AdamW steps
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU visible")
 
-STEPS = 3
 TOL = dict(rtol=1e-3, atol=1e-5)
 
 
@@ -33,24 +33,6 @@ def _world_sizes():
 def _exact_float32():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-
-
-def _full(t):
-    from torch.distributed.tensor import DTensor
-
-    return (t.full_tensor() if isinstance(t, DTensor) else t.detach()).cpu()
-
-
-def _train(model, case, target):
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, eps=1e-4)
-    losses = []
-    for _ in range(STEPS):
-        opt.zero_grad()
-        loss = case.loss(model(*case.args, **case.kwargs), target)
-        loss.backward()
-        opt.step()
-        losses.append(float(_full(loss)))
-    return losses, {k: _full(v) for k, v in model.state_dict().items()}
 
 
 def _to_cuda(case, device):

@@ -84,3 +84,24 @@ def test_supported_range_is_pyprojects_and_holds_the_torch_at_hand():
     declared = {d for d in doc["project"]["dependencies"] + doc["build-system"]["requires"] if d.startswith("torch")}
     assert declared == {f"torch{SUPPORTED_TORCH}"}, declared
     assert torch.__version__.split("+")[0] in SpecifierSet(SUPPORTED_TORCH)
+
+
+def test_ci_compat_ends_are_the_ends_of_the_supported_range():
+    """CI's `make test-compat-ends` runs the oldest and newest release the range admits."""
+    import pathlib
+    import re
+
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    from torch_localmap._ops_on_import import SUPPORTED_TORCH
+
+    makefile = (pathlib.Path(__file__).resolve().parents[2] / "Makefile").read_text()
+    ends = re.search(r"^COMPAT_ENDS = (.+)$", makefile, re.M).group(1).split()
+    spec = SpecifierSet(SUPPORTED_TORCH)
+    assert len(ends) == 2 and all(e in spec for e in ends), (ends, SUPPORTED_TORCH)
+    lowest = Version(next(s.version for s in spec if s.operator == ">="))
+    highest = Version(next(s.version for s in spec if s.operator == "<"))
+    old, new = map(Version, ends)
+    assert (old.major, old.minor) == (lowest.major, lowest.minor), (old, lowest)  # the oldest minor release
+    assert (new.major, new.minor + 1) == (highest.major, highest.minor), (new, highest)  # the newest minor release

@@ -28,9 +28,10 @@ FORCE_SHARDING = {"device": {"peak_flops_fp32": 6.7e7, "memory_bandwidth": 3.35e
 
 
 def _full(t):
+    """The whole tensor, on the CPU (test_cuda.py compares GPU runs through this too)."""
     from torch.distributed.tensor import DTensor
 
-    return t.full_tensor() if isinstance(t, DTensor) else t.detach().clone()
+    return (t.full_tensor() if isinstance(t, DTensor) else t.detach().clone()).cpu()
 
 
 def _replicated(target, mesh):

@@ -29,14 +29,12 @@ import torch
 import torch.fx as fx
 
 from .. import _C, _torch_private
-from .schedule import apply_order, describe, is_wait
+from .schedule import SAME_VALUES, apply_order, describe, is_wait
 
 aten = torch.ops.aten
 _c10d = torch.ops._c10d_functional
 _KINDS = {_c10d.all_reduce.default: "all_reduce", _c10d.reduce_scatter_tensor.default: "reduce_scatter",
           _c10d.all_gather_into_tensor.default: "all_gather"}
-_VIEWS = {aten.view.default, aten._unsafe_view.default, aten.unsqueeze.default, aten.alias.default,
-          aten.clone.default, aten.reshape.default}
 
 # DDP's default bucket_cap_mb: large enough to amortise a collective's fixed cost, small
 # enough that the first buckets are issued while backward still computes.
@@ -56,7 +54,7 @@ def gather_unit(fqn: str) -> str:
 
 def _source_param(node: fx.Node, params: dict):
     """The parameter FQN `node` is a view or copy of, or None."""
-    while node.op == "call_function" and node.target in _VIEWS:
+    while node.op == "call_function" and node.target in SAME_VALUES:
         node = node.args[0]
     return params.get(node.name) if node.op == "placeholder" else None
 

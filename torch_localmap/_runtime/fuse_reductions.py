@@ -16,12 +16,10 @@ import torch
 import torch.fx as fx
 
 from .groups import combined_group_name
-from .schedule import is_wait
+from .schedule import SAME_VALUES, is_wait
 
 _all_reduce = torch.ops._c10d_functional.all_reduce.default
 _aten = torch.ops.aten
-_SAME_VALUES = {_aten.view.default, _aten._unsafe_view.default, _aten.reshape.default, _aten.alias.default,
-                _aten.clone.default}  # views and copies keep every element: the reduction commutes
 
 
 def _chained_reduction(ar: fx.Node):
@@ -29,7 +27,7 @@ def _chained_reduction(ar: fx.Node):
     is `ar`'s input; None if there is none. Returns (that all-reduce, the nodes between,
     nearest to `ar` first, its wait last)."""
     between, x = [], ar.args[0]
-    while isinstance(x, fx.Node) and x.op == "call_function" and x.target in _SAME_VALUES and len(x.users) == 1:
+    while isinstance(x, fx.Node) and x.op == "call_function" and x.target in SAME_VALUES and len(x.users) == 1:
         between.append(x)
         x = x.args[0]
     if not (isinstance(x, fx.Node) and is_wait(x) and len(x.users) == 1):

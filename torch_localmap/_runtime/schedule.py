@@ -28,6 +28,12 @@ _MOVE_OPS = frozenset({
     aten.view_as_complex.default, aten._to_copy.default, aten.select.int, operator.getitem,
 })
 
+# Ops whose result holds every element of their input, unchanged (views and plain copies):
+# a collective commutes with them (fuse_reductions.py) and a parameter read through them is
+# still that parameter (bucketing.py).
+SAME_VALUES = frozenset({aten.view.default, aten._unsafe_view.default, aten.reshape.default,
+                         aten.unsqueeze.default, aten.alias.default, aten.clone.default})
+
 
 def is_collective(node: fx.Node) -> bool:
     return node.op == "call_function" and getattr(node.target, "namespace", None) == "_c10d_functional"
