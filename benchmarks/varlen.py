@@ -9,8 +9,9 @@ variable stream draws each step's length from --lengths (start:stop:step, as a d
 that pads to multiples of 8 would), the fixed stream uses the mean length, so both see about
 as many tokens. Printed per stream: the median and mean step (the mean includes every
 plan and trace made in the loop), the plans solved and carried to new sizes, cache hits,
-misses and evictions, and rank 0's resident memory after warm-up, at the middle and at the
-end (flat means no growth with the number of distinct sizes seen).
+misses and evictions, and rank 0's resident memory after warm-up and at each quarter of the
+run (flat means no growth with the number of distinct sizes seen). With --cache below the
+number of lengths, programs are evicted and traced again all run long.
 """
 from __future__ import annotations
 
@@ -96,15 +97,16 @@ def main():
     print(f"{args.steps} steps, {len(set(variable))} distinct lengths in {args.lengths}, fixed length {fixed[0]}, "
           f"plan_cache_size {args.cache}; 4 gloo ranks, mesh 2x2")
     print("| stream | tokens | median step | mean step (incl. planning) | solved | carried | hits | misses | "
-          "evictions | RSS rank 0: after 10 steps / middle / end |")
+          "evictions | RSS rank 0 after 10 steps, then at 25/50/75/100% |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, lengths in (("variable", variable), ("fixed", fixed)):
         times, rss, stats = run_distributed(_stream, 4, lengths, args.cache, timeout=3600)[0]
         warm = min(10, len(rss) - 1)
         print(f"| {name} | {BATCH * sum(lengths)} | {1e3 * statistics.median(times):.1f} ms | "
               f"{1e3 * statistics.mean(times):.1f} ms | {stats['solved']} | {stats['carried']} | {stats['hits']} | "
-              f"{stats['misses']} | {stats['evictions']} | {rss[warm]:.0f} / {rss[len(rss) // 2]:.0f} / "
-              f"{rss[-1]:.0f} MiB |", flush=True)
+              f"{stats['misses']} | {stats['evictions']} | "
+              f"{' / '.join(f'{rss[i]:.0f}' for i in (warm, *(len(rss) * q // 4 - 1 for q in (1, 2, 3, 4))))} MiB |",
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,15 @@ rm -rf "$SRC" && mkdir -p "$SRC"
 MAX_JOBS=$JOBS "$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps "$SRC"
 t_build=$((SECONDS - t0 - t_install))
 
+# The IOPDDL instances test_solver reads sit beside the source tree (as solver.py looks for
+# them), not beside the installed copy.
+if [ -z "${TLM_SHARED_DIR:-}" ]; then
+  d="$ROOT"
+  for _ in 1 2 3; do
+    d=$(dirname "$d")
+    if [ -d "$d/shared/iopddl" ]; then export TLM_SHARED_DIR="$d/shared"; break; fi
+  done
+fi
 # Run from outside the source tree, so `import torch_localmap` is the installed copy.
 cd "$DIR"
 "$VENV/bin/python" -m torch_localmap versions

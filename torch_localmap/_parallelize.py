@@ -26,7 +26,7 @@ from ._device import check_mesh_backend, check_tensor_device, mesh_device
 from ._mixed_precision import check_policy as mp_check
 from ._plan_cache import PlanCache
 from ._runtime.failures import failure_scope
-from ._runtime.groups import DEFAULT_TIMEOUT, as_timeout, runtime_mesh
+from ._runtime.groups import DEFAULT_TIMEOUT, as_timeout, runtime_mesh, world_group
 from ._runtime.bucketing import DEFAULT_BUCKET_CAP_MB
 from ._runtime.compile import ExecutionOptions
 from ._runtime.redistribute import shard_local
@@ -450,7 +450,7 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
                 timeout=DEFAULT_TIMEOUT, input_placements=None, mp_policy=None, compile=None,
                 reshard_after_forward=None, overlap=True, optimizer_states=2, plan=None,
                 like=None, bucket_cap_mb=DEFAULT_BUCKET_CAP_MB, plan_cache_size=16,
-                replan_tolerance=0.05) -> ParallelModule:
+                replan_tolerance=0.05, measure_candidates=0, measure_steps=3) -> ParallelModule:
     """Plans `model(*example_args, **example_kwargs)` on `mesh` and returns the parallel
     module. Parameters and buffers become DTensors in the planned placements; every rank must
     call this with the same model state and example arguments.
@@ -492,7 +492,23 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
     search there finds a plan more than `replan_tolerance` (a fraction) cheaper -- then it
     solves afresh (one log line says why); each size traces its own program. At most
     `plan_cache_size` planned call signatures are kept, least recently used dropped first;
-    `plan_cache_stats` counts hits, misses, plans solved and carried, and evictions."""
+    `plan_cache_stats` counts hits, misses, plans solved and carried, and evictions.
+
+    `measure_candidates` (k >= 2): beside the planner's plan, plan what torch's wrappers run
+    (like="ddp", like="fsdp2"), run up to k distinct candidates for `measure_steps` forward +
+    backward steps each on the real mesh (on copies of the model) and keep the fastest
+    measured one; `plan.measurements` holds every candidate's measured and estimated step
+    (_measure.py). Costs a plan and a few steps per candidate, once."""
+    if measure_candidates:
+        return _parallelize_measured(model, mesh, example_args, example_kwargs, measure_candidates, measure_steps,
+                                     dict(device=device, time_limit=time_limit, memory_limit=memory_limit,
+                                          fixed_params=fixed_params, calibration=calibration,
+                                          fallback_replicate=fallback_replicate, timeout=timeout,
+                                          input_placements=input_placements, mp_policy=mp_policy, compile=compile,
+                                          reshard_after_forward=reshard_after_forward, overlap=overlap,
+                                          optimizer_states=optimizer_states, plan=plan, like=like,
+                                          bucket_cap_mb=bucket_cap_mb, plan_cache_size=plan_cache_size,
+                                          replan_tolerance=replan_tolerance))
     _check_mesh(mesh)
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -511,6 +527,30 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
     pmodel = ParallelModule(model, mesh, options)
     args = example_args if isinstance(example_args, (tuple, list)) else (example_args,)
     pmodel._compiled_for(tuple(args), dict(example_kwargs or {}))  # plans and shards the state; runs nothing
+    return pmodel
+
+
+def _parallelize_measured(model, mesh, example_args, example_kwargs, limit, steps, options) -> ParallelModule:
+    """parallelize(measure_candidates=limit): the fastest measured of the candidate plans (_measure.py)."""
+    from ._measure import measure_and_pick
+
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 2:
+        raise ValueError(f"measure_candidates: expected an int >= 2 (how many plans to measure), got {limit!r}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"measure_steps: expected a positive int, got {steps!r}")
+    if options["plan"] is not None or options["like"] is not None:
+        raise ValueError("measure_candidates: chooses the plan itself; expected neither plan= nor like=")
+    _check_mesh(mesh)
+    args = example_args if isinstance(example_args, (tuple, list)) else (example_args,)
+    kwargs = dict(example_kwargs or {})
+
+    def build(model_copy, like, plan=None):
+        return parallelize(model_copy, mesh, args, kwargs, **dict(options, like=like, plan=plan))
+
+    like, plan, measurements = measure_and_pick(model, build, args, kwargs, limit, steps, mesh.device_type == "cuda",
+                                                world_group(as_timeout(options["timeout"])))
+    pmodel = build(model, like, plan)  # the kept plan applied to the model itself: no second solve
+    pmodel.plan.measurements = measurements
     return pmodel
 
 

@@ -12,7 +12,9 @@ a traced program), and every decision is counted and logged in one line.
 from __future__ import annotations
 
 import collections
+import gc
 
+from . import _torch_private
 from ._log import get_logger
 
 __all__ = ["PlanCache"]
@@ -27,6 +29,7 @@ class PlanCache:
         self.size = size
         self._entries: collections.OrderedDict = collections.OrderedDict()
         self._families: dict = {}  # family -> (latest plan, its input shapes)
+        self._code: dict = {}  # key -> the generated-source keys of the GraphModules its planning made
         self.stats = {"hits": 0, "misses": 0, "solved": 0, "carried": 0, "evictions": 0}
 
     def __len__(self) -> int:
@@ -43,18 +46,26 @@ class PlanCache:
             return entry
         self.stats["misses"] += 1
         previous, previous_shapes = self._families.get(family, (None, None))
+        before = _torch_private.graph_code_keys()
         entry = make(previous)
+        self._code[key] = _torch_private.graph_code_keys() - before
         transfer = getattr(entry.plan, "transfer", None)
         self.stats["carried" if transfer and not transfer["replanned"] else "solved"] += 1
         if transfer:
             _log_transfer(transfer, previous_shapes, shapes, names())
         self._entries[key] = entry
         self._families[family] = (entry.plan, shapes)
-        while len(self._entries) > self.size:
-            self._entries.popitem(last=False)
-            self.stats["evictions"] += 1
+        if len(self._entries) > self.size:
+            while len(self._entries) > self.size:
+                old, _ = self._entries.popitem(last=False)
+                # torch.fx keeps every GraphModule's source for tracebacks; the evicted
+                # program's would otherwise pile up over a run of ever new sizes (the
+                # graphs its planning made are gone with it; a kept family plan's joint
+                # graph is never run again, only its traceback lines would go).
+                _torch_private.forget_graph_code(self._code.pop(old, ()))
+                self.stats["evictions"] += 1
+            gc.collect()  # a program is a web of cycles (graphs, nodes, closures): free it now
         return entry
-
 
 def _log_transfer(transfer: dict, before, after, names) -> None:
     changed = [f"{names[i] if i < len(names) else i} dim {d}: {a} -> {b}"

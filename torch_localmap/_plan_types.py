@@ -156,6 +156,9 @@ class Plan:
     # Set when this plan was made from the plan of the same program at other sizes
     # (plan_joint's `previous`): {"replanned", "reason", "previous_cost_s", "best_cost_s", "bound_s"}.
     transfer: dict | None = None
+    # Set by parallelize(measure_candidates=k): each candidate's measured and estimated step
+    # on the real mesh and which was kept (_measure.py).
+    measurements: dict | None = None
 
     FORMAT_VERSION: ClassVar[int] = _C.PLAN_FORMAT_VERSION
 

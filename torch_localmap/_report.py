@@ -69,6 +69,15 @@ def format_plan(plan, max_ops: int = 40) -> str:
                  f"({sol.status}, {sol.seconds:.3f} s)")
     if sol.note:
         lines.append(f"Solver note: {sol.note.splitlines()[0]}")
+    if plan.measurements:
+        m = plan.measurements
+        lines.append(f"Measured on the mesh ({m['steps']} forward + backward steps each; kept: {m['kept']}):")
+        for c in m["candidates"]:
+            if "skipped" in c:
+                lines.append(f"  {c['candidate']:<14} skipped: {c['skipped']}")
+            else:
+                lines.append(f"  {c['candidate']:<14} measured {_us(c['measured_step_s']).strip()}, estimated "
+                             f"{_us(c['estimated_step_s']).strip()}")
     if s.fallback_ops:
         lines.append(f"Replicate-only fallback for: {', '.join(s.fallback_ops)}")
     from .report import replication_reason  # noqa: PLC0415

@@ -216,3 +216,53 @@ def test_parameters_are_gathered_per_block():
     assert gather_unit("blocks.1.0.bias") == "blocks.1"
     assert gather_unit("head.weight") == "head"
     assert gather_unit("bias") == ""
+
+
+def _rank_measured(rank, world):
+    from torch_localmap import parallelize
+    from torch_localmap._report import format_plan
+
+    model, (x, y) = _example()
+    pm = parallelize(model, make_mesh((world,)), (x, y), device="cpu", time_limit=2.0, measure_candidates=3,
+                     measure_steps=2)
+    loss = pm(x, y)
+    loss.backward()
+    return {"loss": loss.full_tensor().detach(), "grads": _grads(pm), "m": pm.plan.measurements,
+            "placements": pm.plan.param_placements(), "report": format_plan(pm.plan),
+            "model_is_module": all(hasattr(p, "placements") for p in model.parameters())}
+
+
+@pytest.mark.timeout(600)
+def test_measure_candidates_keeps_the_fastest_measured_plan_and_trains_like_one_process():
+    ref_loss, ref_grads = _reference()
+    results = run_distributed(_rank_measured, 2, timeout=600)
+    m = results[0]["m"]
+    assert all(r["m"] == m for r in results)  # every rank measured the same numbers, kept the same plan
+    timed = [c for c in m["candidates"] if "measured_step_s" in c]
+    assert len(timed) >= 2 and [c["candidate"] for c in m["candidates"]][0] == "planned", m
+    assert all(c["measured_step_s"] > 0 and c["estimated_step_s"] > 0 for c in timed), m
+    fastest = min(timed, key=lambda c: c["measured_step_s"])
+    assert m["kept"] == fastest["candidate"], m
+    if m["kept"] == "like=ddp":
+        assert set(results[0]["placements"].values()) == {"R"}, results[0]["placements"]
+    if m["kept"] == "like=fsdp2":
+        assert set(results[0]["placements"].values()) == {"S(0)"}, results[0]["placements"]
+    assert f"kept: {m['kept']}" in results[0]["report"] and "measured" in results[0]["report"]
+    assert results[0]["model_is_module"]  # the kept plan was applied to the user's model itself
+    for r in results:
+        torch.testing.assert_close(r["loss"], ref_loss, **TOL)
+        for k, g in ref_grads.items():
+            torch.testing.assert_close(r["grads"][k], g, **TOL, msg=k)
+
+
+def test_measure_candidates_arguments_are_checked():
+    from torch_localmap import parallelize
+
+    model, (x, y) = _example()
+    mesh = type("Mesh", (), {})()
+    with pytest.raises(ValueError, match=r"measure_candidates: expected an int >= 2"):
+        parallelize(model, mesh, (x, y), measure_candidates=1)
+    with pytest.raises(ValueError, match=r"measure_steps: expected a positive int"):
+        parallelize(model, mesh, (x, y), measure_candidates=2, measure_steps=0)
+    with pytest.raises(ValueError, match=r"expected neither plan= nor like="):
+        parallelize(model, mesh, (x, y), measure_candidates=2, like="ddp")

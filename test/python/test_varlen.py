@@ -62,14 +62,18 @@ def _run(model, lengths, params=None):
 
 def _rank_varlen(rank, world_size, lengths):
     import torch_localmap
+    from torch_localmap import _torch_private
 
     torch.manual_seed(0)
     model = TokenMixer()
+    code_before = len(_torch_private.graph_code_keys())
     pm = torch_localmap.parallelize(model, make_mesh((2, 2)), (_batch(0, lengths[0]),), device="cpu",
                                     calibration=FORCE_SHARDING, time_limit=2.0, plan_cache_size=CACHE)
     results = _run(pm, lengths)
     sharded = sorted(k for k, s in pm.plan.state_placements().items() if set(s) != {"R"})
-    return results if rank == 0 else None, dict(pm.plan_cache_stats), len(pm._plans), sharded
+    # torch.fx keeps each GraphModule's source: only the cached programs' may remain.
+    code = (len(_torch_private.graph_code_keys()) - code_before, sum(map(len, pm._plans._code.values())))
+    return results if rank == 0 else None, dict(pm.plan_cache_stats), len(pm._plans), sharded, code
 
 
 def test_fifty_calls_at_random_lengths_plan_a_handful_of_times_and_match_one_process():
@@ -77,7 +81,8 @@ def test_fifty_calls_at_random_lengths_plan_a_handful_of_times_and_match_one_pro
     torch.manual_seed(0)
     ref = _run(TokenMixer(), lengths)
     outs = run_distributed(_rank_varlen, 4, lengths, timeout=900)
-    results, stats, cached, sharded = outs[0]
+    results, stats, cached, sharded, (code_grown, code_cached) = outs[0]
+    assert code_grown == code_cached, (code_grown, code_cached)  # evicted programs' source dropped
     assert sharded, "the forced cost model should shard some parameter"
     for step, ((loss, grads), (ref_loss, ref_grads)) in enumerate(zip(results, ref)):
         torch.testing.assert_close(loss, ref_loss, **TOL, msg=lambda m: f"call {step} (length {lengths[step]}): {m}")

@@ -365,6 +365,26 @@ def graph_output_examples(gm: fx.GraphModule) -> list:
     return [n.meta.get("example_value") if isinstance(n, fx.Node) else None for n in nodes]
 
 
+def graph_code_keys() -> set:
+    """torch.fx.graph_module._loader (2.11-2.15): every GraphModule's generated source is kept
+    in this cache, for tracebacks, and never dropped. The keys now there."""
+    from torch.fx import graph_module
+
+    return set(graph_module._loader.eval_cache)
+
+
+def forget_graph_code(keys) -> None:
+    """Drops the kept source of these GraphModules (graph_code_keys) and its linecache
+    entry: programs that are gone no longer hold memory (their tracebacks lose source lines)."""
+    import linecache
+
+    from torch.fx import graph_module
+
+    for key in keys:
+        graph_module._loader.eval_cache.pop(key, None)
+        linecache.cache.pop(key, None)
+
+
 def mesh_from_groups(mesh, groups):
     """A DeviceMesh with `mesh`'s ranks, layout, device type and dim names whose dim i
     communicates over `groups[i]` (this rank's group along that dim).
