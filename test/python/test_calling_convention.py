@@ -64,7 +64,7 @@ def _rank(rank, world_size):
     res["s3"] = pmodel(x, scale=3.0).logits.detach().full_tensor()  # another flag value: a new plan
     logits, aux = pmodel(x, e, as_tuple=True)
     res["tuple"] = (logits.detach().full_tensor(), aux["h"].detach().full_tensor())
-    res["plans"] = len(pmodel._compiled)
+    res["plans"] = len(pmodel._plans)
 
     # Each rank holds its dp shard of the batch (a data loader's view), or a DTensor.
     local_x = x.chunk(2)[mesh.get_coordinate()[0]]
