@@ -85,9 +85,8 @@ def localmap_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **_
 
     cache_size = _check_count(options.pop("plan_cache_size", 16), "plan_cache_size", minimum=1)
     tolerance = _check_fraction(options.pop("replan_tolerance", 0.05), "replan_tolerance")
-    graph = _CompiledGraph(gm, list(example_inputs), runtime_mesh(mesh, options["timeout"]), options, on_plan)
-    graph.entries = PlanCache(cache_size)
-    graph.replan_tolerance = tolerance
+    graph = _CompiledGraph(gm, list(example_inputs), runtime_mesh(mesh, options["timeout"]), options, on_plan,
+                           cache_size, tolerance)
     graph.execution = execution
     graph.saved_plans = saved
     return graph
@@ -231,15 +230,15 @@ class _Entry:
 
 
 class _CompiledGraph:
-    def __init__(self, gm, example_inputs, mesh, options, on_plan):
+    def __init__(self, gm, example_inputs, mesh, options, on_plan, cache_size=16, replan_tolerance=0.05):
         self.module = _GraphAsModule(gm, example_inputs)
         self.mesh = mesh
         self.options = options
         self.on_plan = on_plan
         self.execution = None  # ExecutionOptions (localmap_backend sets them)
         self.saved_plans: list = []  # options["plan"]: applied instead of solving (localmap_backend sets them)
-        self.entries = PlanCache(16)  # per call signature (_plan_cache.py; localmap_backend sizes it)
-        self.replan_tolerance = 0.05
+        self.entries = PlanCache(cache_size)  # per call signature (_plan_cache.py)
+        self.replan_tolerance = replan_tolerance
         # Dynamo's view of each output: DTensor outputs go back as DTensors in these placements.
         self.output_placements = [tuple(v.placements) if isinstance(v, DTensor) else None
                                   for v in _torch_private.graph_output_examples(gm)]

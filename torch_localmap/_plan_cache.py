@@ -67,6 +67,7 @@ class PlanCache:
             gc.collect()  # a program is a web of cycles (graphs, nodes, closures): free it now
         return entry
 
+
 def _log_transfer(transfer: dict, before, after, names) -> None:
     changed = [f"{names[i] if i < len(names) else i} dim {d}: {a} -> {b}"
                for i, (x, y) in enumerate(zip(before or [], after)) if x is not None and y is not None

@@ -205,8 +205,6 @@ def plan_joint(joint: JointGraph, mesh, *, node_extra=None, timeout=None, progre
     options_json = plan_options(**options)
     saved = None if plan is None else as_saved_plan(plan)
     t0 = time.perf_counter()
-    if previous is not None and not (isinstance(replan_tolerance, (int, float)) and replan_tolerance >= 0):
-        raise ValueError(f"replan_tolerance: expected a non-negative fraction, got {replan_tolerance!r}")
     doc, transfer = _agreed_plan_json(exported.to_json(), options_json, mesh, timeout, progress, saved,
                                       previous, replan_tolerance)
     plan = Plan.from_document(json.loads(doc), validate=False)
