@@ -60,10 +60,30 @@ class _AfterTorchImport(importlib.abc.MetaPathFinder):
         return spec
 
 
+def torch_outside_range(version: str) -> str | None:
+    """A warning's text when `version` (torch.__version__) is outside SUPPORTED_TORCH (a torch
+    that slipped past pip's check, e.g. installed later with --no-deps), else None. The bounds
+    are read from SUPPORTED_TORCH, the one place they are written."""
+    import re
+
+    low = tuple(map(int, re.search(r">=(\d+)\.(\d+)", SUPPORTED_TORCH).groups()))
+    high = tuple(map(int, re.search(r"<(\d+)\.(\d+)", SUPPORTED_TORCH).groups()))
+    found = re.match(r"(\d+)\.(\d+)", version)
+    if found is None or low <= tuple(map(int, found.groups())) < high:
+        return None
+    return (f"torch_localmap supports torch {SUPPORTED_TORCH}, but torch {version} is imported: untested here; "
+            f"expected a torch of that range (pip install 'torch{SUPPORTED_TORCH}')")
+
+
 def _load(package: str) -> None:
     """Loads the extension and names its ops in torch.ops.localmap, so listing the namespace
     (`list(torch.ops.localmap)`, which shows only names looked up before) shows them all."""
     torch = sys.modules["torch"]
+    outside = torch_outside_range(torch.__version__)
+    if outside:
+        import warnings
+
+        warnings.warn(outside, stacklevel=2)
     try:
         ext = importlib.import_module(f"{package}._C")
     except ImportError as e:  # most often: built against another torch than the one imported

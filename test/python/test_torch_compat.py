@@ -105,3 +105,15 @@ def test_ci_compat_ends_are_the_ends_of_the_supported_range():
     old, new = map(Version, ends)
     assert (old.major, old.minor) == (lowest.major, lowest.minor), (old, lowest)  # the oldest minor release
     assert (new.major, new.minor + 1) == (highest.major, highest.minor), (new, highest)  # the newest minor release
+
+
+def test_a_torch_outside_the_range_is_named_at_import():
+    """A torch that slipped past pip's range check gets one warning naming the range."""
+    from torch_localmap._ops_on_import import SUPPORTED_TORCH, torch_outside_range
+
+    assert torch_outside_range(torch.__version__) is None
+    for inside in ("2.11.0", "2.15.1+cu132", "2.13.0+cpu"):
+        assert torch_outside_range(inside) is None, inside
+    for outside in ("2.10.0", "2.16.0", "3.0.0.dev20270101"):
+        msg = torch_outside_range(outside)
+        assert msg is not None and SUPPORTED_TORCH in msg and outside in msg, (outside, msg)
