@@ -253,12 +253,15 @@ class _CompiledGraph:
         # Numbers passed as 0-d tensors are baked into the plan: their values are part of the key.
         scalars = tuple(args[i].item() for i in sorted(self.module.scalar_args))
         key = (_signature(args), scalars, torch.is_grad_enabled())
-        # A family: the same call but for sizes -- tensor shapes and, under dynamic shapes,
-        # the integer inputs Dynamo passes for symbolic sizes.
-        family = (_signature(args, sizes=False), scalars, torch.is_grad_enabled())
-        shapes = [tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in args]
-        return self.entries.get(key, family, shapes, lambda: [f"input {i}" for i in range(len(args))],
-                                lambda previous: self._plan(args, previous))
+
+        def describe():  # on a miss only
+            # A family: the same call but for sizes -- tensor shapes and, under dynamic
+            # shapes, the integer inputs Dynamo passes for symbolic sizes.
+            return ((_signature(args, sizes=False), scalars, key[2]),
+                    [tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in args],
+                    [f"input {i}" for i in range(len(args))])
+
+        return self.entries.get(key, describe, lambda previous: self._plan(args, previous))
 
     def _plan(self, args, previous=None) -> _Entry:
         from ._local_map import node_extra, use_mesh

@@ -165,8 +165,8 @@ class ParallelModule(nn.Module):
         _torch_private.register_block_mask_pytree()  # a BlockMask argument: its tensors are inputs
         leaves, spec = pytree.tree_flatten((args, kwargs))
         key = _signature(spec, leaves, self.training, torch.is_grad_enabled())
-        compiled = self._plans.get(key, _family_of(key), _shapes_of(leaves),
-                                   lambda: _flat_names(args, kwargs, self._model_forward),
+        compiled = self._plans.get(key, lambda: (_family_of(key), _shapes_of(leaves),
+                                                 _flat_names(args, kwargs, self._model_forward)),
                                    lambda previous: self._plan_call(args, kwargs, leaves, previous))
         self._last = compiled
         return compiled, leaves

@@ -35,16 +35,18 @@ class PlanCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, key, family, shapes: list, names, make):
+    def get(self, key, describe, make):
         """The entry of `key`; on a miss `make(previous_plan_or_None)` plans it, given the
-        latest plan of its family. `shapes` (per input) and `names()` (a name per input,
-        asked only on a miss) word the log line."""
+        latest plan of its family. `describe()` -- asked only on a miss, so a hit costs one
+        lookup -- returns (family, shape per input, name per input); shapes and names word
+        the log line."""
         entry = self._entries.get(key)
         if entry is not None:
             self.stats["hits"] += 1
             self._entries.move_to_end(key)
             return entry
         self.stats["misses"] += 1
+        family, shapes, names = describe()
         previous, previous_shapes = self._families.get(family, (None, None))
         before = _torch_private.graph_code_keys()
         entry = make(previous)
@@ -52,7 +54,7 @@ class PlanCache:
         transfer = getattr(entry.plan, "transfer", None)
         self.stats["carried" if transfer and not transfer["replanned"] else "solved"] += 1
         if transfer:
-            _log_transfer(transfer, previous_shapes, shapes, names())
+            _log_transfer(transfer, previous_shapes, shapes, names)
         self._entries[key] = entry
         self._families[family] = (entry.plan, shapes)
         if len(self._entries) > self.size:
