@@ -79,7 +79,7 @@ def localmap_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **_
     from ._parallelize import _execution_options
 
     ex = {k: options.pop(k) for k in _EXECUTION_OPTIONS if k in options}
-    execution = _execution_options(mesh, ex.get("inductor"), ex.get("reshard_after_forward"), ex.get("overlap", True),
+    execution = _execution_options(mesh, ex.get("inductor"), ex.get("reshard_after_forward"), ex.get("overlap"),
                                    options.get("memory_limit", "device"), ex.get("bucket_cap_mb", DEFAULT_BUCKET_CAP_MB))
     from ._parallelize import _check_count, _check_fraction
 

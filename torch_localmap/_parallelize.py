@@ -30,6 +30,7 @@ from ._runtime.groups import DEFAULT_TIMEOUT, as_timeout, runtime_mesh, world_gr
 from ._runtime.bucketing import DEFAULT_BUCKET_CAP_MB
 from ._runtime.compile import ExecutionOptions
 from ._runtime.redistribute import shard_local
+from ._runtime.schedule import warn_gloo_overlap
 from ._spmd import RankProgram, local_example_inputs, trace_rank_program
 from ._torch_private import pytree
 from .placements import as_spec, spec_to_placements
@@ -448,7 +449,7 @@ def _aliases(module, tensor) -> list:
 def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *, device="H100", time_limit=10.0,
                 memory_limit="device", fixed_params=None, calibration=None, fallback_replicate=True,
                 timeout=DEFAULT_TIMEOUT, input_placements=None, mp_policy=None, compile=None,
-                reshard_after_forward=None, overlap=True, optimizer_states=2, plan=None,
+                reshard_after_forward=None, overlap=None, optimizer_states=2, plan=None,
                 like=None, bucket_cap_mb=DEFAULT_BUCKET_CAP_MB, plan_cache_size=16,
                 replan_tolerance=0.05, measure_candidates=0, measure_steps=3) -> ParallelModule:
     """Plans `model(*example_args, **example_kwargs)` on `mesh` and returns the parallel
@@ -467,7 +468,9 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
     Execution (docs/user_guide.md, "Execution"): `compile` runs each rank's forward and
     backward graphs through Inductor (None: on CUDA meshes, where it pays; eager on CPU,
     where compiling costs more than small test models gain); `overlap` issues collectives
-    as early as their inputs allow and waits as late as possible; `reshard_after_forward`
+    as early as their inputs allow and waits as late as possible (None: on CUDA meshes;
+    off on gloo, where torch's CPU collectives corrupt the heap when they run beside
+    compute -- docs/user_guide.md, "Execution"); `reshard_after_forward`
     frees gathered parameters after forward and gathers them again in backward (None: yes
     unless `memory_limit` leaves room to keep them). `optimizer_states`: tensors of a
     parameter's size the optimizer keeps (AdamW 2, SGD with momentum 1), for the plan's
@@ -581,13 +584,15 @@ def _check_count(value, name: str, minimum: int = 0) -> int:
 
 
 def _execution_options(mesh, compile, reshard_after_forward, overlap, memory_limit, bucket_cap_mb) -> ExecutionOptions:
-    for name, value in (("compile", compile), ("reshard_after_forward", reshard_after_forward)):
+    for name, value in (("compile", compile), ("overlap", overlap), ("reshard_after_forward", reshard_after_forward)):
         if value is not None and not isinstance(value, bool):
             raise TypeError(f"{name} must be True, False or None, got {value!r}")
-    if not isinstance(overlap, bool):
-        raise TypeError(f"overlap must be True or False, got {overlap!r}")
     if compile is None:
         compile = mesh.device_type == "cuda"
+    if overlap is None:
+        overlap = mesh.device_type == "cuda"
+    elif overlap and mesh.device_type != "cuda":
+        warn_gloo_overlap()
     if reshard_after_forward is None and explicit_memory_limit(memory_limit) is None:
         reshard_after_forward = True  # FSDP2's default; with a limit, each plan decides (RankProgram)
     if isinstance(bucket_cap_mb, bool) or not isinstance(bucket_cap_mb, (int, float)) or not bucket_cap_mb >= 0:

@@ -136,7 +136,7 @@ def test_gradient_buckets_are_issued_while_backward_computes_in_every_mode():
     last compute, and every mode -- eager, compiled, with and without overlap -- trains like
     one process."""
     ref_loss, ref_grads = _reference()
-    cases = [{}, dict(compile=True), dict(overlap=False)]
+    cases = [dict(overlap=True), dict(compile=True, overlap=True), dict(overlap=False)]
     for rank_results in run_distributed(_rank_buckets, 2, cases, timeout=600):
         for case, r in zip(cases, rank_results):
             torch.testing.assert_close(r["loss"], ref_loss, **TOL, msg=lambda m: f"{case}: {m}")
@@ -144,7 +144,7 @@ def test_gradient_buckets_are_issued_while_backward_computes_in_every_mode():
                 torch.testing.assert_close(r["grads"][k], g, **TOL, msg=lambda m: f"{case} grad {k}: {m}")
             assert 1 < r["buckets"] <= r["reductions"] < len(ref_grads), r  # one alone: no bucket
             kinds = r["kinds"]
-            if case.get("overlap", True):
+            if case["overlap"]:
                 assert kinds.index("S") < kinds.rindex("C"), kinds  # a bucket is reduced while backward computes
 
 

@@ -10,6 +10,7 @@ applies the order it returns: one call per graph.
 from __future__ import annotations
 
 import operator
+import warnings
 
 import torch
 import torch.fx as fx
@@ -33,6 +34,22 @@ _MOVE_OPS = frozenset({
 # still that parameter (bucketing.py).
 SAME_VALUES = frozenset({aten.view.default, aten._unsafe_view.default, aten.reshape.default,
                          aten.unsqueeze.default, aten.alias.default, aten.clone.default})
+
+
+def warn_gloo_overlap() -> None:
+    """overlap=True asked for on a gloo (CPU) mesh. With torch 2.13's gloo, a collective
+    left in flight while the rank computes corrupts the heap now and then (one rank aborts
+    with `malloc(): unaligned tcache chunk detected`), even one collective at a time; waiting
+    for each right away never did (docs/benchmarks.md, "The rank abort on gloo ranks"). So
+    overlap is off on gloo unless asked for, and asking gets this warning once per process."""
+    if not _warned_gloo_overlap:
+        _warned_gloo_overlap.append(True)
+        warnings.warn("overlap=True on a gloo (CPU) mesh: torch's gloo collectives left in flight while the rank "
+                      "computes have corrupted the heap in our tests (a rank aborts now and then); overlap is off "
+                      "on gloo by default", RuntimeWarning, stacklevel=3)
+
+
+_warned_gloo_overlap: list = []
 
 
 def is_collective(node: fx.Node) -> bool:
