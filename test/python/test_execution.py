@@ -192,12 +192,10 @@ def test_overlap_is_on_for_cuda_meshes_and_off_on_gloo_unless_asked_for():
     """Overlap on gloo corrupts the heap now and then (docs/benchmarks.md): off there by
     default; asking for it gets it, with a warning."""
     from torch_localmap._parallelize import _execution_options
-    from torch_localmap._runtime import schedule
 
     cpu, cuda = (type("Mesh", (), {"device_type": d})() for d in ("cpu", "cuda"))
     assert _execution_options(cuda, None, None, None, "device", 25).overlap is True
     assert _execution_options(cpu, None, None, None, "device", 25).overlap is False
     assert _execution_options(cuda, None, None, False, "device", 25).overlap is False
-    schedule._warned_gloo_overlap.clear()
     with pytest.warns(RuntimeWarning, match="overlap=True on a gloo"):
         assert _execution_options(cpu, None, None, True, "device", 25).overlap is True

@@ -37,19 +37,14 @@ SAME_VALUES = frozenset({aten.view.default, aten._unsafe_view.default, aten.resh
 
 
 def warn_gloo_overlap() -> None:
-    """overlap=True asked for on a gloo (CPU) mesh. With torch 2.13's gloo, a collective
-    left in flight while the rank computes corrupts the heap now and then (one rank aborts
-    with `malloc(): unaligned tcache chunk detected`), even one collective at a time; waiting
-    for each right away never did (docs/benchmarks.md, "The rank abort on gloo ranks"). So
-    overlap is off on gloo unless asked for, and asking gets this warning once per process."""
-    if not _warned_gloo_overlap:
-        _warned_gloo_overlap.append(True)
-        warnings.warn("overlap=True on a gloo (CPU) mesh: torch's gloo collectives left in flight while the rank "
-                      "computes have corrupted the heap in our tests (a rank aborts now and then); overlap is off "
-                      "on gloo by default", RuntimeWarning, stacklevel=3)
-
-
-_warned_gloo_overlap: list = []
+    """overlap=True asked for on a gloo (CPU) mesh. Overlapped rank programs on gloo abort
+    now and then (one rank dies with `malloc(): unaligned tcache chunk detected`), even with
+    one collective in flight at a time; waiting for each where it is issued never did. The
+    cause is not found yet (docs/benchmarks.md, "The rank abort on gloo ranks"), so overlap
+    is off on gloo unless asked for. Python's default warning filter shows this once."""
+    warnings.warn("overlap=True on a gloo (CPU) mesh: overlapped programs on gloo have aborted a rank now and then "
+                  "in our tests (heap corruption, cause not yet found); overlap is off on gloo by default",
+                  RuntimeWarning, stacklevel=3)
 
 
 def is_collective(node: fx.Node) -> bool:
