@@ -469,8 +469,8 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
     backward graphs through Inductor (None: on CUDA meshes, where it pays; eager on CPU,
     where compiling costs more than small test models gain); `overlap` issues collectives
     as early as their inputs allow and waits as late as possible (None: on CUDA meshes;
-    off on gloo, where torch's CPU collectives corrupt the heap when they run beside
-    compute -- docs/user_guide.md, "Execution"); `reshard_after_forward`
+    off on gloo, where overlapped programs abort a rank now and then, cause not yet found
+    -- docs/user_guide.md, "Execution"); `reshard_after_forward`
     frees gathered parameters after forward and gathers them again in backward (None: yes
     unless `memory_limit` leaves room to keep them). `optimizer_states`: tensors of a
     parameter's size the optimizer keeps (AdamW 2, SGD with momentum 1), for the plan's
