@@ -20,8 +20,30 @@ from dist_utils import make_mesh, run_distributed  # noqa: E402
 from test_zoo import FORCE_SHARDING, _replicated  # noqa: E402
 
 
-def _rank(rank, world, name, steps, overlap):
+def _gloo_threads(threads):
+    """Process groups created from here on run `threads` worker threads (gloo's default: 2).
+    The world group already exists; the mesh's groups are made after this."""
+    import torch.distributed.distributed_c10d as c10d
+
+    base = c10d.ProcessGroupGloo
+
+    class GlooWithThreads(base):
+        def __init__(self, store, rank, size, timeout=None):
+            opts = base._Options()
+            if timeout is not None:
+                opts._timeout = timeout
+            opts._threads = threads
+            opts._devices = [base.create_default_device()]
+            super().__init__(store, rank, size, opts)
+
+    c10d.ProcessGroupGloo = GlooWithThreads
+
+
+def _rank(rank, world, name, steps, overlap, threads):
     import torch_localmap
+
+    if threads:
+        _gloo_threads(threads)
 
     mesh = make_mesh((2, 2))
     case = zoo.MODELS[name](seed=0)
@@ -43,18 +65,20 @@ def main():
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--overlap", choices=("on", "off", "default"), default="default")
+    ap.add_argument("--gloo-threads", type=int, default=0,
+                    help="worker threads of the mesh's gloo groups (0: gloo's default, 2)")
     a = ap.parse_args()
     overlap = {"on": True, "off": False, "default": None}[a.overlap]
     failed = 0
     for r in range(a.rounds):
         start = time.time()
         try:
-            run_distributed(_rank, 4, a.model, a.steps, overlap, timeout=1800)
+            run_distributed(_rank, 4, a.model, a.steps, overlap, a.gloo_threads, timeout=1800)
             print(f"round {r}: ok, {a.steps} steps in {time.time() - start:.0f} s", flush=True)
         except AssertionError as e:
             failed += 1
             print(f"round {r}: FAIL after {time.time() - start:.0f} s\n{str(e)[:800]}", flush=True)
-    print(f"{failed} of {a.rounds} rounds failed ({a.model}, overlap={a.overlap})")
+    print(f"{failed} of {a.rounds} rounds failed ({a.model}, overlap={a.overlap}, gloo threads={a.gloo_threads or 'default'})")
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ from ._runtime.groups import DEFAULT_TIMEOUT, as_timeout, runtime_mesh, world_gr
 from ._runtime.bucketing import DEFAULT_BUCKET_CAP_MB
 from ._runtime.compile import ExecutionOptions
 from ._runtime.redistribute import shard_local
-from ._runtime.schedule import warn_gloo_overlap
+from ._runtime.schedule import GLOO_INFLIGHT_COLLECTIVES
 from ._spmd import RankProgram, local_example_inputs, trace_rank_program
 from ._torch_private import pytree
 from .placements import as_spec, spec_to_placements
@@ -468,9 +468,8 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
     Execution (docs/user_guide.md, "Execution"): `compile` runs each rank's forward and
     backward graphs through Inductor (None: on CUDA meshes, where it pays; eager on CPU,
     where compiling costs more than small test models gain); `overlap` issues collectives
-    as early as their inputs allow and waits as late as possible (None: on CUDA meshes;
-    off on gloo, where overlapped programs abort a rank now and then, cause not yet found
-    -- docs/user_guide.md, "Execution"); `reshard_after_forward`
+    as early as their inputs allow and waits as late as possible (None: on; gloo meshes
+    keep one collective in flight at a time -- docs/user_guide.md, "Execution"); `reshard_after_forward`
     frees gathered parameters after forward and gathers them again in backward (None: yes
     unless `memory_limit` leaves room to keep them). `optimizer_states`: tensors of a
     parameter's size the optimizer keeps (AdamW 2, SGD with momentum 1), for the plan's
@@ -590,15 +589,14 @@ def _execution_options(mesh, compile, reshard_after_forward, overlap, memory_lim
     if compile is None:
         compile = mesh.device_type == "cuda"
     if overlap is None:
-        overlap = mesh.device_type == "cuda"
-    elif overlap and mesh.device_type != "cuda":
-        warn_gloo_overlap()
+        overlap = True
     if reshard_after_forward is None and explicit_memory_limit(memory_limit) is None:
         reshard_after_forward = True  # FSDP2's default; with a limit, each plan decides (RankProgram)
     if isinstance(bucket_cap_mb, bool) or not isinstance(bucket_cap_mb, (int, float)) or not bucket_cap_mb >= 0:
         raise ValueError(f"bucket_cap_mb: expected a non-negative number of MiB (0: no buckets), got {bucket_cap_mb!r}")
     return ExecutionOptions(reshard_after_forward=reshard_after_forward, overlap=overlap, compile=compile,
-                            bucket_bytes=int(bucket_cap_mb * 2**20))
+                            bucket_bytes=int(bucket_cap_mb * 2**20),
+                            inflight_collectives=None if mesh.device_type == "cuda" else GLOO_INFLIGHT_COLLECTIVES)
 
 
 def _sync_rng_state(mesh) -> None:

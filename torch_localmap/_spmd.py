@@ -260,7 +260,7 @@ class RankProgram:
         if self.options.overlap:
             for gm in (self.fw, self.bw):
                 if gm is not None:
-                    schedule_overlap(gm, self.options.inflight_bytes)
+                    schedule_overlap(gm, self.options.inflight_bytes, self.options.inflight_collectives)
         if self.options.compile:
             self.fw = CompiledOnFirstCall(self.fw)
             self.bw = CompiledOnFirstCall(self.bw) if self.bw is not None else None

@@ -15,12 +15,15 @@ constexpr int kAnchor = -1;
 
 class Scheduler {
  public:
-  Scheduler(const std::vector<ScheduleNode>& nodes, int64_t limit)
-      : nodes_(nodes), limit_(limit), n_(static_cast<int>(nodes.size())), users_(n_), group_(n_, kAnchor),
-        emitted_(n_, false), issued_(n_, false), missing_(n_, 0), waiting_on_(n_) {
+  Scheduler(const std::vector<ScheduleNode>& nodes, int64_t limit, int max_inflight)
+      : nodes_(nodes), limit_(max_inflight > 0 ? -1 : limit), max_inflight_(max_inflight), n_(static_cast<int>(nodes.size())), users_(n_),
+        group_(n_, kAnchor), emitted_(n_, false), issued_(n_, false), missing_(n_, 0), waiting_on_(n_),
+        wait_of_(n_, -1) {
     check();
     for (int i = 0; i < n_; ++i)
       for (int in : nodes_[i].inputs) users_[in].push_back(i);
+    for (int i = 0; i < n_; ++i)  // a collective's first wait (one without a wait is never waited for)
+      if (is_wait(i) && wait_of_[nodes_[i].inputs[0]] < 0) wait_of_[nodes_[i].inputs[0]] = i;
     assign_sink_groups();
     assign_hoist_groups();
     collect_external_inputs();
@@ -39,6 +42,8 @@ class Scheduler {
 
  private:
   void check() const {
+    if (max_inflight_ == 0)
+      throw InvalidArgument("overlap schedule: max_inflight must be at least 1 collective, or < 0 for no bound");
     for (int i = 0; i < n_; ++i) {
       for (int in : nodes_[i].inputs)
         if (in < 0 || in >= i)
@@ -108,8 +113,15 @@ class Scheduler {
     order_.push_back(i);
     for (int s : waiting_on_[i])
       if (--missing_[s] == 0) queue_.push_back(s);
-    if (is_start(i)) inflight_ += nodes_[i].bytes;
-    if (is_wait(i)) inflight_ -= nodes_[nodes_[i].inputs[0]].bytes;
+    if (is_start(i)) {
+      inflight_ += nodes_[i].bytes;
+      if (wait_of_[i] >= 0) awaited_.push_back(i);
+    }
+    if (is_wait(i)) {
+      const int s = nodes_[i].inputs[0];
+      inflight_ -= nodes_[s].bytes;
+      awaited_.erase(std::remove(awaited_.begin(), awaited_.end(), s), awaited_.end());
+    }
     issue_ready();
   }
 
@@ -127,6 +139,8 @@ class Scheduler {
   }
 
   void issue(int s) {
+    // At the count bound, the oldest collective in flight is waited for first.
+    while (max_inflight_ > 0 && static_cast<int>(awaited_.size()) >= max_inflight_) ensure(wait_of_[awaited_.front()]);
     issued_[s] = true;
     for (int m : members_[s]) emit(m);  // members are in a valid order; their outside inputs are emitted
   }
@@ -171,6 +185,7 @@ class Scheduler {
 
   const std::vector<ScheduleNode>& nodes_;
   const int64_t limit_;
+  const int max_inflight_;
   const int n_;
   std::vector<std::vector<int>> users_;
   std::vector<int> group_;  // kAnchor, or the Start / Wait whose group the node belongs to
@@ -178,6 +193,8 @@ class Scheduler {
   std::vector<bool> emitted_, issued_;
   std::vector<int> missing_;                  // per Start: outside inputs not emitted yet
   std::vector<std::vector<int>> waiting_on_;  // per node: Starts whose group needs it
+  std::vector<int> wait_of_;                  // per Start: its first Wait (-1: none)
+  std::deque<int> awaited_;                   // Starts emitted whose Wait is not, oldest first
   std::deque<int> queue_;                     // ready collectives, in the order they became ready
   std::vector<int> order_;
   int64_t inflight_ = 0;
@@ -186,8 +203,8 @@ class Scheduler {
 
 }  // namespace
 
-std::vector<int> overlap_order(const std::vector<ScheduleNode>& nodes, int64_t inflight_limit) {
-  return Scheduler(nodes, inflight_limit).run();
+std::vector<int> overlap_order(const std::vector<ScheduleNode>& nodes, int64_t inflight_limit, int max_inflight) {
+  return Scheduler(nodes, inflight_limit, max_inflight).run();
 }
 
 }  // namespace tlm

@@ -15,6 +15,14 @@
 // Compute and Fixed nodes keep their relative order: the schedule moves only
 // communication, never the model's compute (and so its memory profile).
 //
+//  - optionally bounds the number of collectives in flight: issuing one more than
+//    `max_inflight` first waits for the oldest in flight, right there. gloo runs a
+//    group's collectives on two worker threads at once, and two of them in flight
+//    together (an all-gather next to another all-gather) have corrupted the heap of
+//    CPU ranks now and then (docs/benchmarks.md, "The rank abort on gloo ranks");
+//    one at a time still overlaps each collective with the compute until the next.
+//    This bound replaces the one on bytes: with both, when a forced wait happens
+//    would depend on bytes, and so would the issue order (see below).
 // Deadlock freedom: collectives are issued in the order they become ready, a
 // property of the graph's structure alone. The byte bound only delays the head of
 // that queue, never reorders it, and a Wait on a delayed collective first issues
@@ -43,8 +51,11 @@ struct ScheduleNode {
 
 // A permutation of 0..n-1: the new order. Throws InvalidArgument when `nodes` is
 // not in a valid order (an input at or after its user) or a Wait's input is not a
-// Start. `inflight_limit` < 0: no bound; a collective is always issued when
-// nothing is in flight, however large.
-std::vector<int> overlap_order(const std::vector<ScheduleNode>& nodes, int64_t inflight_limit);
+// Start, or `max_inflight` is 0. `inflight_limit` < 0: no bound on bytes; a
+// collective is always issued when nothing is in flight, however large.
+// `max_inflight` < 0: no bound on the number of collectives in flight; > 0: that
+// bound, and `inflight_limit` is ignored.
+std::vector<int> overlap_order(const std::vector<ScheduleNode>& nodes, int64_t inflight_limit,
+                               int max_inflight = -1);
 
 }  // namespace tlm

@@ -213,13 +213,16 @@ void bind_planner(py::module_& m) {
   m.def(
       "overlap_order",
       [](const std::string& kinds, const std::vector<int64_t>& input_offsets, const std::vector<int>& inputs,
-         const std::vector<int64_t>& bytes, int64_t inflight_limit) {
-        return overlap_order(schedule_nodes("overlap_order", kinds, input_offsets, inputs, bytes), inflight_limit);
+         const std::vector<int64_t>& bytes, int64_t inflight_limit, int max_inflight) {
+        return overlap_order(schedule_nodes("overlap_order", kinds, input_offsets, inputs, bytes), inflight_limit,
+                             max_inflight);
       },
       py::arg("kinds"), py::arg("input_offsets"), py::arg("inputs"), py::arg("bytes"), py::arg("inflight_limit"),
+      py::arg("max_inflight") = -1,
       "A rank program's node order that issues collectives early and waits late (core/overlap_schedule.h). "
       "kinds: one letter per node (F fixed, C compute, M move, S collective start, W wait); node i's inputs are "
-      "inputs[input_offsets[i]:input_offsets[i+1]]; bytes: per start its buffer; inflight_limit < 0: unbounded.");
+      "inputs[input_offsets[i]:input_offsets[i+1]]; bytes: per start its buffer; inflight_limit < 0: unbounded; "
+      "max_inflight: collectives in flight at once (< 0: unbounded).");
   m.def(
       "collective_buckets",
       [](const std::string& kinds, const std::vector<int64_t>& input_offsets, const std::vector<int>& inputs,

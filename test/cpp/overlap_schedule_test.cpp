@@ -50,6 +50,16 @@ std::vector<ScheduleNode> three_layer_forward(int64_t bytes = 100) {
   return g;
 }
 
+// The most collectives issued and not yet waited for at any point of `order`.
+int most_in_flight(const std::vector<ScheduleNode>& nodes, const std::vector<int>& order) {
+  int now = 0, most = 0;
+  for (int i : order) {
+    if (nodes[i].kind == K::Start) most = std::max(most, ++now);
+    if (nodes[i].kind == K::Wait) --now;
+  }
+  return most;
+}
+
 }  // namespace
 
 TEST(OverlapSchedule, GathersArePrefetchedAndWaitsSunkToTheirUse) {
@@ -103,6 +113,44 @@ TEST(OverlapSchedule, GradientReductionOverlapsTheNextLayersBackward) {
   EXPECT_GT(pos(order, 6), pos(order, 7));  // waited only at the end
 }
 
+TEST(OverlapSchedule, OneCollectiveInFlightWaitsForThePreviousOneBeforeIssuingTheNext) {
+  auto g = three_layer_forward();
+  auto order = overlap_order(g, -1, 1);
+  expect_valid(g, order);
+  EXPECT_EQ(most_in_flight(g, order), 1);
+  EXPECT_EQ(most_in_flight(g, overlap_order(g, -1)), 3);  // unbounded: all three gathers at once
+  // Layer 2's gather still overlaps layer 1's compute: layer 1's wait moves up to
+  // just before it is issued.
+  EXPECT_LT(pos(order, 6), pos(order, 10));
+  EXPECT_LT(pos(order, 10), pos(order, 8));
+  EXPECT_LT(pos(order, 11), pos(order, 15));
+  EXPECT_LT(pos(order, 15), pos(order, 13));
+}
+
+TEST(OverlapSchedule, OneGradientReductionInFlightStillOverlapsBackward) {
+  // As in GradientReductionOverlapsTheNextLayersBackward: the first reduction is issued
+  // as soon as its gradient exists and waited for only when the second one is issued.
+  std::vector<ScheduleNode> g{node(K::Fixed, {}), node(K::Fixed, {}), node(K::Fixed, {}),
+                              node(K::Compute, {0, 2}),        // 3 grad_w2
+                              node(K::Compute, {0, 1}),        // 4 grad_h
+                              node(K::Start, {3}, 64),         // 5 reduce-scatter grad_w2
+                              node(K::Wait, {5}),              // 6
+                              node(K::Compute, {4, 1}),        // 7 grad_w1
+                              node(K::Start, {7}, 64),         // 8
+                              node(K::Wait, {8}),              // 9
+                              node(K::Fixed, {6, 9})};         // 10 output
+  auto order = overlap_order(g, -1, 1);
+  expect_valid(g, order);
+  EXPECT_EQ(most_in_flight(g, order), 1);
+  EXPECT_LT(pos(order, 5), pos(order, 4));  // issued before the rest of backward computes
+  EXPECT_GT(pos(order, 6), pos(order, 7));  // waited for after it
+  EXPECT_EQ(pos(order, 6) + 1, pos(order, 8));  // just before the next one is issued
+}
+
+TEST(OverlapSchedule, RejectsABoundOfZeroCollectives) {
+  EXPECT_THROW(overlap_order(three_layer_forward(), -1, 0), InvalidArgument);
+}
+
 TEST(OverlapSchedule, IssueOrderDoesNotDependOnBytes) {
   // Uneven shards give ranks different byte counts: the collectives' order must not change.
   std::mt19937 rng(7);
@@ -147,6 +195,18 @@ TEST(OverlapSchedule, IssueOrderDoesNotDependOnBytes) {
       const auto order = overlap_order(other, limit);
       expect_valid(other, order);
       EXPECT_EQ(starts_of(order), starts_of(base)) << "trial " << trial << " limit " << limit;
+    }
+    // A bound on the count (the same on every rank) may change the order, but bytes still do not.
+    for (int most : {1, 2}) {
+      const auto counted = overlap_order(g, 60, most);
+      expect_valid(g, counted);
+      EXPECT_LE(most_in_flight(g, counted), most) << "trial " << trial;
+      for (int64_t limit : {-1, 0, 30, 200}) {
+        const auto order = overlap_order(other, limit, most);
+        expect_valid(other, order);
+        EXPECT_EQ(starts_of(order), starts_of(counted)) << "trial " << trial << " max_inflight " << most;
+        EXPECT_LE(most_in_flight(other, order), most) << "trial " << trial;
+      }
     }
   }
 }

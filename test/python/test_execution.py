@@ -1,8 +1,8 @@
 """How planned programs run: Inductor-compiled, overlapped, resharded after forward.
 
 Parity is against the single-process model (the default eager program on gloo -- resharded,
-each collective waited where it is issued -- is what every other parity suite runs); overlap
-is asked for here. Memory is measured, never timed.
+overlapped with one collective in flight -- is what every other parity suite runs); the
+other modes are asked for here. Memory is measured, never timed.
 """
 import re
 
@@ -147,24 +147,32 @@ def _rank_wait_gaps(rank, world):
     model, (x, y) = make_example(**CFG)
     pm = parallelize(model, make_mesh((world,)), (x, y), fixed_params=_fsdp_like(model), time_limit=2.0,
                      overlap=True)
-    gaps = {}
+    gaps, in_flight = {}, {}
+    wait = torch.ops._c10d_functional.wait_tensor.default
     for which, gm in (("fw", pm._program.fw), ("bw", pm._program.bw)):
         nodes = list(gm.graph.nodes)
         pos = {n: i for i, n in enumerate(nodes)}
         gaps[which] = [sum(1 for b in nodes[pos[n.args[0]] + 1:pos[n]]
                            if b.op == "call_function" and "mm" in str(b.target))
-                       for n in nodes if n.op == "call_function"
-                       and n.target is torch.ops._c10d_functional.wait_tensor.default]
-    return gaps
+                       for n in nodes if n.op == "call_function" and n.target is wait]
+        now = most = 0
+        for n in nodes:
+            if n.op == "call_function" and getattr(n.target, "namespace", None) == "_c10d_functional":
+                now += -1 if n.target is wait else 1
+                most = max(most, now)
+        in_flight[which] = most
+    return gaps, in_flight
 
 
 def test_overlap_schedule_puts_compute_between_collectives_and_their_waits():
     """The eager program of an FSDP-like plan: a parameter all-gather is issued before the
     matmuls preceding its use (forward, and again in backward), a gradient's reduce-scatter
-    is waited for only after later matmuls."""
-    for gaps in run_distributed(_rank_wait_gaps, 2, timeout=240):
+    is waited for only after later matmuls -- on gloo with one collective in flight at a
+    time (_runtime/schedule.py, GLOO_INFLIGHT_COLLECTIVES)."""
+    for gaps, in_flight in run_distributed(_rank_wait_gaps, 2, timeout=240):
         assert gaps["fw"] and max(gaps["fw"]) > 0, gaps
         assert gaps["bw"] and max(gaps["bw"]) > 0, gaps
+        assert in_flight == {"fw": 1, "bw": 1}, in_flight
 
 
 def _rank_bad_options(rank, world):
@@ -188,14 +196,13 @@ def test_execution_options_are_checked():
         assert "overlap must be True, False or None, got 'yes'" in errors[1]
 
 
-def test_overlap_is_on_for_cuda_meshes_and_off_on_gloo_unless_asked_for():
-    """Overlap on gloo corrupts the heap now and then (docs/benchmarks.md): off there by
-    default; asking for it gets it, with a warning."""
+def test_overlap_is_on_by_default_with_one_collective_in_flight_on_gloo():
+    """Several gloo collectives in flight together corrupted the heap now and then
+    (docs/benchmarks.md): gloo meshes overlap one at a time, CUDA meshes without a bound."""
     from torch_localmap._parallelize import _execution_options
 
     cpu, cuda = (type("Mesh", (), {"device_type": d})() for d in ("cpu", "cuda"))
-    assert _execution_options(cuda, None, None, None, "device", 25).overlap is True
-    assert _execution_options(cpu, None, None, None, "device", 25).overlap is False
-    assert _execution_options(cuda, None, None, False, "device", 25).overlap is False
-    with pytest.warns(RuntimeWarning, match="overlap=True on a gloo"):
-        assert _execution_options(cpu, None, None, True, "device", 25).overlap is True
+    on_cuda, on_cpu = (_execution_options(m, None, None, None, "device", 25) for m in (cuda, cpu))
+    assert on_cuda.overlap is True and on_cuda.inflight_collectives is None
+    assert on_cpu.overlap is True and on_cpu.inflight_collectives == 1
+    assert _execution_options(cpu, None, None, False, "device", 25).overlap is False

@@ -23,6 +23,9 @@ class ExecutionOptions:
     reshard_after_forward: bool | None = True
     overlap: bool = True  # issue collectives early, wait late (core/overlap_schedule.h)
     inflight_bytes: int | None = None  # overlap's bound on bytes in flight (None: 2x the largest collective)
+    # overlap's bound on collectives in flight (None: none). gloo meshes get 1: two gloo
+    # collectives in flight together have corrupted CPU ranks' heaps (schedule.py).
+    inflight_collectives: int | None = None
     compile: bool = False  # Inductor
     # Collectives of one kind merged into flat buffers of at most this many bytes (DDP's
     # bucket_cap_mb; bucketing.py); 0: every collective on its own.

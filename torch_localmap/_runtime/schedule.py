@@ -10,7 +10,6 @@ applies the order it returns: one call per graph.
 from __future__ import annotations
 
 import operator
-import warnings
 
 import torch
 import torch.fx as fx
@@ -36,15 +35,14 @@ SAME_VALUES = frozenset({aten.view.default, aten._unsafe_view.default, aten.resh
                          aten.unsqueeze.default, aten.alias.default, aten.clone.default})
 
 
-def warn_gloo_overlap() -> None:
-    """overlap=True asked for on a gloo (CPU) mesh. Overlapped rank programs on gloo abort
-    now and then (one rank dies with `malloc(): unaligned tcache chunk detected`), even with
-    one collective in flight at a time; waiting for each where it is issued never did. The
-    cause is not found yet (docs/benchmarks.md, "The rank abort on gloo ranks"), so overlap
-    is off on gloo unless asked for. Python's default warning filter shows this once."""
-    warnings.warn("overlap=True on a gloo (CPU) mesh: overlapped programs on gloo have aborted a rank now and then "
-                  "in our tests (heap corruption, cause not yet found); overlap is off on gloo by default",
-                  RuntimeWarning, stacklevel=3)
+# On gloo (CPU) meshes, overlap keeps one collective in flight at a time. gloo runs each
+# group's collectives on two worker threads at once; with several collectives in flight
+# (two all-gathers of one group side by side in the core dumps), a rank died now and then
+# with `malloc(): unaligned tcache chunk detected`, in a gloo worker thread. One at a time,
+# each collective still overlaps the compute up to the next one, and no rank has died
+# (docs/benchmarks.md, "The rank abort on gloo ranks"). NCCL serialises a group's
+# collectives on its stream: no bound there.
+GLOO_INFLIGHT_COLLECTIVES = 1
 
 
 def is_collective(node: fx.Node) -> bool:
@@ -100,18 +98,22 @@ def apply_order(order: list) -> None:
         anchor = n
 
 
-def schedule_overlap(gm: fx.GraphModule, inflight_limit: int | None = None) -> fx.GraphModule:
+def schedule_overlap(gm: fx.GraphModule, inflight_limit: int | None = None,
+                     inflight_collectives: int | None = None) -> fx.GraphModule:
     """Reorders `gm`'s nodes in place for overlap (and recompiles it).
 
     `inflight_limit`: bytes of collectives issued but not yet waited for; None: twice the
     largest collective (one more in flight while the current one is used, like FSDP's
-    prefetch of the next layer); < 0: unbounded."""
+    prefetch of the next layer); < 0: unbounded. `inflight_collectives`: how many may be in
+    flight at once (issuing one more first waits for the oldest); None: no bound. A bound on
+    the count replaces the one on bytes (core/overlap_schedule.h says why)."""
     sizes = collective_bytes(gm)
     if not sizes:
         return gm
     nodes, kinds, offsets, inputs, nbytes = describe(gm)
     limit = 2 * max(sizes) if inflight_limit is None else int(inflight_limit)
-    apply_order([nodes[i] for i in _C.overlap_order(kinds, offsets, inputs, nbytes, limit)])
+    count = -1 if inflight_collectives is None else int(inflight_collectives)
+    apply_order([nodes[i] for i in _C.overlap_order(kinds, offsets, inputs, nbytes, limit, count)])
     gm.graph.lint()
     gm.recompile()
     return gm
