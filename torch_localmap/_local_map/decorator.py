@@ -29,8 +29,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import _C, _torch_private
-from .._torch_private import pytree
+from .. import _C
+from .._torch_private import dtensor, dynamo, hop_support
+from .._torch_private.pytrees import pytree
 from .._mesh import MeshSpec, mesh_shape_and_names
 from .hop import RegionMutationError, localmap_hop
 from .ops import constrain
@@ -141,7 +142,7 @@ def local_map(func=None, *, out_placements, in_placements=None, in_grad_placemen
             return _call(fn, name, config, args, kwargs)
 
         region.__torch_localmap_region__ = (fn, config)
-        return _torch_private.opaque_to_dynamo(region)
+        return dynamo.opaque_to_dynamo(region)
 
     return decorate if func is None else decorate(func)
 
@@ -193,7 +194,7 @@ def _check_unmutated(name, tensors, versions):
 # ---- DTensor arguments: torch's eager semantics -------------------------------------------
 
 def _call_dtensor(fn, name, cfg: _Config, flat, in_tree, kwargs):
-    AsyncCollectiveTensor = _torch_private.async_collective_tensor_type()
+    AsyncCollectiveTensor = dtensor.async_collective_tensor_type()
     from torch.distributed.tensor import DTensor
 
     mesh = cfg.device_mesh if cfg.device_mesh is not None else None
@@ -304,7 +305,7 @@ class _Body:
                                [type(o).__name__ for o in flat_out], list(self.out_specs),
                                what=f"local_map region '{self.name}': out_placements")
         self.consts = {j: o for j, o in enumerate(flat_out) if not isinstance(o, torch.Tensor)}
-        clone = _torch_private.clone_if_aliasing(tensors)
+        clone = hop_support.clone_if_aliasing(tensors)
         return tuple(clone(o) for o in flat_out if isinstance(o, torch.Tensor))
 
     def rebuild(self, tensor_outs):
