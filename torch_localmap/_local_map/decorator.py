@@ -33,7 +33,7 @@ from .. import _C
 from .._torch_private import dtensor, dynamo, hop_support
 from .._torch_private.pytrees import pytree
 from .._mesh import MeshSpec, mesh_shape_and_names
-from .hop import RegionMutationError, localmap_hop
+from .hop import inputs_unmutated, localmap_hop
 from .ops import constrain
 from .region import Region, spec_of
 
@@ -179,16 +179,8 @@ def _call(fn, name: str, cfg: _Config, args, kwargs):
 def _call_plain(fn, name, flat, in_tree, kwargs):
     """No mesh: the region runs on whole tensors (a one-device mesh)."""
     tensors = [a for a in flat if isinstance(a, torch.Tensor)]
-    versions = [t._version for t in tensors]
-    out = fn(*pytree.tree_unflatten(flat, in_tree), **kwargs)
-    _check_unmutated(name, tensors, versions)
-    return out
-
-
-def _check_unmutated(name, tensors, versions):
-    for i, (t, v) in enumerate(zip(tensors, versions)):
-        if t._version != v:
-            raise RegionMutationError.of(name, i)
+    with inputs_unmutated(name, tensors):
+        return fn(*pytree.tree_unflatten(flat, in_tree), **kwargs)
 
 
 # ---- DTensor arguments: torch's eager semantics -------------------------------------------
@@ -239,9 +231,8 @@ def _call_dtensor(fn, name, cfg: _Config, flat, in_tree, kwargs):
                 a = a.wait()
             locals_.append(a)
         local_flat.append(a)
-    versions = [t._version for t in locals_]
-    out = fn(*pytree.tree_unflatten(local_flat, in_tree), **kwargs)
-    _check_unmutated(name, locals_, versions)
+    with inputs_unmutated(name, locals_):
+        out = fn(*pytree.tree_unflatten(local_flat, in_tree), **kwargs)
     flat_out, out_tree = pytree.tree_flatten(out)
     if len(flat_out) != len(cfg.out_specs):
         raise ValueError(f"local_map region '{name}': out_placements has {len(cfg.out_specs)} entries but the "

@@ -51,6 +51,19 @@ class RegionMutationError(RuntimeError):
                    f"the region and return the new value instead.")
 
 
+@contextlib.contextmanager
+def inputs_unmutated(region_name: str, tensors):
+    """Raises RegionMutationError if the code run inside wrote in place to one of `tensors`
+    (its version counter moved), naming the first such input by its position in `tensors`.
+    The one check for every way a region runs: eager (decorator.py), and the HOP's fake
+    and traced bodies."""
+    versions = [t._version for t in tensors]
+    yield
+    for i, (t, v) in enumerate(zip(tensors, versions)):
+        if t._version != v:
+            raise RegionMutationError.of(region_name, i)
+
+
 class RegionClosureError(RuntimeError):
     """A local_map region body reads a tensor it was not passed (a closed-over parameter)."""
 
@@ -151,22 +164,15 @@ def _local_like(args, shapes, fake_mode, requires_grad=None):
 
 def _run_checked(region: Region, body, local_args):
     """body(*local_args) as a tuple; raises RegionMutationError if it mutated an input."""
-    versions = [t._version for t in local_args]
-    outs = body(*local_args)
+    with inputs_unmutated(region.name, local_args):
+        outs = body(*local_args)
     if not isinstance(outs, (tuple, list)):
         outs = (outs,)
-    _check_versions(region, local_args, versions)
     for j, o in enumerate(outs):
         if not isinstance(o, torch.Tensor):
             raise TypeError(f"local_map region '{region.name}': body output {j} is {type(o).__name__}, "
                             f"expected a tensor")
     return tuple(outs)
-
-
-def _check_versions(region: Region, tensors, versions) -> None:
-    for i, (t, v) in enumerate(zip(tensors, versions)):
-        if t._version != v:
-            raise RegionMutationError.of(region.name, i)
 
 
 # ---- FakeTensorMode: global -> local -> global shapes ----------------------------------
@@ -191,9 +197,8 @@ def _proxy(mode, body, region_json, *args):
     plan = _input_plan(region, args, all_ranks=False)
     with hop_support.proxy_tracing_disabled():
         local = _local_like(args, plan["local_shapes"][0], fake_tensors.fake_mode_of(args))
-    versions = [t._version for t in local]
-    body_gm = _trace_body(region, body, hop_support.trace_subgraph, *local)
-    _check_versions(region, local, versions)
+    with inputs_unmutated(region.name, local):
+        body_gm = _trace_body(region, body, hop_support.trace_subgraph, *local)
     _check_graph_pure(region, body_gm)
     name = hop_support.add_subgraph(mode, body_gm, prefix="localmap_body")
     example_out = localmap_hop(body_gm, region_json, *args)  # next mode: fake / real shapes
