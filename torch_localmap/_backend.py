@@ -39,7 +39,7 @@ import torch
 import torch.nn as nn
 from torch.distributed.tensor import DTensor
 
-from . import _torch_private
+from ._torch_private import dynamo, fake_tensors, pytrees
 from ._device import check_mesh_backend, mesh_device
 from ._module_tree import attach_tensor
 from ._plan_cache import PlanCache
@@ -133,7 +133,7 @@ class _GraphAsModule(nn.Module):
         object.__setattr__(self, "_gm", gm)  # not a submodule: its attributes are no state of ours
         self._slots = []  # per graph input: ("state", FQN) or ("arg", position among the region inputs)
         n_args = 0
-        for x, source in zip(example_inputs, _torch_private.dynamo_input_sources(gm)):
+        for x, source in zip(example_inputs, dynamo.dynamo_input_sources(gm)):
             state = _state_fqn(source) if isinstance(x, torch.Tensor) else None
             if state is not None and state[1] not in {fqn for kind, fqn in self._slots if kind == "state"}:
                 attach_tensor(self, state[1], x, as_param=state[0] == "param" or isinstance(x, nn.Parameter))
@@ -144,7 +144,7 @@ class _GraphAsModule(nn.Module):
         self._n_args = n_args
         self._constants: dict = {}  # region-input position -> value baked into the trace
         # Region inputs that are Python numbers passed as 0-d tensors (read with .item()).
-        scalar = _torch_private.dynamo_scalar_inputs(gm)
+        scalar = dynamo.dynamo_scalar_inputs(gm)
         self.scalar_args = {what for (kind, what), is_scalar in zip(self._slots, scalar) if kind == "arg" and is_scalar}
 
     def region_args(self, inputs) -> list:
@@ -241,7 +241,7 @@ class _CompiledGraph:
         self.replan_tolerance = replan_tolerance
         # Dynamo's view of each output: DTensor outputs go back as DTensors in these placements.
         self.output_placements = [tuple(v.placements) if isinstance(v, DTensor) else None
-                                  for v in _torch_private.graph_output_examples(gm)]
+                                  for v in dynamo.graph_output_examples(gm)]
 
     def __call__(self, *inputs):
         with failure_scope():
@@ -299,7 +299,7 @@ class _CompiledGraph:
         if self.on_plan is not None:
             self.on_plan(plan)
         coord = mesh.get_coordinate()
-        fake_inputs = local_example_inputs(plan, _torch_private.FakeTensorMode(), coord, mesh_device(mesh))
+        fake_inputs = local_example_inputs(plan, fake_tensors.FakeTensorMode(), coord, mesh_device(mesh))
         from ._parallelize import _memory_room as memory_room
 
         program = RankProgram(trace_rank_program(plan, mesh, coord, fake_inputs), joint.num_fwd_outputs,
@@ -363,7 +363,7 @@ class _CompiledGraph:
                 local = DTensor.from_local(shard_local(local, self.mesh, spec), self.mesh, placements,
                                            run_check=False, shape=local.shape, stride=local.stride())
             results.append(local)
-        return list(_torch_private.pytree.tree_unflatten(results, entry.output_spec))
+        return list(pytrees.pytree.tree_unflatten(results, entry.output_spec))
 
 
 def _signature(args, sizes: bool = True) -> tuple:

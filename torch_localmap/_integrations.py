@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from . import _torch_private
+from ._torch_private import pytrees, torch_local_map, tracing
 from ._object_pytree import register_attribute_pytree
 
 __all__ = ["tracing_context"]
@@ -55,8 +55,8 @@ def _subclasses(base: type) -> list:
 def tracing_context():
     """Everything active while we trace a user's model (and its per-rank program)."""
     _register_transformers_outputs()
-    with _torch_private.exporting(), _torch_private.grouped_mm_shapes_for_every_dtype(), \
-            _torch_private.torch_local_map_calls_go_to(_torch_region_as_ours):
+    with tracing.exporting(), tracing.grouped_mm_shapes_for_every_dtype(), \
+            torch_local_map.torch_local_map_calls_go_to(_torch_region_as_ours):
         yield
 
 
@@ -70,7 +70,7 @@ def _torch_region_as_ours(original, func, out_placements, in_placements, in_grad
 
     from ._local_map import local_map
 
-    if any(isinstance(a, DTensor) for a in _torch_private.pytree.tree_leaves((args, kwargs))):
+    if any(isinstance(a, DTensor) for a in pytrees.pytree.tree_leaves((args, kwargs))):
         return original(func, out_placements, in_placements, in_grad_placements, device_mesh, redistribute_inputs,
                         *args, **kwargs)
     region = local_map(func, out_placements=out_placements, in_placements=in_placements,

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.fx as fx
 
-from . import _torch_private
-from ._torch_private import pytree
+from ._torch_private import descriptors, op_types
+from ._torch_private.pytrees import pytree
 
 
 @dataclass(frozen=True)
@@ -110,9 +110,9 @@ def _tensor_meta(val) -> TensorMeta:
 
 
 def _op_name(target) -> str:
-    if isinstance(target, _torch_private.OpOverload):
+    if isinstance(target, op_types.OpOverload):
         return str(target)  # "aten.mm.default"
-    if isinstance(target, _torch_private.HigherOrderOperator):
+    if isinstance(target, op_types.HigherOrderOperator):
         return f"higher_order.{target.name()}"
     mod = getattr(target, "__module__", None) or ""
     return f"{mod}.{getattr(target, '__qualname__', repr(target))}".lstrip(".")
@@ -192,7 +192,7 @@ def export_graph(gm: fx.GraphModule, mesh_shape, mesh_dim_names=None, node_extra
                 if node.users:
                     raise ValueError(f"graph input '{node.name}' is not a tensor but the graph computes with it")
                 continue  # a non-tensor argument: specialized into the graph (a constant of the plan)
-            role, target = _torch_private.describe_input(node.meta.get("desc"))
+            role, target = descriptors.describe_input(node.meta.get("desc"))
             fields.update(op="placeholder", role=role, target=target or "", args=[], kwargs={})
             if role == "tangent":  # the gradient of forward output `target`
                 fields.update(target="", extra={"output": target})
@@ -207,7 +207,7 @@ def export_graph(gm: fx.GraphModule, mesh_shape, mesh_dim_names=None, node_extra
             descs = node.meta.get("desc") or [None] * len(flat)
             roles, targets = [], []
             for v, d in zip(flat, descs):
-                role, target = _torch_private.describe_output(d) if d is not None else ("output", "")
+                role, target = descriptors.describe_output(d) if d is not None else ("output", "")
                 if v is None:
                     role, target = "none", ""
                 roles.append(role)

@@ -19,7 +19,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from ._torch_private import pytree
+from ._torch_private.pytrees import pytree
 
 __all__ = ["CANDIDATES", "measure_and_pick"]
 

@@ -18,7 +18,7 @@ import torch
 import torch.nn as nn
 
 from ._module_tree import attach_tensor
-from ._torch_private import pytree
+from ._torch_private.pytrees import pytree
 
 _KEEP_PARTIAL = "localmap_keep_partial_inputs"
 
@@ -72,7 +72,7 @@ def mark_gradient_upcasts(joint, policy) -> int:
     backward) so the planner reduces after them. Returns how many it marked."""
     if policy is None or policy.reduce_dtype is None or policy.param_dtype is None:
         return 0
-    from . import _torch_private
+    from ._torch_private import descriptors
 
     out_node = next(n for n in joint.gm.graph.nodes if n.op == "output")
     outs = out_node.args[0]
@@ -80,7 +80,7 @@ def mark_gradient_upcasts(joint, policy) -> int:
     descs = out_node.meta.get("desc") or [None] * len(flat)
     marked = 0
     for g, desc in zip(flat, descs):
-        if desc is None or _torch_private.describe_output(desc)[0] != "grad" or not isinstance(g, torch.fx.Node):
+        if desc is None or descriptors.describe_output(desc)[0] != "grad" or not isinstance(g, torch.fx.Node):
             continue
         val = g.meta.get("val")
         is_cast = g.op == "call_function" and any(k in str(g.target) for k in ("convert_element_type", "_to_copy"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import _torch_private
+from ._torch_private import node_meta
 from ._trace import MODULE_ANNOTATION
 
 
@@ -33,10 +33,10 @@ def label_plan_nodes(plan, exported, joint) -> None:
         if ir.op == "output" or fx_node is None:
             labelled.append(dataclasses.replace(node, phase="output"))
             continue
-        module = _torch_private.node_annotations(fx_node).get(MODULE_ANNOTATION) or ""
+        module = node_meta.node_annotations(fx_node).get(MODULE_ANNOTATION) or ""
         region = _region_label(fx_node) or module
-        phase = "backward" if _torch_private.is_backward_node(fx_node) else "forward"
+        phase = "backward" if node_meta.is_backward_node(fx_node) else "forward"
         labelled.append(dataclasses.replace(node, region=region, module=module, phase=phase,
-                                            seq_nr=_torch_private.autograd_sequence_nr(fx_node)))
+                                            seq_nr=node_meta.autograd_sequence_nr(fx_node)))
     plan.nodes = labelled
     plan.module_calls = [dataclasses.asdict(c) for c in getattr(joint, "module_calls", ())]

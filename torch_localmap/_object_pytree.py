@@ -16,7 +16,7 @@ import copy
 
 import torch
 
-from . import _torch_private
+from ._torch_private import pytrees
 
 __all__ = ["register_attribute_pytree"]
 
@@ -24,9 +24,9 @@ __all__ = ["register_attribute_pytree"]
 def register_attribute_pytree(cls: type) -> None:
     """Makes `cls` (instances with a `__dict__`) a pytree node over its attributes;
     a class already registered (by us or its library) keeps its registration."""
-    if _torch_private.is_pytree_node(cls):
+    if pytrees.is_pytree_node(cls):
         return
-    _torch_private.register_object_pytree(cls, _flatten, lambda children, context: _unflatten(cls, children, context),
+    pytrees.register_object_pytree(cls, _flatten, lambda children, context: _unflatten(cls, children, context),
                                           _flatten_with_keys)
 
 
@@ -44,7 +44,7 @@ def _flatten(obj):
 
 def _flatten_with_keys(obj):
     children, context = _flatten(obj)
-    return [(_torch_private.attribute_key(n), c) for n, c in zip(context[0], children)], context
+    return [(pytrees.attribute_key(n), c) for n, c in zip(context[0], children)], context
 
 
 def _unflatten(cls, children, context):
@@ -59,7 +59,7 @@ def _unflatten(cls, children, context):
 
 
 def _holds_tensor(value) -> bool:
-    return any(isinstance(leaf, torch.Tensor) for leaf in _torch_private.pytree.tree_leaves(value))
+    return any(isinstance(leaf, torch.Tensor) for leaf in pytrees.pytree.tree_leaves(value))
 
 
 def _register_holders(value, seen: set) -> None:
@@ -71,11 +71,11 @@ def _register_holders(value, seen: set) -> None:
         items = value
     elif isinstance(value, dict):
         items = list(value.values())
-    elif hasattr(value, "__dict__") and not _torch_private.is_pytree_node(type(value)):
+    elif hasattr(value, "__dict__") and not pytrees.is_pytree_node(type(value)):
         items = list(vars(value).values())
         for item in items:
             _register_holders(item, seen)
-        if any(isinstance(leaf, torch.Tensor) for item in items for leaf in _torch_private.pytree.tree_leaves(item)):
+        if any(isinstance(leaf, torch.Tensor) for item in items for leaf in pytrees.pytree.tree_leaves(item)):
             register_attribute_pytree(type(value))
         return
     else:

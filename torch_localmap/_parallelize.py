@@ -21,7 +21,8 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.distributed.tensor import DTensor, distribute_tensor
 
-from . import _C, _torch_private
+from . import _C
+from ._torch_private import descriptors, dtensor, fake_tensors, flex_attention
 from ._device import check_mesh_backend, check_tensor_device, mesh_device
 from ._mixed_precision import check_policy as mp_check
 from ._plan_cache import PlanCache
@@ -32,7 +33,7 @@ from ._runtime.compile import ExecutionOptions
 from ._runtime.redistribute import shard_local
 from ._runtime.schedule import GLOO_INFLIGHT_COLLECTIVES
 from ._spmd import RankProgram, local_example_inputs, trace_rank_program
-from ._torch_private import pytree
+from ._torch_private.pytrees import pytree
 from .placements import as_spec, spec_to_placements
 from .plan import Plan, as_saved_plan, explicit_memory_limit, plan_module
 
@@ -163,7 +164,7 @@ class ParallelModule(nn.Module):
         that differs from a planned one only in sizes carries that plan to its sizes unless
         a plan materially cheaper there exists (plan_joint's `previous`): one solve per
         shape family, one traced program per size, at most plan_cache_size kept."""
-        _torch_private.register_block_mask_pytree()  # a BlockMask argument: its tensors are inputs
+        flex_attention.register_block_mask_pytree()  # a BlockMask argument: its tensors are inputs
         leaves, spec = pytree.tree_flatten((args, kwargs))
         key = _signature(spec, leaves, self.training, torch.is_grad_enabled())
         compiled = self._plans.get(key, lambda: (_family_of(key), _shapes_of(leaves),
@@ -180,11 +181,11 @@ class ParallelModule(nn.Module):
         results = []
         for local, (shape, spec) in zip(outs[n_mut:], c.output_global):
             placements = spec_to_placements(spec, mesh_ndim=self.mesh.ndim)
-            results.append(_torch_private.dtensor_from_local(local, self.mesh, placements, shape,
+            results.append(dtensor.dtensor_from_local(local, self.mesh, placements, shape,
                                                              _contiguous_stride(shape), placements))
         # Output containers that compute while rebuilding themselves (transformers' DynamicCache
         # concatenates onto empty plain tensors) see plain tensors as replicated.
-        with _torch_private.implicit_replication():
+        with dtensor.implicit_replication():
             return pytree.tree_unflatten(results, c.output_spec)
 
     def _program_inputs(self, c: _Compiled, leaves) -> list:
@@ -244,7 +245,7 @@ class ParallelModule(nn.Module):
             self._distribute_state(plan)
         joint = plan.joint
         coord = self.mesh.get_coordinate()
-        fake_inputs = local_example_inputs(plan, _torch_private.FakeTensorMode(), coord, self.device)
+        fake_inputs = local_example_inputs(plan, fake_tensors.FakeTensorMode(), coord, self.device)
         program = RankProgram(trace_rank_program(plan, self.mesh, coord, fake_inputs), joint.num_fwd_outputs,
                               backward=joint.backward, tangent_outputs=_tangent_outputs(plan),
                               grad_slots=_grad_slots(plan), param_placeholders=_param_placeholders(plan),
@@ -414,7 +415,7 @@ def _grad_slots(plan: Plan) -> list:
     gradient among the backward's outputs -- one per placeholder of the traced joint graph,
     tangents excluded -- or None (tensor constants have none)."""
     primals = [n.name for n in plan.joint.gm.graph.nodes
-               if n.op == "placeholder" and _torch_private.describe_input(n.meta.get("desc"))[0] != "tangent"]
+               if n.op == "placeholder" and descriptors.describe_input(n.meta.get("desc"))[0] != "tangent"]
     where = {name: k for k, name in enumerate(primals)}
     return [where.get(n.name) for _, n in plan.graph.placeholders() if n.role != "tangent"]
 
@@ -606,7 +607,7 @@ def _sync_rng_state(mesh) -> None:
         return
     cuda = mesh.device_type == "cuda"
     box = [torch.get_rng_state(), torch.cuda.get_rng_state() if cuda else None]
-    with _torch_private.outside_fake_mode():
+    with fake_tensors.outside_fake_mode():
         dist.broadcast_object_list(box, src=0)
     torch.set_rng_state(box[0])
     if cuda:  # dropout on GPU draws from this device's generator

@@ -14,7 +14,7 @@ from __future__ import annotations
 import collections
 import gc
 
-from . import _torch_private
+from ._torch_private import graph_module
 from ._log import get_logger
 
 __all__ = ["PlanCache"]
@@ -48,9 +48,9 @@ class PlanCache:
         self.stats["misses"] += 1
         family, shapes, names = describe()
         previous, previous_shapes = self._families.get(family, (None, None))
-        before = _torch_private.graph_code_keys()
+        before = graph_module.graph_code_keys()
         entry = make(previous)
-        self._code[key] = _torch_private.graph_code_keys() - before
+        self._code[key] = graph_module.graph_code_keys() - before
         transfer = getattr(entry.plan, "transfer", None)
         self.stats["carried" if transfer and not transfer["replanned"] else "solved"] += 1
         if transfer:
@@ -64,7 +64,7 @@ class PlanCache:
                 # program's would otherwise pile up over a run of ever new sizes (the
                 # graphs its planning made are gone with it; a kept family plan's joint
                 # graph is never run again, only its traceback lines would go).
-                _torch_private.forget_graph_code(self._code.pop(old, ()))
+                graph_module.forget_graph_code(self._code.pop(old, ()))
                 self.stats["evictions"] += 1
             gc.collect()  # a program is a web of cycles (graphs, nodes, closures): free it now
         return entry

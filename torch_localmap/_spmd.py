@@ -13,7 +13,8 @@ import json
 import torch
 import torch.fx as fx
 
-from . import _C, _torch_private
+from . import _C
+from ._torch_private import fake_tensors, node_meta, op_types, partition, tracing
 from ._ir_export import decode_arg
 from ._integrations import tracing_context
 from ._local_map.recompute_sharing import region_pairs, share_region_recompute
@@ -103,8 +104,8 @@ def make_rank_program(plan: Plan, device_mesh, coord):
             # its forward/backward tag tells the partitioner what forward computes and saves
             # (untagged, the backward would recompute the forward -- random ops included);
             # the plan node's index lets profiles compare each op with its estimate.
-            _torch_private.tag_plan_node(fx_nodes[i], i)
-            with _torch_private.as_current_node(fx_nodes[i]):
+            node_meta.tag_plan_node(fx_nodes[i], i)
+            with node_meta.as_current_node(fx_nodes[i]):
                 env[i] = run_node(i, node, want, env)
         raise AssertionError("graph has no output node")
 
@@ -117,7 +118,7 @@ def _run_node(fx_node: fx.Node, args, kwargs):
     ran, out = run_region_node(fx_node, args, kwargs)
     if ran:
         return out
-    if isinstance(fx_node.target, _torch_private.HigherOrderOperator):
+    if isinstance(fx_node.target, op_types.HigherOrderOperator):
         # Another HOP (flex_attention): its subgraph arguments (score_mod, the block mask's
         # mask_mod) come back from the IR as attribute names, its tuples as lists.
         root = fx_node.graph.owning_module
@@ -165,8 +166,8 @@ def trace_rank_program(plan: Plan, device_mesh, coord, fake_inputs) -> fx.GraphM
     # Redistributions are traced through their kernel: each collective and its wait become
     # their own _c10d_functional nodes, which the overlap schedule and Inductor move apart.
     decompose = {torch.ops.localmap.redistribute.default: _C.redistribute_steps}
-    with tracing_context(), _torch_private.fake_mode_of(fake_inputs), _torch_private.node_meta_preserved():
-        gm = _torch_private.make_fx(program, decomposition_table=decompose, tracing_mode="real",
+    with tracing_context(), fake_tensors.fake_mode_of(fake_inputs), node_meta.node_meta_preserved():
+        gm = tracing.make_fx(program, decomposition_table=decompose, tracing_mode="real",
                                     _allow_non_fake_inputs=False)(*fake_inputs)
     # A region's backward reads its forward's values (random draws included) instead of
     # recomputing them.
@@ -246,7 +247,7 @@ class RankProgram:
             if reshard is None:  # keep gathered parameters only where the memory limit has room for them
                 reshard = memory_room is None or kept_gather_bytes(joint_spmd, params) > memory_room
             self.resharded = bool(reshard) and mark_reshard_after_forward(joint_spmd, params) > 0
-            self.fw, self.bw = _torch_private.partition_joint(joint_spmd, num_fwd_outputs)
+            self.fw, self.bw = partition.partition_joint(joint_spmd, num_fwd_outputs)
         else:
             self.fw, self.bw = joint_spmd, None
         self.buckets = 0

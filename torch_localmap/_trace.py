@@ -26,10 +26,11 @@ from dataclasses import dataclass, field
 import torch
 import torch.fx as fx
 
-from . import _torch_private, _trace_stamp
+from . import _trace_stamp
+from ._torch_private import descriptors, dynamo, fake_tensors, flex_attention, joint_export, node_meta, pytrees, tracing
 from ._local_map import RegionMutationError
 from ._integrations import tracing_context
-from ._torch_private import pytree
+from ._torch_private.pytrees import pytree
 from ._log import get_logger
 
 _log = get_logger(__name__)
@@ -120,7 +121,7 @@ def trace_joint(module: torch.nn.Module, args, kwargs=None, root_hooks: bool = T
         # builder or attention function, as torchtitan writes them) run as their eager code:
         # compiled, they would run Inductor's kernels on the fake tensors instead of being traced.
         # Tensors a flex_attention score_mod / mask_mod closure captures become the op's buffers.
-        with _torch_private.compiled_code_runs_eagerly(), _torch_private.flex_closure_tensors_lifted():
+        with dynamo.compiled_code_runs_eagerly(), flex_attention.flex_closure_tensors_lifted():
             joint = _trace_joint(module, args, kwargs)
         _log.info("traced %s: %d graph nodes, %d module calls, in %.2f s", type(module).__name__,
                   len(joint.gm.graph.nodes), len(joint.module_calls), time.perf_counter() - t0)
@@ -148,7 +149,7 @@ def _register_output_dataclass(error) -> bool:
         for name in parts[cut:]:
             obj = getattr(obj, name, None)
         if isinstance(obj, type) and dataclasses.is_dataclass(obj):
-            _torch_private.register_dataclass_pytree(obj)
+            pytrees.register_dataclass_pytree(obj)
             return True
         return False
     return False
@@ -157,7 +158,7 @@ def _register_output_dataclass(error) -> bool:
 def _trace_joint(module: torch.nn.Module, args, kwargs) -> JointGraph:
     args, kwargs = normalize_call(module, args, kwargs)
     _refuse_submodule_hooks(module)
-    _torch_private.register_block_mask_pytree()
+    flex_attention.register_block_mask_pytree()
     leaves, in_spec = pytree.tree_flatten((args, kwargs))
     traced = _trace_stamped(module, leaves, in_spec) if _trace_stamp.enabled() else None
     if traced is None:
@@ -200,14 +201,14 @@ def _trace_stamped(module, leaves, in_spec):
 def _export(module, leaves, in_spec):
     """(gm, out_spec, module calls) of one export of module(*args, **kwargs)."""
     before = _python_state(module)
-    fake_mode = _torch_private.FakeTensorMode()
+    fake_mode = fake_tensors.FakeTensorMode()
     state = _fake_state(module, fake_mode)
     fake_args, fake_kwargs = pytree.tree_unflatten([_fake_like(x, fake_mode) for x in leaves], in_spec)
     with contextlib.ExitStack() as stack, _module_stack(module) as where:
         stack.enter_context(tracing_context())
-        stack.enter_context(_torch_private.reparametrized(module, state))
+        stack.enter_context(tracing.reparametrized(module, state))
         try:
-            jd = _torch_private.export_joint(stack, module, fake_args, fake_kwargs)
+            jd = joint_export.export_joint(stack, module, fake_args, fake_kwargs)
         except RegionMutationError:
             raise  # already names the region and what to do
         except UnsupportedModelError:
@@ -256,7 +257,7 @@ def _merge_tied_state(gm: torch.fx.GraphModule, module: torch.nn.Module) -> None
     for n in gm.graph.nodes:
         if n.op != "placeholder":
             continue
-        role, name = _torch_private.describe_input(n.meta.get("desc"))
+        role, name = descriptors.describe_input(n.meta.get("desc"))
         if role not in ("param", "buffer") or name not in canonical:
             continue
         first = canonical[name]
@@ -270,16 +271,16 @@ def _merge_tied_state(gm: torch.fx.GraphModule, module: torch.nn.Module) -> None
     outs, descs = list(out.args[0]), list(out.meta.get("desc") or [])
     grad_at = {}
     for k, d in enumerate(descs):
-        role, name = _torch_private.describe_output(d)
-        if role == "mutation" and name in {_torch_private.describe_input(m.meta.get("desc"))[1] for m in merged}:
+        role, name = descriptors.describe_output(d)
+        if role == "mutation" and name in {descriptors.describe_input(m.meta.get("desc"))[1] for m in merged}:
             raise UnsupportedModelError(f"forward writes into buffer '{name}', which is tied to another buffer; "
                                         f"a planned program keeps one tensor per buffer")
         if role == "grad":
             grad_at[name] = k
     drop = set()
     for alias, target in merged.items():
-        alias_name = _torch_private.describe_input(alias.meta.get("desc"))[1]
-        target_name = _torch_private.describe_input(target.meta.get("desc"))[1]
+        alias_name = descriptors.describe_input(alias.meta.get("desc"))[1]
+        target_name = descriptors.describe_input(target.meta.get("desc"))[1]
         alias.replace_all_uses_with(target)
         ka, kt = grad_at.get(alias_name), grad_at.get(target_name)
         if ka is not None:
@@ -303,7 +304,7 @@ def _merge_tied_state(gm: torch.fx.GraphModule, module: torch.nn.Module) -> None
 def _joint_of(gm, leaves, in_spec, out_spec, training) -> JointGraph:
     out = next(n for n in gm.graph.nodes if n.op == "output")
     descs = out.meta.get("desc") or []
-    roles = [_torch_private.describe_output(d) for d in descs]
+    roles = [descriptors.describe_output(d) for d in descs]
     for role, target in roles:
         if role == "input_mutation":
             raise UnsupportedModelError(
@@ -315,7 +316,7 @@ def _joint_of(gm, leaves, in_spec, out_spec, training) -> JointGraph:
     for n in gm.graph.nodes:
         if n.op != "placeholder":
             continue
-        role, name = _torch_private.describe_input(n.meta.get("desc"))
+        role, name = descriptors.describe_input(n.meta.get("desc"))
         if role == "param":
             params.append(name)
         elif role == "buffer":
@@ -423,7 +424,7 @@ def _module_stack(module: torch.nn.Module):
             name = fqn if k == 0 else f"{fqn}@{k}"
             parent = stack[-1][1] if stack else None
             calls.append(ModuleCall(name, fqn, k, type(sub).__name__, parent, len(stack)))
-            ctx = _torch_private.node_annotation(MODULE_ANNOTATION, name)
+            ctx = node_meta.node_annotation(MODULE_ANNOTATION, name)
             ctx.__enter__()
             stack.append((fqn, name, ctx))  # returns None: the hook changes nothing
         return hook

@@ -32,9 +32,9 @@ from dataclasses import dataclass
 import torch
 import torch.fx as fx
 
-from . import _torch_private
+from ._torch_private import descriptors, graph_module, node_meta, tracing
 from ._integrations import tracing_context
-from ._torch_private import pytree
+from ._torch_private.pytrees import pytree
 
 MIN_LAYERS = 6  # four are traced; below six the stamp saves too little to be worth a check
 _TRACED = 4
@@ -199,7 +199,7 @@ def check_layers_run_alike(module, stack, leaves, in_spec) -> None:
         def hook(_module, _args, output):
             if i == 1:
                 first_output.append(output)
-            recorder[0], recorder[1] = _torch_private.recording_ops(record), i
+            recorder[0], recorder[1] = tracing.recording_ops(record), i
             recorder[0].__enter__()
         return hook
 
@@ -221,7 +221,7 @@ def check_layers_run_alike(module, stack, leaves, in_spec) -> None:
     try:
         with contextlib.ExitStack() as ctx:
             ctx.enter_context(tracing_context())
-            ctx.enter_context(_torch_private.reparametrized(module, state))
+            ctx.enter_context(tracing.reparametrized(module, state))
             ctx.enter_context(torch.no_grad())
             try:
                 module(*meta_args, **meta_kwargs)
@@ -295,14 +295,14 @@ def _split(gm: fx.GraphModule, stack: LayerStack) -> tuple[list, dict]:
     key = _module_annotation()
     body = [n for n in gm.graph.nodes if n.op not in ("placeholder", "output")]
     for n in body:
-        t = _layer_of(_torch_private.node_annotations(n).get(key), stack)
+        t = _layer_of(node_meta.node_annotations(n).get(key), stack)
         if t is None:
             t = previous_owner
         owner[n] = previous_owner = t
     runs = {}
     previous = None
     for n in body:
-        key = (owner[n], _torch_private.is_backward_node(n))
+        key = (owner[n], node_meta.is_backward_node(n))
         if key != previous and key[0] >= 0:
             if key in runs:
                 raise StampRefused(f"layer {stack.prefix(key[0])}'s {'backward' if key[1] else 'forward'} nodes are "
@@ -323,7 +323,7 @@ def _state_name(node: fx.Node, stack: LayerStack):
     """(kind, traced layer, name inside the layer) of a layer's parameter/buffer placeholder."""
     if node.op != "placeholder":
         return None
-    role, name = _torch_private.describe_input(node.meta.get("desc"))
+    role, name = descriptors.describe_input(node.meta.get("desc"))
     if role not in ("param", "buffer"):
         return None
     for t in range(_TRACED):
@@ -350,7 +350,7 @@ def _skeleton(n: fx.Node, gm: fx.GraphModule):
     val = n.meta.get("val")
     shape = (tuple(val.shape), val.dtype, tuple(val.stride())) if isinstance(val, torch.Tensor) else type(val)
     leaves = tuple("<node>" if isinstance(x, fx.Node) else (type(x), repr(x)) for x in _leaves(n))
-    return (n.op, str(n.target), shape, _torch_private.is_backward_node(n), leaves)
+    return (n.op, str(n.target), shape, node_meta.is_backward_node(n), leaves)
 
 
 def _check_alike(gm, a: int, layers: list, stack: LayerStack, pos: dict, owner: dict) -> None:
@@ -407,7 +407,7 @@ def stamp(gm: fx.GraphModule, stack: LayerStack, calls: list) -> tuple[fx.GraphM
     except KeyError as e:  # a node read before it is made: the layers do not chain as checked
         raise StampRefused(f"stamped layers read {e} out of order") from None
     graph.lint()
-    return _torch_private.lazy_graph_module(gm, graph), _stamp_calls(calls, stack)
+    return graph_module.lazy_graph_module(gm, graph), _stamp_calls(calls, stack)
 
 
 class _Stamper:
@@ -458,7 +458,7 @@ class _Stamper:
         new = self.graph.node_copy(node, read)
         meta = dict(node.meta)
         if layer is not None:
-            custom = dict(_torch_private.node_annotations(node))
+            custom = dict(node_meta.node_annotations(node))
             label = custom.get(self.annotation)
             t = _layer_of(label, self.stack)
             if t is not None and t >= 0:
@@ -499,12 +499,12 @@ class _Stamper:
                     for p in group:
                         kind, _, name = _state_name(p, self.stack)
                         new = self.new_placeholder(p)
-                        new.meta["desc"] = _torch_private.state_input_desc(kind, f"{self.stack.prefix(layer)}.{name}")
+                        new.meta["desc"] = descriptors.state_input_desc(kind, f"{self.stack.prefix(layer)}.{name}")
                         self.state[layer][(kind, name)] = new
             return
         new = self.new_placeholder(node)
         if s is not None and s[1] == _TRACED - 1:
-            new.meta["desc"] = _torch_private.state_input_desc(s[0], f"{self.stack.prefix(self.n - 1)}.{s[2]}")
+            new.meta["desc"] = descriptors.state_input_desc(s[0], f"{self.stack.prefix(self.n - 1)}.{s[2]}")
         self.env[node] = new
 
     def new_placeholder(self, node):
@@ -525,7 +525,7 @@ class _Stamper:
         values, descs = list(node.args[0]), list(node.meta.get("desc") or [])
         if len(values) != len(descs):
             raise StampRefused("the graph's outputs carry no descriptors")
-        roles = [_torch_private.describe_output(d) for d in descs]
+        roles = [descriptors.describe_output(d) for d in descs]
         prefix2, prefix3 = self.stack.prefix(2) + ".", self.stack.prefix(_TRACED - 1) + "."
         of_2 = [k for k, (role, name) in enumerate(roles) if role == "grad" and name.startswith(prefix2)]
         new_values, new_descs = [], []
@@ -541,13 +541,13 @@ class _Stamper:
                         if v is not None and self.owner.get(v, -1) != 2:
                             raise StampRefused(f"the gradient of {prefix2}{rel} is not made in its layer")
                         new_values.append(self.inst[layer][v] if v is not None else None)
-                        new_descs.append(_torch_private.param_grad_desc(f"{self.stack.prefix(layer)}.{rel}"))
+                        new_descs.append(descriptors.param_grad_desc(f"{self.stack.prefix(layer)}.{rel}"))
                 continue
             if value is not None and self.owner.get(value, -1) == 2:
                 raise StampRefused(f"output {name} is made in a middle layer")
             new_values.append(self.env[value] if value is not None else None)
             if role == "grad" and name.startswith(prefix3):
-                desc = _torch_private.param_grad_desc(f"{self.stack.prefix(self.n - 1)}.{name[len(prefix3):]}")
+                desc = descriptors.param_grad_desc(f"{self.stack.prefix(self.n - 1)}.{name[len(prefix3):]}")
             new_descs.append(desc)
         out = self.graph.output(tuple(new_values) if isinstance(node.args[0], tuple) else new_values)
         out.meta = dict(node.meta)

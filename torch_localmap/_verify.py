@@ -165,14 +165,14 @@ def _model_cases(name: str, config, batch: int, seed: int, source: str) -> list:
     joint = trace_joint(module, inputs)
     params = dict(module.named_parameters())
     buffers = dict(module.named_buffers())
-    from . import _torch_private
+    from ._torch_private import descriptors
 
     gen = torch.Generator().manual_seed(seed + 7)
     values = []
     for n in joint.gm.graph.nodes:
         if n.op != "placeholder":
             continue
-        role, target = _torch_private.describe_input(n.meta.get("desc"))
+        role, target = descriptors.describe_input(n.meta.get("desc"))
         if role == "param":
             values.append(params[target].detach().clone())
         elif role == "buffer":
@@ -336,7 +336,7 @@ def _direct_programs():
 
 
 def _hand_cases(seed: int) -> list:
-    from ._torch_private import make_fx
+    from ._torch_private.tracing import make_fx
 
     cases = []
     torch.manual_seed(seed)  # the programs' inputs are drawn from the global generator
@@ -372,7 +372,7 @@ def _opinfo_cases(wanted: set, seed: int, samples_per_op: int = 2) -> tuple[list
     for ops that tracing decomposes (reshape, square, ...) at pre-dispatch level, where they
     stay whole. Returns (cases, note): the note says why no OpInfo could be used (then the
     caller reports it loudly)."""
-    from ._torch_private import opinfo_database
+    from ._torch_private.opinfo import opinfo_database
 
     try:
         db = opinfo_database()
@@ -388,7 +388,7 @@ def _opinfo_cases(wanted: set, seed: int, samples_per_op: int = 2) -> tuple[list
 
 
 def _opinfo_pass(db, wanted: set, seed: int, samples_per_op: int, pre_dispatch: bool) -> list:
-    from ._torch_private import make_fx
+    from ._torch_private.tracing import make_fx
 
     bases = {op.split(".")[1].lstrip("_") for op in wanted}
     cases = []

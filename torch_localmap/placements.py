@@ -14,7 +14,7 @@ from torch.distributed.tensor import Partial, Replicate, Shard
 from torch.distributed.tensor.placement_types import Placement
 
 from . import _C
-from ._torch_private import strided_shard_type
+from ._torch_private.dtensor import strided_shard_type
 
 __all__ = ["REDUCE_OPS", "placements_to_spec", "spec_to_placements", "normalize_spec", "as_spec"]
 

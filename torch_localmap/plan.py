@@ -5,7 +5,8 @@ import json
 import warnings
 import torch
 
-from . import _C, _torch_private
+from . import _C
+from ._torch_private import fake_tensors
 from ._mesh import mesh_shape_and_names
 from ._runtime.failures import failure_scope
 from ._plan_types import NodePlan, Plan, PlanMismatchError, PlanSummary, SolverSummary  # noqa: F401  (public)
@@ -137,7 +138,7 @@ def _agreed_plan_json(ir_json: str, options_json: str, mesh, timeout, progress=N
             box[0] = ("ok", make())
         except (ValueError, RuntimeError) as e:  # every rank must raise, not hang
             box[0] = (type(e).__name__, str(e))
-    with _torch_private.outside_fake_mode(), failure_scope():
+    with fake_tensors.outside_fake_mode(), failure_scope():
         dist.broadcast_object_list(box, src=src, group=pg)
     kind, payload = box[0]
     if kind != "ok":

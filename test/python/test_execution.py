@@ -42,7 +42,7 @@ def _fsdp_like(model):
 
 def _rank_modes(rank, world, cases):
     from torch_localmap import parallelize
-    from torch_localmap._torch_private import inductor_code_of
+    from torch_localmap._torch_private.inductor import inductor_code_of
 
     mesh = make_mesh((world,))
     out = []

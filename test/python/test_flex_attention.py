@@ -53,7 +53,7 @@ class _CompiledPieces(nn.Module):
 
 
 def test_compiled_submodule_and_function_are_traced_as_their_eager_code():
-    from torch_localmap._torch_private import OpOverload
+    from torch_localmap._torch_private.op_types import OpOverload
     from torch_localmap._trace import trace_joint
 
     model = _CompiledPieces()
@@ -160,7 +160,7 @@ def assert_every_flex_strategy_assembles(model, example_args, mesh=(2, 2)):
     from torch_localmap import _C
     from torch_localmap._ir_export import decode_arg, export_graph
     from torch_localmap._spmd import _tensor_refs, _with_subgraphs
-    from torch_localmap._torch_private import describe_input
+    from torch_localmap._torch_private.descriptors import describe_input
     from torch_localmap._trace import trace_joint
 
     with torch.no_grad():

@@ -344,6 +344,17 @@ def _mutating(x, w, alpha):
     return x @ w
 
 
+def test_the_one_mutation_check_names_the_input_written_in_place():
+    from torch_localmap._local_map.hop import inputs_unmutated
+
+    a, b = torch.zeros(2), torch.zeros(2)
+    with inputs_unmutated("r", [a, b]):
+        a.add(1)  # out of place: allowed
+    with pytest.raises(RegionMutationError, match=r"region 'r' mutates its tensor input 1 in place"):
+        with inputs_unmutated("r", [a, b]):
+            b.add_(1)
+
+
 @pytest.mark.parametrize("mode", ["no_mesh", "simulated", "make_fx", "autograd"])
 def test_region_mutating_an_input_is_rejected(mode):
     x, w = _inputs()

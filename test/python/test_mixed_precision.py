@@ -155,14 +155,15 @@ def test_own_llama_preset_plans_under_a_bf16_policy():
     # come back in the compute dtype, or SDPA refuses float32 q/k with a bf16 v.
     import dataclasses
 
-    from torch_localmap import _torch_private, models
+    from torch_localmap import models
+    from torch_localmap._torch_private import node_meta
     from torch_localmap.plan import plan_module
 
     cfg = dataclasses.replace(models.llama.LlamaConfig.tiny(), n_layers=2)
     model, inputs = models.build("llama", config=cfg, batch=2)
     plan = plan_module(model, (2, 2), inputs, mp_policy=POLICY, time_limit=3)
     sdpa = [n for n in plan.joint.gm.graph.nodes if "scaled_dot_product" in str(n.target)
-            and not _torch_private.is_backward_node(n)]
+            and not node_meta.is_backward_node(n)]
     assert sdpa and all(a.meta["val"].dtype == torch.bfloat16 for n in sdpa for a in n.args[:3])
     # The cast wrapper calls the model functionally; nodes still carry the model's module calls.
     assert {"layers.0.attention", "layers.1.feed_forward"} <= {c["name"] for c in plan.module_calls}

@@ -10,7 +10,7 @@ on the torch at hand: each shim's fallback path gives what the native path gives
 import pytest
 import torch
 
-from torch_localmap import _torch_private
+from torch_localmap._torch_private import dtensor, partition
 from torch_localmap.plan import plan_module
 
 from dist_utils import make_mesh, run_distributed
@@ -32,9 +32,9 @@ def _rank_from_local(rank, world_size):
             shape = (3 * world_size, 4) if name == "shard" else (3, 4)
             stride = (4, 1)
             if native:
-                dt = _torch_private.dtensor_from_local(local, mesh, placements, shape, stride, grad_placements)
+                dt = dtensor.dtensor_from_local(local, mesh, placements, shape, stride, grad_placements)
             else:
-                dt = _torch_private._FromLocalWithGrad.apply(local, mesh, placements, shape, stride, grad_placements)
+                dt = dtensor._FromLocalWithGrad.apply(local, mesh, placements, shape, stride, grad_placements)
             weight = torch.arange(float(shape[0] * shape[1])).reshape(shape)
             (dt.full_tensor() * weight).sum().backward()
             grads.append(local.grad)
@@ -57,9 +57,9 @@ def test_seeded_ops_that_replay_forward_rng_are_not_draws():
 
     for op in (aten._scaled_dot_product_efficient_attention_backward.default,
                aten._scaled_dot_product_cudnn_attention_backward.default):
-        assert _torch_private._replays_saved_rng(_Node(op)), op
+        assert partition._replays_saved_rng(_Node(op)), op
     for op in (aten.bernoulli.p, aten.native_dropout.default, aten.rand_like.default):
-        assert not _torch_private._replays_saved_rng(_Node(op)), op
+        assert not partition._replays_saved_rng(_Node(op)), op
 
 
 @pytest.mark.parametrize("mesh", [(1,), (1, 2), (2, 1)])

@@ -8,7 +8,8 @@ import torch
 import torch.fx as fx
 import torch.nn as nn
 
-from torch_localmap import _torch_private, models
+from torch_localmap import models
+from torch_localmap._torch_private import node_meta
 from torch_localmap._trace import MODULE_ANNOTATION, trace_joint
 
 import zoo
@@ -29,8 +30,8 @@ def _canonical(joint):
         target = str(n.target)
         if n.op == "get_attr":
             target = getattr(joint.gm, n.target).tolist()
-        rows.append((n.op, target, tuple(leaves), shape, _torch_private.is_backward_node(n),
-                     _torch_private.node_annotations(n).get(MODULE_ANNOTATION), repr(n.meta.get("desc"))))
+        rows.append((n.op, target, tuple(leaves), shape, node_meta.is_backward_node(n),
+                     node_meta.node_annotations(n).get(MODULE_ANNOTATION), repr(n.meta.get("desc"))))
     return (rows, joint.param_names, joint.buffer_names, joint.mutated_buffers, joint.num_fwd_outputs,
             [dataclasses.astuple(c) for c in joint.module_calls])
 

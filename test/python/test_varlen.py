@@ -62,17 +62,17 @@ def _run(model, lengths, params=None):
 
 def _rank_varlen(rank, world_size, lengths):
     import torch_localmap
-    from torch_localmap import _torch_private
+    from torch_localmap._torch_private import graph_module
 
     torch.manual_seed(0)
     model = TokenMixer()
-    code_before = len(_torch_private.graph_code_keys())
+    code_before = len(graph_module.graph_code_keys())
     pm = torch_localmap.parallelize(model, make_mesh((2, 2)), (_batch(0, lengths[0]),), device="cpu",
                                     calibration=FORCE_SHARDING, time_limit=2.0, plan_cache_size=CACHE)
     results = _run(pm, lengths)
     sharded = sorted(k for k, s in pm.plan.state_placements().items() if set(s) != {"R"})
     # torch.fx keeps each GraphModule's source: only the cached programs' may remain.
-    code = (len(_torch_private.graph_code_keys()) - code_before, sum(map(len, pm._plans._code.values())))
+    code = (len(graph_module.graph_code_keys()) - code_before, sum(map(len, pm._plans._code.values())))
     return results if rank == 0 else None, dict(pm.plan_cache_stats), len(pm._plans), sharded, code
 
 

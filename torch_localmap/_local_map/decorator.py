@@ -29,10 +29,11 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import _C, _torch_private
-from .._torch_private import pytree
+from .. import _C
+from .._torch_private import dtensor, dynamo, hop_support
+from .._torch_private.pytrees import pytree
 from .._mesh import MeshSpec, mesh_shape_and_names
-from .hop import RegionMutationError, localmap_hop
+from .hop import inputs_unmutated, localmap_hop
 from .ops import constrain
 from .region import Region, spec_of
 
@@ -141,7 +142,7 @@ def local_map(func=None, *, out_placements, in_placements=None, in_grad_placemen
             return _call(fn, name, config, args, kwargs)
 
         region.__torch_localmap_region__ = (fn, config)
-        return _torch_private.opaque_to_dynamo(region)
+        return dynamo.opaque_to_dynamo(region)
 
     return decorate if func is None else decorate(func)
 
@@ -178,22 +179,14 @@ def _call(fn, name: str, cfg: _Config, args, kwargs):
 def _call_plain(fn, name, flat, in_tree, kwargs):
     """No mesh: the region runs on whole tensors (a one-device mesh)."""
     tensors = [a for a in flat if isinstance(a, torch.Tensor)]
-    versions = [t._version for t in tensors]
-    out = fn(*pytree.tree_unflatten(flat, in_tree), **kwargs)
-    _check_unmutated(name, tensors, versions)
-    return out
-
-
-def _check_unmutated(name, tensors, versions):
-    for i, (t, v) in enumerate(zip(tensors, versions)):
-        if t._version != v:
-            raise RegionMutationError.of(name, i)
+    with inputs_unmutated(name, tensors):
+        return fn(*pytree.tree_unflatten(flat, in_tree), **kwargs)
 
 
 # ---- DTensor arguments: torch's eager semantics -------------------------------------------
 
 def _call_dtensor(fn, name, cfg: _Config, flat, in_tree, kwargs):
-    AsyncCollectiveTensor = _torch_private.async_collective_tensor_type()
+    AsyncCollectiveTensor = dtensor.async_collective_tensor_type()
     from torch.distributed.tensor import DTensor
 
     mesh = cfg.device_mesh if cfg.device_mesh is not None else None
@@ -238,9 +231,8 @@ def _call_dtensor(fn, name, cfg: _Config, flat, in_tree, kwargs):
                 a = a.wait()
             locals_.append(a)
         local_flat.append(a)
-    versions = [t._version for t in locals_]
-    out = fn(*pytree.tree_unflatten(local_flat, in_tree), **kwargs)
-    _check_unmutated(name, locals_, versions)
+    with inputs_unmutated(name, locals_):
+        out = fn(*pytree.tree_unflatten(local_flat, in_tree), **kwargs)
     flat_out, out_tree = pytree.tree_flatten(out)
     if len(flat_out) != len(cfg.out_specs):
         raise ValueError(f"local_map region '{name}': out_placements has {len(cfg.out_specs)} entries but the "
@@ -304,7 +296,7 @@ class _Body:
                                [type(o).__name__ for o in flat_out], list(self.out_specs),
                                what=f"local_map region '{self.name}': out_placements")
         self.consts = {j: o for j, o in enumerate(flat_out) if not isinstance(o, torch.Tensor)}
-        clone = _torch_private.clone_if_aliasing(tensors)
+        clone = hop_support.clone_if_aliasing(tensors)
         return tuple(clone(o) for o in flat_out if isinstance(o, torch.Tensor))
 
     def rebuild(self, tensor_outs):

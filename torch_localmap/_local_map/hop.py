@@ -32,8 +32,11 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import _C, _torch_private
-from .._torch_private import DispatchKey, FakeTensorMode, HigherOrderOperator, ProxyTorchDispatchMode
+from .. import _C
+from .._torch_private import fake_tensors, hop_support, partition
+from .._torch_private.fake_tensors import FakeTensorMode
+from .._torch_private.hop_support import DispatchKey, ProxyTorchDispatchMode
+from .._torch_private.op_types import HigherOrderOperator, OpOverload
 from .region import BACKWARD, Region
 
 
@@ -46,6 +49,19 @@ class RegionMutationError(RuntimeError):
         return cls(f"local_map region '{region_name}' mutates its tensor input {index} in place{how}; regions must "
                    f"not mutate their inputs (their local shards may be temporary copies). Clone the input inside "
                    f"the region and return the new value instead.")
+
+
+@contextlib.contextmanager
+def inputs_unmutated(region_name: str, tensors):
+    """Raises RegionMutationError if the code run inside wrote in place to one of `tensors`
+    (its version counter moved), naming the first such input by its position in `tensors`.
+    The one check for every way a region runs: eager (decorator.py), and the HOP's fake
+    and traced bodies."""
+    versions = [t._version for t in tensors]
+    yield
+    for i, (t, v) in enumerate(zip(tensors, versions)):
+        if t._version != v:
+            raise RegionMutationError.of(region_name, i)
 
 
 class RegionClosureError(RuntimeError):
@@ -148,22 +164,15 @@ def _local_like(args, shapes, fake_mode, requires_grad=None):
 
 def _run_checked(region: Region, body, local_args):
     """body(*local_args) as a tuple; raises RegionMutationError if it mutated an input."""
-    versions = [t._version for t in local_args]
-    outs = body(*local_args)
+    with inputs_unmutated(region.name, local_args):
+        outs = body(*local_args)
     if not isinstance(outs, (tuple, list)):
         outs = (outs,)
-    _check_versions(region, local_args, versions)
     for j, o in enumerate(outs):
         if not isinstance(o, torch.Tensor):
             raise TypeError(f"local_map region '{region.name}': body output {j} is {type(o).__name__}, "
                             f"expected a tensor")
     return tuple(outs)
-
-
-def _check_versions(region: Region, tensors, versions) -> None:
-    for i, (t, v) in enumerate(zip(tensors, versions)):
-        if t._version != v:
-            raise RegionMutationError.of(region.name, i)
 
 
 # ---- FakeTensorMode: global -> local -> global shapes ----------------------------------
@@ -186,19 +195,18 @@ def _fake(mode, body, region_json, *args):
 def _proxy(mode, body, region_json, *args):
     region = Region.from_json(region_json)
     plan = _input_plan(region, args, all_ranks=False)
-    with _torch_private.proxy_tracing_disabled():
-        local = _local_like(args, plan["local_shapes"][0], _torch_private.fake_mode_of(args))
-    versions = [t._version for t in local]
-    body_gm = _trace_body(region, body, _torch_private.trace_subgraph, *local)
-    _check_versions(region, local, versions)
+    with hop_support.proxy_tracing_disabled():
+        local = _local_like(args, plan["local_shapes"][0], fake_tensors.fake_mode_of(args))
+    with inputs_unmutated(region.name, local):
+        body_gm = _trace_body(region, body, hop_support.trace_subgraph, *local)
     _check_graph_pure(region, body_gm)
-    name = _torch_private.add_subgraph(mode, body_gm, prefix="localmap_body")
+    name = hop_support.add_subgraph(mode, body_gm, prefix="localmap_body")
     example_out = localmap_hop(body_gm, region_json, *args)  # next mode: fake / real shapes
     tracer = mode.tracer
     proxy_args = tuple(tracer.unwrap_proxy(a) for a in args)
     body_proxy = tracer.create_proxy("get_attr", name, (), {})
     out_proxy = tracer.create_proxy("call_function", localmap_hop, (body_proxy, region_json, *proxy_args), {})
-    return _torch_private.track_outputs(example_out, out_proxy, tracer)
+    return hop_support.track_outputs(example_out, out_proxy, tracer)
 
 
 def _check_graph_pure(region: Region, gm: torch.fx.GraphModule) -> None:
@@ -210,7 +218,7 @@ def _check_graph_pure(region: Region, gm: torch.fx.GraphModule) -> None:
         return root.get(n, n)
 
     for n in gm.graph.nodes:
-        if n.op != "call_function" or not isinstance(n.target, _torch_private.OpOverload):
+        if n.op != "call_function" or not isinstance(n.target, OpOverload):
             continue
         schema = n.target._schema
         tensor_args = [a for a in n.args if isinstance(a, torch.fx.Node)]
@@ -229,14 +237,14 @@ def _check_graph_pure(region: Region, gm: torch.fx.GraphModule) -> None:
 @localmap_hop.py_functionalize_impl
 def _functionalize(ctx, body, region_json, *args):
     unwrapped = ctx.unwrap_tensors(args)
-    inner = _torch_private.interpreted(body)
+    inner = hop_support.interpreted(body)
 
     def checked_body(*functional_args):
         # Functionalization rewrites an in-place op on an input into a new value and
         # drops the write: the region would silently stop mutating what eager mutates.
         outs = inner(*functional_args)
         for i, a in enumerate(functional_args):
-            if _torch_private.functional_input_mutated(a):
+            if hop_support.functional_input_mutated(a):
                 raise RegionMutationError.of(Region.from_json(region_json).name, i)
         return outs
 
@@ -257,7 +265,7 @@ def _dense(body, region_json, *args):
         # Contiguous, as the body was traced (_local_like): its graph may view its inputs.
         outs = _run_checked(region, body, [a.contiguous() if isinstance(a, torch.Tensor) else a for a in args])
         _output_plan(region, outs)
-        return tuple(_torch_private.clone_if_aliasing(args)(o) for o in outs)
+        return tuple(hop_support.clone_if_aliasing(args)(o) for o in outs)
     plan = _input_plan(region, args, all_ranks=True)
     parts = [_C.spec_parts(s) for s in region.in_placements]
     per_rank = []
@@ -335,7 +343,7 @@ class _RegionGraphs:
 def _autograd(body, region_json, *args):
     needs = [isinstance(a, torch.Tensor) and a.requires_grad for a in args]
     if not (torch.is_grad_enabled() and any(needs)):
-        with _torch_private.below_autograd():
+        with hop_support.below_autograd():
             return localmap_hop(body, region_json, *args)
     region = Region.from_json(region_json)
     if region.role == BACKWARD:
@@ -360,8 +368,8 @@ def _trace_fw_bw(region: Region, body, args, needs) -> _RegionGraphs:
     plan = _input_plan(region, args, all_ranks=False)
     n = len(args)
     diff_in = [i for i in range(n) if needs[i]]
-    with _torch_private.tracing_suspended():
-        fake_mode = _torch_private.fake_mode_of(args)
+    with hop_support.tracing_suspended():
+        fake_mode = fake_tensors.fake_mode_of(args)
         local = _local_like(args, plan["local_shapes"][0], fake_mode, needs)
         with fake_mode, torch.enable_grad():
             # Non-leaf copies: an in-place write on a leaf that requires grad fails inside
@@ -390,7 +398,7 @@ def _trace_fw_bw(region: Region, body, args, needs) -> _RegionGraphs:
             grads = [g if g is not None else torch.zeros_like(xs[i]) for g, i in zip(grads, diff_in)]
             return (*[y.detach() for y in ys], *grads)
 
-        joint_gm = _trace_body(region, joint, _torch_private.trace_standalone, *primals, *tangents)
+        joint_gm = _trace_body(region, joint, hop_support.trace_standalone, *primals, *tangents)
     n_out = len(outs)
     fw_gm = _graph_with_outputs(joint_gm, range(n_out), n_placeholders=n)
     _check_graph_pure(region, fw_gm)
@@ -408,7 +416,7 @@ def _trace_fw_bw(region: Region, body, args, needs) -> _RegionGraphs:
     )
     return _RegionGraphs(fw_gm=fw_gm, bw_gm=bw_gm, region_json=region.to_json(), bw_region_json=bw_region.to_json(),
                          n_args=n, diff_in=diff_in, diff_out=diff_out, saved=saved, n_out=n_out,
-                         draws_random=any(_torch_private.is_random_node(nd) for nd in fw_gm.graph.nodes))
+                         draws_random=any(partition.is_random_node(nd) for nd in fw_gm.graph.nodes))
 
 
 def _graph_with_outputs(joint_gm: torch.fx.GraphModule, outputs, n_placeholders=None) -> torch.fx.GraphModule:
@@ -452,7 +460,7 @@ class _RegionFunction(torch.autograd.Function):
         # state (one dropout mask for both). Traced programs share the forward's nodes
         # instead (recompute_sharing.py); fake tensors draw nothing.
         ctx.rng = _rng_state(args) if graphs.draws_random and _all_plain(args) else None
-        with _torch_private.below_autograd():
+        with hop_support.below_autograd():
             outs = localmap_hop(graphs.fw_gm, graphs.region_json, *args)
         ctx.graphs = graphs
         ctx.save_for_backward(*[args[i] for i in graphs.saved])
@@ -466,7 +474,7 @@ class _RegionFunction(torch.autograd.Function):
         saved = ctx.saved_tensors
         # The backward graph was traced with contiguous tangents (views inside it may rely on that).
         tangents = [grads[j].contiguous() for j in g.diff_out]
-        with _torch_private.below_autograd(), _replayed_rng(ctx.rng):
+        with hop_support.below_autograd(), _replayed_rng(ctx.rng):
             grad_in = localmap_hop(g.bw_gm, g.bw_region_json, *saved, *tangents)
         result = [None] * g.n_args
         for k, i in enumerate(g.diff_in):

@@ -2,7 +2,7 @@
 JSON argument) and torch's own `local_map_hop` nodes (the region in node.meta)."""
 from __future__ import annotations
 
-from .. import _torch_private
+from .._torch_private import op_types
 from .hop import localmap_hop
 from .region import BACKWARD, FORWARD, Region, spec_of
 
@@ -20,7 +20,7 @@ def is_region_node(node) -> bool:
 
 def _is_upstream_local_map(node) -> bool:
     target = node.target
-    return (isinstance(target, _torch_private.HigherOrderOperator) and target.name() == "local_map_hop") or (
+    return (isinstance(target, op_types.HigherOrderOperator) and target.name() == "local_map_hop") or (
         "local_map_kwargs" in node.meta and getattr(target, "__name__", "") == "call_local_map")
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
-from .. import _torch_private
+from .._torch_private import node_meta
 from .nodes import region_of
 from .region import BACKWARD, FORWARD
 
@@ -56,7 +56,7 @@ def share_region_recompute(gm: fx.GraphModule, pairs: dict[int, int]) -> int:
     for node in list(gm.graph.nodes):
         if node.op != "call_function":
             continue
-        index = _torch_private.plan_node_of(node)
+        index = node_meta.plan_node_of(node)
         if index in tables:
             tables[index].setdefault(_key(node), node)
         elif index in pairs:

@@ -28,7 +28,8 @@ import operator
 import torch
 import torch.fx as fx
 
-from .. import _C, _torch_private
+from .. import _C
+from .._torch_private import fake_tensors
 from .schedule import SAME_VALUES, apply_order, describe, is_wait
 
 aten = torch.ops.aten
@@ -92,7 +93,7 @@ def bucket_collectives(gm: fx.GraphModule, cap_bytes: int = DEFAULT_BUCKET_BYTES
     if not buckets:
         return 0
     wait_of = {n.args[0]: n for n in nodes if is_wait(n)}
-    mode = _torch_private.fake_mode_of([n.meta["val"] for n in nodes if isinstance(n.meta.get("val"), torch.Tensor)])
+    mode = fake_tensors.fake_mode_of([n.meta["val"] for n in nodes if isinstance(n.meta.get("val"), torch.Tensor)])
     for b in sorted(buckets):  # positions afresh: a bucket's input may be an earlier bucket's result
         _merge(gm.graph, buckets[b], wait_of, {n: i for i, n in enumerate(gm.graph.nodes)}, mode)
     _stable_topological_order(gm.graph)

@@ -12,7 +12,7 @@ import dataclasses
 
 import torch.fx as fx
 
-from .. import _torch_private
+from .._torch_private import inductor
 from .bucketing import DEFAULT_BUCKET_BYTES
 
 
@@ -41,7 +41,7 @@ class CompiledOnFirstCall:
 
     def __call__(self, *inputs):
         if self._compiled is None:
-            self._compiled = _torch_private.inductor_compile(self.graph_module, list(inputs))
+            self._compiled = inductor.inductor_compile(self.graph_module, list(inputs))
         return self._compiled(*inputs)
 
     @property

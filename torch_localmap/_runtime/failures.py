@@ -13,7 +13,7 @@ import contextlib
 
 import torch.distributed as dist
 
-from .. import _torch_private
+from .._torch_private.store import default_store
 from .groups import is_collective_failure
 
 __all__ = ["PeerFailureError", "failure_scope", "recorded_failures"]
@@ -36,7 +36,7 @@ class PeerFailureError(RuntimeError):
 
 
 def _store():
-    return _torch_private.default_store()
+    return default_store()
 
 
 def record_failure(exc: BaseException) -> None:

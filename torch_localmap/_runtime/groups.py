@@ -18,7 +18,7 @@ import numbers
 
 import torch.distributed as dist
 
-from .. import _torch_private
+from .._torch_private import dtensor
 
 __all__ = ["DEFAULT_TIMEOUT", "as_timeout", "runtime_mesh", "world_group", "combined_group_name"]
 
@@ -98,7 +98,7 @@ def runtime_mesh(mesh, timeout: datetime.timedelta):
                                                         group_desc=f"torch_localmap_dim{d}")
             groups.append(mine)
         _make_combined_groups(mesh, groups, timeout)
-        _cache[key] = _torch_private.mesh_from_groups(mesh, groups)
+        _cache[key] = dtensor.mesh_from_groups(mesh, groups)
     return _cache[key]
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import _torch_private
+from .._torch_private import profiler
 
 
 class PeakMemory:
@@ -31,7 +31,7 @@ class PeakMemory:
             torch.cuda.reset_peak_memory_stats(self.device)
             self._base = torch.cuda.memory_allocated(self.device)
         elif self.device.type == "cpu":
-            self._prof = _torch_private.cpu_memory_profiler()
+            self._prof = profiler.cpu_memory_profiler()
             self._prof.__enter__()
         else:
             raise ValueError(f"PeakMemory: device type {self.device.type!r}; expected 'cpu' or 'cuda'")
@@ -43,5 +43,5 @@ class PeakMemory:
             self.peak_bytes = torch.cuda.max_memory_allocated(self.device) - self._base
             return False
         self._prof.__exit__(*exc)
-        self.peak_bytes = _torch_private.cpu_allocation_peak(self._prof)
+        self.peak_bytes = profiler.cpu_allocation_peak(self._prof)
         return False

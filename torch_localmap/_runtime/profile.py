@@ -16,7 +16,7 @@ from collections import defaultdict
 import torch
 import torch.fx as fx
 
-from .. import _torch_private
+from .._torch_private import node_meta
 from .schedule import is_wait, node_kind
 
 _KIND_NAMES = {"all_gather_into_tensor": "all_gather", "reduce_scatter_tensor": "reduce_scatter",
@@ -41,7 +41,7 @@ class _Timed(fx.Interpreter):
         elif kind == "M":
             key = "data movement"
         else:
-            i = _torch_private.plan_node_of(n)
+            i = node_meta.plan_node_of(n)
             key = "compute: " + (self.families.get(i) or "other")
         self.sync()
         self.seconds[key] += time.perf_counter() - t0

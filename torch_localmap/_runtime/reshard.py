@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch.fx as fx
 
-from .. import _torch_private
+from .._torch_private import node_meta, partition
 from .schedule import is_collective
 
 
@@ -24,8 +24,8 @@ def parameter_gathers(joint: fx.GraphModule, param_placeholders: set) -> list:
         if n.op == "placeholder":
             if n.name in param_placeholders:
                 derived.add(n)
-        elif (n.op == "call_function" and _torch_private.is_forward_node(n) and n.all_input_nodes
-              and all(a in derived for a in n.all_input_nodes) and not _torch_private.is_random_node(n)):
+        elif (n.op == "call_function" and node_meta.is_forward_node(n) and n.all_input_nodes
+              and all(a in derived for a in n.all_input_nodes) and not partition.is_random_node(n)):
             derived.add(n)
     below = set()  # downstream of a collective (the collective included)
     for n in joint.graph.nodes:
@@ -43,7 +43,7 @@ def kept_gather_bytes(joint: fx.GraphModule, param_placeholders: set) -> int:
     backward when they are not resharded."""
     total = 0
     for n in parameter_gathers(joint, param_placeholders):
-        if any(not _torch_private.is_forward_node(u) for u in n.users):
+        if any(not node_meta.is_forward_node(u) for u in n.users):
             val = n.meta.get("val")
             total += val.numel() * val.element_size() if hasattr(val, "numel") else 0
     return total
@@ -53,5 +53,5 @@ def mark_reshard_after_forward(joint: fx.GraphModule, param_placeholders: set) -
     """Marks the parameter gathers for recomputation in backward; returns how many nodes."""
     nodes = parameter_gathers(joint, param_placeholders)
     for n in nodes:
-        _torch_private.mark_must_recompute(n)
+        node_meta.mark_must_recompute(n)
     return len(nodes)
