@@ -44,6 +44,8 @@ _PUBLIC = {
     "load_problem": ".solver",
     "solve": ".solver",
 }
+# Public names are written once, as _PUBLIC's keys (name -> module that defines it).
+__all__ = sorted(_PUBLIC)
 
 
 def __getattr__(name):
@@ -70,29 +72,3 @@ _log.configure_from_env()
 load_ops_with_torch(__name__)
 
 __version__ = "0.1.0"
-
-__all__ = [
-    "InfeasibleError",
-    "MeshSpec",
-    "MilpUnavailableError",
-    "NodePlan",
-    "ParallelModule",
-    "PeerFailureError",
-    "Plan",
-    "PlanMismatchError",
-    "PlanSummary",
-    "Region",
-    "RegionClosureError",
-    "RegionMutationError",
-    "SolveResult",
-    "SolverSummary",
-    "load_problem",
-    "local_map",
-    "parallelize",
-    "plan_factory",
-    "plan_module",
-    "region_of",
-    "solve",
-    "use_mesh",
-    "with_sharding_constraint",
-]

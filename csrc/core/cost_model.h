@@ -87,8 +87,9 @@ struct CostModel {
   int64_t local_bytes(const TensorMeta& t, const Mesh& mesh, const PlacementSpec& spec) const;
 };
 
-// Known devices: "H100", "H200", "A100", "B200", "cpu". Throws InvalidArgument
-// listing them for an unknown name.
+// Known devices: the rows of device_table.cpp, in order (device_names();
+// names match without case). Throws InvalidArgument listing them for an
+// unknown name.
 const DeviceProfile& device_profile(const std::string& name);
 std::vector<std::string> device_names();
 Topology default_topology(const std::string& device_name);

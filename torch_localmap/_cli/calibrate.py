@@ -1,12 +1,15 @@
 """`python -m torch_localmap calibrate`: measure this machine's device for the cost model."""
+from ._common import DeviceChoices
+
 COMMAND = "calibrate"
 HELP = "measure matmul/attention throughput, copy bandwidth and kernel overhead into a calibration profile"
 
 
 def add_arguments(parser):
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
-    parser.add_argument("--table", default=None, help="cost-model device the profile overrides (default: H100 "
-                                                      "for cuda, cpu for cpu)")
+    parser.add_argument("--table", default=None, choices=DeviceChoices(), metavar="DEVICE",
+                        help="cost-model device the profile overrides: %(choices)s (default: H100 for cuda, cpu "
+                             "for cpu)")
     parser.add_argument("--out", required=True, help="where to write the profile JSON")
     parser.add_argument("--matmul-n", type=int, default=4096, help="square matmul size (default 4096)")
     parser.add_argument("--reps", type=int, default=5, help="timed repetitions, best kept (default 5)")

@@ -11,7 +11,7 @@ With a memory limit the command says whether the plan fits and exits 1 when it d
 """
 import ast
 
-from ._common import one_line
+from ._common import DeviceChoices, one_line
 
 COMMAND = "plan"
 HELP = "plan a model (a reference one or your own factory) on a simulated mesh and report the plan"
@@ -33,7 +33,8 @@ def add_arguments(parser):
                         help="size of a reference model: tiny (the default) or a real one, e.g. llama 8b or 70b, "
                              "moe 8x7b, vit b16, cnn imagenet")
     parser.add_argument("--batch", type=int, default=8, help="batch of a reference model's example inputs")
-    parser.add_argument("--device", default="H100", help="cost-model device: H100, H200, A100, B200, cpu")
+    parser.add_argument("--device", default="H100", choices=DeviceChoices(), metavar="DEVICE",
+                        help="cost-model device: %(choices)s (default %(default)s)")
     parser.add_argument("--time-limit", type=float, default=10.0, help="solver time limit in seconds")
     parser.add_argument("--memory-limit-gib", default="device",
                         help="per-rank memory limit in GiB, 'device' (the default: the device's memory minus 10%% "

@@ -24,30 +24,33 @@
 
 namespace tlm::solver {
 
+// The defaults. Each option's meaning, bounds and whether it is a whole number
+// are written once, in its row of search_option_table() (search_options.cpp);
+// `solve --list-options` and solver_options() print that table.
 struct SearchOptions {
-  double reduce_share = 0.10;             // of the limit for dominance checks and eliminations
-  double whole_milp_columns = 150000;     // reduced models up to this go to HiGHS whole (final_milp)
-  double whole_milp_nonzeros = 1500000;   // ... and up to this many nonzeros
-  double whole_coarse_milp_columns = 150000;  // grouped models up to this go to HiGHS whole (coarse_milp, merge)
-  double milp_tail_share = 0.15;          // last share of the limit no HiGHS phase may use
-  double price_share = 0.30;              // of the search time the price phase always gets when exact phases follow
-  double price_share_max = 0.85;          // ... and the most it gets while it keeps improving
-  double stall_iterations = 400;          // message passing stops after this many without progress
-  double bound_share = 0.5;               // most of the time the bound search gets when kicks follow on its core
-  double price_handover_iterations = 100; // the price phase hands over after this many without improving...
-  double price_handover_s = 3;            // ... and this many seconds (or half its time to the last improvement)
-  double forest_every = 8;                // region steps between forest sweeps
-  double kick_every = 4;                  // region steps between Lagrangian kicks
-  double merge_interval_s = 3;            // seconds between solution merges
-  double merge_budget_s = 10;             // HiGHS time per merge
-  double merge_min_new = 4;               // new pool members before a merge
-  double merge_pool = 48;                 // kick results kept for merging
-  double region_budget_s = 2;             // HiGHS time per region
-  double region_columns = 30000;          // MILP columns of the first regions
-  double region_columns_min = 2000;       // regions shrink to no fewer columns...
-  double region_columns_max = 200000;     // ... and grow to no more
-  double region_groups = 200;             // groups per region
-  double region_strategies = 12;          // candidate strategies per group in a region
+  double reduce_share = 0.10;
+  double whole_milp_columns = 150000;
+  double whole_milp_nonzeros = 1500000;
+  double whole_coarse_milp_columns = 150000;
+  double milp_tail_share = 0.15;
+  double price_share = 0.30;
+  double price_share_max = 0.85;
+  double stall_iterations = 400;
+  double bound_share = 0.5;
+  double price_handover_iterations = 100;
+  double price_handover_s = 3;
+  double forest_every = 8;
+  double kick_every = 4;
+  double merge_interval_s = 3;
+  double merge_budget_s = 10;
+  double merge_min_new = 4;
+  double merge_pool = 48;
+  double region_budget_s = 2;
+  double region_columns = 30000;
+  double region_columns_min = 2000;
+  double region_columns_max = 200000;
+  double region_groups = 200;
+  double region_strategies = 12;
 };
 
 struct SearchOptionInfo {
