@@ -35,6 +35,7 @@ import torch.fx as fx
 from . import _C
 from ._ir_export import decode_arg
 from ._runtime.random_ops import is_random, run_sharded
+from .placements import spec_parts
 
 # Ops whose outputs cannot be compared value by value, with the reason. (Random ops the
 # runtime runs sharded -- _runtime/random_ops.py -- are verified: every coordinate and
@@ -547,22 +548,6 @@ def op_matches(op: str, name: str) -> bool:
 
 # ------------------------------------------------------------------ placements -> tensors
 
-def _spec_parts(spec: str) -> list:
-    """"S(0)RP(sum)" -> [("S", 0), ("R", None), ("P", "sum")]; the C++ spelling, parsed for tensor building only."""
-    canon = _C.normalize_spec(spec)
-    parts, i = [], 0
-    while i < len(canon):
-        if canon[i] == "R":
-            parts.append(("R", None))
-            i += 1
-        else:
-            j = canon.index(")", i)
-            inner = canon[i + 2:j]
-            parts.append((canon[i], int(inner) if canon[i] == "S" else inner))
-            i = j + 1
-    return parts
-
-
 class Layouts:
     """Local shapes/offsets of every rank from C++ (`_C.local_layouts`, row-major ranks),
     one call per (global shape, mesh, spec), cached."""
@@ -668,10 +653,10 @@ def local_inputs(value: torch.Tensor, spec: str, mesh_shape, layouts: Layouts, g
     and the Partial mesh dims (which piece): ranks that differ only along Replicate mesh dims
     are replicas and hold identical tensors, as they would on a real mesh.
     """
-    parts = _spec_parts(spec)
+    parts = spec_parts(spec)
     coords = list(itertools.product(*[range(n) for n in mesh_shape]))
-    partial_dims = [m for m, (k, _) in enumerate(parts) if k == "P"]
-    shard_dims = [m for m, (k, _) in enumerate(parts) if k == "S"]
+    partial_dims = [m for m, part in enumerate(parts) if part.kind.pending]
+    shard_dims = [m for m, part in enumerate(parts) if part.kind.splits_dim]
     # Pieces per shard position: slice first, then split; splitting is elementwise, so the
     # reduction over a Partial group gives back the slice.
     shard_pieces = {}
@@ -684,7 +669,7 @@ def local_inputs(value: torch.Tensor, spec: str, mesh_shape, layouts: Layouts, g
             for m in partial_dims:  # one split per Partial mesh dim, nested in mesh-dim order
                 nxt = {}
                 for k, v in tree.items():
-                    for i, piece in enumerate(_split(v, mesh_shape[m], parts[m][1], gen)):
+                    for i, piece in enumerate(_split(v, mesh_shape[m], parts[m].reduce_op, gen)):
                         nxt[k + (i,)] = piece
                 tree = nxt
             shard_pieces[key] = tree
@@ -711,8 +696,8 @@ def _reduce(tensors: list, how: str) -> torch.Tensor:
 
 def assemble(locals_by_coord: dict, global_shape, dtype, spec: str, mesh_shape, layouts: Layouts):
     """Global tensor from per-coordinate outputs, or (None, reason) when they are inconsistent."""
-    parts = _spec_parts(spec)
-    partial_dims = [m for m, (k, _) in enumerate(parts) if k == "P"]
+    parts = spec_parts(spec)
+    partial_dims = [m for m, part in enumerate(parts) if part.kind.pending]
     groups = {}
     for c, t in locals_by_coord.items():
         shape, offset = layouts(global_shape, mesh_shape, spec, c)
@@ -728,7 +713,7 @@ def assemble(locals_by_coord: dict, global_shape, dtype, spec: str, mesh_shape, 
         # reduce Partial mesh dims innermost first: each is a reduction over one mesh dim
         vals = members
         for level in range(len(partial_dims) - 1, -1, -1):
-            how = parts[partial_dims[level]][1]
+            how = parts[partial_dims[level]].reduce_op
             merged = {}
             for k, v in vals.items():
                 merged.setdefault(k[:level], []).append((k[level], v))

@@ -22,6 +22,7 @@ from torch_localmap import _C
 from torch_localmap import _verify as verify
 from torch_localmap._torch_private import dtensor_reference as dtref
 from torch_localmap._ir_export import decode_arg
+from torch_localmap.placements import spec_parts
 
 pytestmark = pytest.mark.skipif(
     not all(hasattr(_C, f) for f in ("enumerate_strategies", "plan_redistribute", "local_layouts")),
@@ -54,7 +55,7 @@ def cases():
 
 
 def _split_spec(spec: str) -> tuple:
-    return tuple(re.findall(r"R|S\(-?\d+\)|P\(\w+\)", _C.normalize_spec(spec)))
+    return tuple(part.spelling() for part in spec_parts(spec))
 
 
 class _Free:
