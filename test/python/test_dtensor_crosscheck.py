@@ -51,7 +51,7 @@ EXCEPTIONS = [
 @pytest.fixture(scope="module")
 def cases():
     return [c for c in verify.collect_cases(seed=0, max_per_op=2)
-            if dtref.dtensor_has_rule(verify._op_callable(c.op))]
+            if dtref.dtensor_has_rule(verify.op_callable(c.op))]
 
 
 def _split_spec(spec: str) -> tuple:
@@ -78,7 +78,7 @@ class _Free:
 
 
 def _dtensor_pairs(case, mesh, dmesh, queries):
-    op = verify._op_callable(case.op)
+    op = verify.op_callable(case.op)
     slot = dtref._TensorSlot
     args = decode_arg(case.node["args"], lambda r: slot(r[0]))
     kwargs = {k: decode_arg(v, lambda r: slot(r[0])) for k, v in case.node["kwargs"].items()}

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import torch
 
-from .. import _C
 from .._mesh import MeshSpec
 from ..placements import as_spec, placements_of, spec_parts
 from .decorator import current_mesh
