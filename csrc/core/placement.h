@@ -20,6 +20,8 @@ struct InvalidArgument : std::invalid_argument {
 };
 
 enum class ReduceOp : uint8_t { Sum, Avg, Max, Min };
+// Every reduce op, in enum order (the Python converter reads this list).
+constexpr ReduceOp kReduceOps[] = {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min};
 const char* to_string(ReduceOp op);
 ReduceOp parse_reduce_op(const std::string& s);  // "sum" | "avg" | "max" | "min"
 

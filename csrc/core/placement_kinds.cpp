@@ -1,17 +1,19 @@
 #include "core/placement_kinds.h"
 
+#include <iterator>
+
 namespace tlm {
 namespace {
 
 using K = Placement::Kind;
 
-// kind         letter dim    op     splits pending gradient
+// kind         name         letter dim    op     splits pending gradient
 constexpr KindInfo kKinds[] = {
-    {K::Replicate, 'R', false, false, false, false, K::Replicate},
-    {K::Shard,     'S', true,  false, true,  false, K::Shard},
+    {K::Replicate, "Replicate", 'R', false, false, false, false, K::Replicate},
+    {K::Shard,     "Shard",     'S', true,  false, true,  false, K::Shard},
     // A Partial value's gradient is replicated: every rank's contribution gets
     // the whole gradient (torch.distributed.tensor DTensor.to_local).
-    {K::Partial,   'P', false, true,  false, true,  K::Replicate},
+    {K::Partial,   "Partial",   'P', false, true,  false, true,  K::Replicate},
 };
 
 constexpr KindTransition kNone{true, CollectiveKind::LocalChunk, nullptr};  // unused: equal placements take no step
@@ -33,6 +35,11 @@ constexpr KindTransition kTransitions[3][3] = {
 }  // namespace
 
 const KindInfo& kind_info(Placement::Kind kind) { return kKinds[static_cast<int>(kind)]; }
+
+const std::vector<KindInfo>& all_kinds() {
+  static const std::vector<KindInfo> kinds(std::begin(kKinds), std::end(kKinds));
+  return kinds;
+}
 
 const KindInfo* kind_by_letter(char letter) {
   for (const auto& k : kKinds)

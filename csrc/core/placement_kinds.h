@@ -14,10 +14,13 @@
 #include "core/placement.h"
 #include "core/redistribute.h"
 
+#include <vector>
+
 namespace tlm {
 
 struct KindInfo {
   Placement::Kind kind;
+  const char* name;      // torch's class name (Shard, Replicate, Partial): what Python maps to
   char letter;           // 'R', 'S(d)', 'P(op)': the spelling's first letter
   bool takes_dim;        // spelled with a tensor dim: S(d)
   bool takes_reduce_op;  // spelled with a reduce op: P(sum)
@@ -26,6 +29,9 @@ struct KindInfo {
   Placement::Kind gradient;  // the gradient of a value placed so (DTensor's to_local rule)
 };
 const KindInfo& kind_info(Placement::Kind kind);
+// Every kind, in Kind order: what the Python converter (torch_localmap/placements.py)
+// and its tests iterate over, so a new row reaches them without a Python edit.
+const std::vector<KindInfo>& all_kinds();
 // The kind spelled by `letter`, or nullptr.
 const KindInfo* kind_by_letter(char letter);
 

@@ -50,18 +50,6 @@ void bind_local_map(py::module_& m) {
       },
       py::arg("specs"), "Gradient placement spec of each spec (Partial -> Replicate); None stays None.");
   m.def(
-      "spec_parts",
-      [](const std::string& spec) {
-        py::list out;
-        for (const Placement& p : parse_spec(spec)) {
-          if (p.is_shard()) out.append(py::make_tuple("S", p.dim));
-          else if (p.is_partial()) out.append(py::make_tuple("P", to_string(p.reduce)));
-          else out.append(py::make_tuple("R", py::none()));
-        }
-        return out;
-      },
-      py::arg("spec"), "Parses a spec string into [(kind, dim or reduce op)] per mesh dim: ('S', 1), ('R', None), ('P', 'sum').");
-  m.def(
       "plan_region_inputs",
       [](std::vector<int64_t> mesh_shape, std::vector<std::string> mesh_dim_names, const std::vector<OptShape>& shapes,
          const std::vector<std::string>& type_names, const std::vector<OptSpec>& specs,

@@ -1,5 +1,7 @@
-// Placement algebra for Python: local layouts and redistribution plans.
-// Specs cross as strings ("S(0)RP(sum)"), meshes as shape lists.
+// Placement algebra for Python: the kind table, spec parsing, local layouts and
+// redistribution plans. Specs cross as strings ("S(0)RP(sum)"), meshes as shape
+// lists. torch_localmap/placements.py is the one Python caller of the kind table
+// and of spec_parts: everything else converts through it.
 #include <pybind11/stl.h>
 
 #include <optional>
@@ -8,6 +10,7 @@
 #include "core/layout.h"
 #include "core/mesh.h"
 #include "core/placement.h"
+#include "core/placement_kinds.h"
 #include "core/rank_steps.h"
 #include "core/redistribute.h"
 #include "core/tensor_meta.h"
@@ -37,6 +40,50 @@ py::object dim_or_none(int d) { return d < 0 ? py::object(py::none()) : py::obje
 }  // namespace
 
 void bind_placement(py::module_& m) {
+  m.def(
+      "placement_kinds",
+      [] {
+        py::list out;
+        for (const KindInfo& k : all_kinds()) {
+          py::dict d;
+          d["name"] = k.name;
+          d["letter"] = std::string(1, k.letter);
+          d["takes_dim"] = k.takes_dim;
+          d["takes_reduce_op"] = k.takes_reduce_op;
+          d["splits_dim"] = k.splits_dim;
+          d["pending"] = k.pending;
+          d["gradient"] = kind_info(k.gradient).name;
+          out.append(std::move(d));
+        }
+        return out;
+      },
+      "The placement-kind table (csrc/core/placement_kinds.cpp), one dict per kind in kind order: name (torch's "
+      "class name), letter, takes_dim, takes_reduce_op, splits_dim, pending, gradient (the name of its "
+      "gradient's kind).");
+  m.def(
+      "reduce_ops",
+      [] {
+        py::list out;
+        for (ReduceOp op : kReduceOps) out.append(to_string(op));
+        return py::tuple(out);
+      },
+      "The Partial reduce ops the core models, in order: ('sum', 'avg', 'max', 'min').");
+  m.def(
+      "spec_parts",
+      [](const std::string& spec) {
+        py::list out;
+        for (const Placement& p : parse_spec(spec)) {
+          const KindInfo& k = kind_info(p.kind);
+          py::object arg = k.takes_dim         ? py::object(py::int_(p.dim))
+                           : k.takes_reduce_op ? py::object(py::str(to_string(p.reduce)))
+                                               : py::object(py::none());
+          out.append(py::make_tuple(k.name, arg));
+        }
+        return out;
+      },
+      py::arg("spec"),
+      "Parses a spec string into [(kind name, dim or reduce op or None)] per mesh dim: ('Shard', 1), "
+      "('Replicate', None), ('Partial', 'sum').");
   m.def(
       "local_layout",
       [](const std::vector<int64_t>& global_shape, std::vector<int64_t> mesh_shape, const std::string& spec,

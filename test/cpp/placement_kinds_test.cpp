@@ -2,6 +2,8 @@
 // gradients and the one-mesh-dim transitions, kind by kind.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "core/layout.h"
 #include "core/placement_kinds.h"
 #include "core/redistribute.h"
@@ -18,6 +20,22 @@ TEST(PlacementKinds, EveryKindSpellsAndParsesBack) {
   EXPECT_EQ(parse_placement("P"), Placement::partial(ReduceOp::Sum));
   EXPECT_THROW(parse_placement("R(1)"), InvalidArgument);
   EXPECT_THROW(parse_placement("S(x)"), InvalidArgument);
+}
+
+TEST(PlacementKinds, AllKindsListsEveryRowInKindOrderWithDistinctNamesAndLetters) {
+  // Python's converter (torch_localmap/placements.py) and its tests iterate over all_kinds().
+  const auto& kinds = all_kinds();
+  ASSERT_FALSE(kinds.empty());
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    EXPECT_EQ(static_cast<size_t>(kinds[i].kind), i);
+    EXPECT_EQ(kind_info(kinds[i].kind).letter, kinds[i].letter);
+    EXPECT_EQ(kind_by_letter(kinds[i].letter)->kind, kinds[i].kind);
+    for (size_t j = 0; j < i; ++j) {
+      EXPECT_NE(std::string(kinds[i].name), kinds[j].name);
+      EXPECT_NE(kinds[i].letter, kinds[j].letter);
+    }
+  }
+  EXPECT_STREQ(kind_info(Placement::Kind::Partial).name, "Partial");
 }
 
 TEST(PlacementKinds, OnlyShardSplitsADimAndOnlyPartialIsPending) {

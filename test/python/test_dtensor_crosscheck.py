@@ -22,6 +22,7 @@ from torch_localmap import _C
 from torch_localmap import _verify as verify
 from torch_localmap._torch_private import dtensor_reference as dtref
 from torch_localmap._ir_export import decode_arg
+from torch_localmap.placements import spec_parts
 
 pytestmark = pytest.mark.skipif(
     not all(hasattr(_C, f) for f in ("enumerate_strategies", "plan_redistribute", "local_layouts")),
@@ -50,11 +51,11 @@ EXCEPTIONS = [
 @pytest.fixture(scope="module")
 def cases():
     return [c for c in verify.collect_cases(seed=0, max_per_op=2)
-            if dtref.dtensor_has_rule(verify._op_callable(c.op))]
+            if dtref.dtensor_has_rule(verify.op_callable(c.op))]
 
 
 def _split_spec(spec: str) -> tuple:
-    return tuple(re.findall(r"R|S\(-?\d+\)|P\(\w+\)", _C.normalize_spec(spec)))
+    return tuple(part.spelling() for part in spec_parts(spec))
 
 
 class _Free:
@@ -77,7 +78,7 @@ class _Free:
 
 
 def _dtensor_pairs(case, mesh, dmesh, queries):
-    op = verify._op_callable(case.op)
+    op = verify.op_callable(case.op)
     slot = dtref._TensorSlot
     args = decode_arg(case.node["args"], lambda r: slot(r[0]))
     kwargs = {k: decode_arg(v, lambda r: slot(r[0])) for k, v in case.node["kwargs"].items()}

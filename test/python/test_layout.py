@@ -101,7 +101,7 @@ def test_spec_round_trip():
         (lambda: placements_to_spec([Shard(0)], mesh_ndim=2), "got 1 placements but the mesh has 2 dims"),
         (lambda: placements_to_spec([Shard(3), Replicate()], 2, 2), r"Shard\(3\) is out of range for a tensor with 2"),
         (lambda: placements_to_spec([Shard(-3)], 1, 2), r"Shard\(-3\) is out of range"),
-        (lambda: placements_to_spec(["S(0)"]), r"placements\[0\]: expected Shard, Replicate or Partial, got str"),
+        (lambda: placements_to_spec(["S(0)"]), r"placements\[0\]: expected Replicate\(\), Shard\(dim\) or Partial\(reduce_op\) .*; got str"),
         (lambda: placements_to_spec([Partial("product")]), r"Partial\('product'\) is not supported"),
         (lambda: placements_to_spec([_StridedShard(0, split_factor=2)]), "_StridedShard"),
         (lambda: placements_to_spec([]), "empty placement list"),

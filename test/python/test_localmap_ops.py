@@ -17,6 +17,7 @@ from torch.library import opcheck
 
 import torch_localmap as tlm
 from torch_localmap import _C
+from torch_localmap.placements import spec_parts
 from torch_localmap.plan import plan_module
 
 from dist_utils import run_distributed
@@ -184,7 +185,7 @@ def _loss(x, mesh_shape, coord, groups, src, dst, w_global, grad=None):
 
 
 def _split(spec):
-    return [("R" if k == "R" else "P" if k == "P" else "S") for k, _ in _C.spec_parts(spec)]
+    return [part.kind.letter for part in spec_parts(spec)]
 
 
 def _check_mesh(mesh, ranks_seed):

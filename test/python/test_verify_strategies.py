@@ -54,7 +54,7 @@ def test_assemble_rejects_disagreeing_replicas_and_wrong_shapes():
 
 
 def _add_case():
-    cases = [c for c in verify._hand_cases(0) if c.op == "aten.add.Tensor" and c.input_shapes == [[3, 1, 5], [4, 1]]]
+    cases = [c for c in verify.hand_cases(0) if c.op == "aten.add.Tensor" and c.input_shapes == [[3, 1, 5], [4, 1]]]
     assert cases, "hand-made broadcast add case missing"
     return cases[0]
 

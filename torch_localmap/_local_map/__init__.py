@@ -17,7 +17,8 @@ from .hop import RegionClosureError, RegionMutationError, localmap_hop
 from .nodes import is_region_node, region_of
 from .ops import constrain
 from .planner_glue import node_extra, node_fixed_placements, region_body, run_region_local, run_region_node
-from .region import BACKWARD, FORWARD, Region, grad_spec_of, placements_of, spec_of
+from ..placements import placements_of, spec_of  # re-exported: the one converter lives in placements.py
+from .region import BACKWARD, FORWARD, Region, grad_spec_of
 
 __all__ = [
     "BACKWARD", "FORWARD", "MeshSpec", "Region", "RegionClosureError", "RegionMutationError", "constrain",

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from .. import _C
 from .._mesh import MeshSpec
-from ..placements import as_spec
+from ..placements import as_spec, placements_of, spec_parts
 from .decorator import current_mesh
 from .ops import constrain
 
@@ -51,7 +50,7 @@ def with_sharding_constraint(x: torch.Tensor, placements, grad_placements=None, 
     mesh_ndim = _mesh_ndim(device_mesh)
     spec = as_spec(placements, mesh_ndim, x.dim(), "with_sharding_constraint: placements")
     grad = None if grad_placements is None else as_spec(grad_placements, mesh_ndim if mesh_ndim is not None
-                                                        else len(_C.spec_parts(spec)), x.dim(),
+                                                        else len(spec_parts(spec)), x.dim(),
                                                         "with_sharding_constraint: grad_placements")
     return constrain(x, spec, grad)
 
@@ -70,8 +69,6 @@ class _GradTo(torch.autograd.Function):
 
 
 def _constrain_dtensor(x, placements, grad_placements):
-    from .region import placements_of
-
     mesh = x.device_mesh
     spec = as_spec(placements, mesh.ndim, x.dim(), "with_sharding_constraint: placements")
     y = x.redistribute(placements=list(placements_of(spec)))

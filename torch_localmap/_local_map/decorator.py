@@ -35,7 +35,8 @@ from .._torch_private.pytrees import pytree
 from .._mesh import MeshSpec, mesh_shape_and_names
 from .hop import inputs_unmutated, localmap_hop
 from .ops import constrain
-from .region import Region, spec_of
+from ..placements import as_spec, placements_of, spec_of
+from .region import Region
 
 __all__ = ["local_map", "use_mesh", "current_mesh", "MeshSpec"]
 
@@ -84,10 +85,7 @@ def _one_spec(p, what: str):
     if p is None:
         return None
     if isinstance(p, str) or (isinstance(p, (list, tuple)) and all(_is_placement(x) for x in p)):
-        try:
-            return spec_of(p)
-        except ValueError as e:
-            raise ValueError(f"{what}: {e}") from e
+        return as_spec(p, what=what)
     raise TypeError(f"{what}: expected a sequence of placements, a spec string such as 'S(0)R', or None; "
                     f"got {p!r}")
 
@@ -211,7 +209,8 @@ def _call_dtensor(fn, name, cfg: _Config, flat, in_tree, kwargs):
             [type(a).__name__ for a in flat],
             # torch passes plain tensors among DTensor arguments through unchecked; so do we.
             [None if _is_plain(a) else s for s, a in zip(cfg.in_specs, flat)],
-            [spec_of(a.placements) if isinstance(a, DTensor) else None for a in flat],
+            [spec_of(a.placements, f"local_map region '{name}': argument {i}'s DTensor placements")
+             if isinstance(a, DTensor) else None for i, a in enumerate(flat)],
             redistribute_inputs=cfg.redistribute_inputs, all_ranks=False,
             what=f"local_map region '{name}': in_placements")
         redistribute = set(plan["redistribute"])
@@ -219,13 +218,13 @@ def _call_dtensor(fn, name, cfg: _Config, flat, in_tree, kwargs):
     for i, a in enumerate(flat):
         if isinstance(a, DTensor):
             if i in redistribute:
-                a = a.redistribute(placements=list(_placements(cfg.in_specs[i])))
+                a = a.redistribute(placements=list(placements_of(cfg.in_specs[i])))
             grad = None
             if cfg.grad_specs is not None:
                 if cfg.grad_specs[i] is None:
                     raise ValueError(f"local_map region '{name}': argument {i} is a DTensor but "
                                      f"in_grad_placements[{i}] is None; give its gradient placements")
-                grad = _placements(cfg.grad_specs[i])
+                grad = placements_of(cfg.grad_specs[i])
             a = a.to_local(grad_placements=grad)
             if isinstance(a, AsyncCollectiveTensor):
                 a = a.wait()
@@ -246,7 +245,7 @@ def _call_dtensor(fn, name, cfg: _Config, flat, in_tree, kwargs):
             if s is None:
                 raise ValueError(f"local_map region '{name}': output {j} is a tensor but out_placements[{j}] is "
                                  f"None")
-            wrapped.append(DTensor.from_local(o, mesh, _placements(s), run_check=False))
+            wrapped.append(DTensor.from_local(o, mesh, placements_of(s), run_check=False))
         else:
             if s is not None:
                 raise ValueError(f"local_map region '{name}': output {j} is not a tensor "
@@ -259,12 +258,6 @@ def _is_plain(a) -> bool:
     from torch.distributed.tensor import DTensor
 
     return isinstance(a, torch.Tensor) and not isinstance(a, DTensor)
-
-
-def _placements(spec):
-    from .region import placements_of
-
-    return placements_of(spec)
 
 
 # ---- plain tensors with a mesh: the HOP ----------------------------------------------------

@@ -37,6 +37,7 @@ from .._torch_private import fake_tensors, hop_support, partition
 from .._torch_private.fake_tensors import FakeTensorMode
 from .._torch_private.hop_support import DispatchKey, ProxyTorchDispatchMode
 from .._torch_private.op_types import HigherOrderOperator, OpOverload
+from ..placements import spec_parts
 from .region import BACKWARD, Region
 
 
@@ -267,7 +268,7 @@ def _dense(body, region_json, *args):
         _output_plan(region, outs)
         return tuple(hop_support.clone_if_aliasing(args)(o) for o in outs)
     plan = _input_plan(region, args, all_ranks=True)
-    parts = [_C.spec_parts(s) for s in region.in_placements]
+    parts = [spec_parts(s) for s in region.in_placements]
     per_rank = []
     for r in range(n_ranks):
         local = []
@@ -284,8 +285,8 @@ def _dense(body, region_json, *args):
 def _partition_partial(piece, parts, mesh_shape):
     """A rank's share of a global value placed Partial: sum splits evenly (DTensor's
     Replicate -> Partial(sum) rule, v / n); avg, max and min keep the value."""
-    for md, (kind, arg) in enumerate(parts):
-        if kind == "P" and arg == "sum":
+    for md, part in enumerate(parts):
+        if part.kind.pending and part.reduce_op == "sum":
             piece = piece / mesh_shape[md]
     return piece
 
@@ -299,24 +300,24 @@ def _coordinate(rank, mesh_shape):
 
 
 def _assemble(region: Region, j: int, oplan: dict, per_rank) -> torch.Tensor:
-    parts = _C.spec_parts(region.out_placements[j])
+    parts = spec_parts(region.out_placements[j])
     first = per_rank[0][j]
     out = torch.zeros(oplan["global_shapes"][j], dtype=first.dtype, device=first.device)
-    for kind, arg in parts:
-        if kind == "P" and arg not in ("sum", "avg"):
+    for part in parts:
+        if part.kind.pending and part.reduce_op not in ("sum", "avg"):
             raise NotImplementedError(
-                f"local_map region '{region.name}': simulating a Partial({arg}) output on one process is not "
+                f"local_map region '{region.name}': simulating a {part.kind.name}({part.arg}) output on one process is not "
                 f"supported; run the region on DTensors or through parallelize")
     for r, outs in enumerate(per_rank):
         coord = _coordinate(r, region.mesh_shape)
-        # Replicated mesh dims hold copies: take the copy at coordinate 0.
-        if any(c != 0 for c, (kind, _) in zip(coord, parts) if kind == "R"):
+        # Mesh dims that neither split nor hold pending pieces hold copies: take the copy at coordinate 0.
+        if any(c != 0 for c, part in zip(coord, parts) if not part.kind.splits_dim and not part.kind.pending):
             continue
         local = outs[j]
         off = oplan["offsets"][r][j]
         out[tuple(slice(o, o + s) for o, s in zip(off, local.shape))] += local
-    for md, (kind, arg) in enumerate(parts):
-        if kind == "P" and arg == "avg":
+    for md, part in enumerate(parts):
+        if part.kind.pending and part.reduce_op == "avg":
             out = out / region.mesh_shape[md]
     return out
 

@@ -3,8 +3,9 @@ JSON argument) and torch's own `local_map_hop` nodes (the region in node.meta)."
 from __future__ import annotations
 
 from .._torch_private import op_types
+from ..placements import spec_of
 from .hop import localmap_hop
-from .region import BACKWARD, FORWARD, Region, spec_of
+from .region import BACKWARD, FORWARD, Region
 
 
 # ---- reading regions off FX nodes ---------------------------------------------------

@@ -97,38 +97,3 @@ def grad_spec_of(spec: str | None) -> str | None:
     from .. import _C
 
     return _C.grad_specs([spec])[0]
-
-
-# ---- torch Placement <-> spec strings -------------------------------------------------
-
-def spec_of(placements) -> str | None:
-    """'S(0)RP(sum)' for a sequence of torch placements (None stays None); strings pass through."""
-    if placements is None:
-        return None
-    if isinstance(placements, str):
-        from .. import _C
-
-        return _C.normalize_spec(placements)
-    from torch.distributed.tensor.placement_types import Partial, Replicate, Shard
-
-    parts = []
-    for p in placements:
-        if isinstance(p, Shard):
-            parts.append(f"S({p.dim})")
-        elif isinstance(p, Replicate):
-            parts.append("R")
-        elif isinstance(p, Partial):
-            parts.append(f"P({p.reduce_op})")
-        else:
-            raise ValueError(f"unsupported placement {p!r} (expected Shard, Replicate or Partial)")
-    return "".join(parts)
-
-
-def placements_of(spec: str) -> tuple:
-    """torch placements for a spec string."""
-    from torch.distributed.tensor.placement_types import Partial, Replicate, Shard
-
-    from .. import _C
-
-    make = {"S": Shard, "P": Partial, "R": lambda _: Replicate()}
-    return tuple(make[kind](arg) for kind, arg in _C.spec_parts(spec))
