@@ -49,7 +49,7 @@ def run(args) -> int:
             for fam, (n_cases, n_strats, n_fail) in sorted(rep.per_family.items()):
                 print(f"    {fam:<16} {n_cases:5d} instances {n_strats:7d} strategies {n_fail:5d} failures")
     _C.set_arg_audit(False)
-    # Rules name every argument by schema position and name: both must match torch's schema.
+    # Rules read arguments by name at the position op_schemas.inc gives: both must match torch.
     failures += verify.schema_mismatches(_C.arg_audit_records())
     if fallback:
         print(f"not verified (replicate-only fallback, no C++ rule): {', '.join(sorted(fallback))}")

@@ -40,17 +40,20 @@ def unverified_rules(cases: list) -> dict:
 def schema_mismatches(records) -> list:
     """Lines for rule argument reads whose (position, name) disagree with the op's real schema.
 
-    `records` are `_C.arg_audit_records()` triples (op, position, name): rules name each
-    argument they read both ways, and torch's FunctionSchema is the authority on both.
+    `records` are `_C.arg_audit_records()` triples (op, position, name): rules read an
+    argument by name, and its position comes from the checked-in op_schemas.inc; torch
+    (its FunctionSchema, or a higher-order op's signature) is the authority on both.
     """
+    from .._op_schemas import load_op_libraries, op_arguments
+
+    load_op_libraries()
     out = []
     for op, pos, name in records:
         if op.startswith(("localmap.", "tlm.")) or "." not in op:
             continue  # our own graph nodes (regions, markers) have no aten schema
-        try:
-            args = op_callable(op)._schema.arguments
-        except (AttributeError, RuntimeError) as e:
-            out.append(f"{op}: rule reads argument {name!r} at position {pos}, but the op has no schema ({e})")
+        args = op_arguments(op)
+        if args is None:
+            out.append(f"{op}: rule reads argument {name!r} at position {pos}, but torch has no such op")
             continue
         actual = args[pos].name if pos < len(args) else None
         if actual != name:

@@ -17,15 +17,10 @@ namespace {
 
 // The index tensors of an index/index_put node: their tensor-input positions,
 // or empty when the list has gaps (None) or is not a leading block.
-std::vector<int> leading_index_inputs(const RuleCtx& c, size_t list_pos, const char* name) {
-  const json::Value* list = c.arg(list_pos, name);
-  if (list == nullptr || !list->is_array()) return {};
-  std::vector<int> out;
-  int k = 1;  // tensor input 0 is self
-  for (const auto& item : list->as_array()) {
-    if (!is_tensor_ref(item)) return {};  // a gap: not a leading block
-    out.push_back(k++);
-  }
+std::vector<int> leading_index_inputs(const RuleCtx& c) {
+  std::vector<int> out = c.tensor_list("indices");
+  for (size_t i = 0; i < out.size(); ++i)
+    if (out[i] != static_cast<int>(i) + 1) return {};  // a gap (None): not a leading block after self
   return out;
 }
 
@@ -44,7 +39,7 @@ std::vector<int64_t> broadcast_shape(const RuleCtx& c, const std::vector<int>& i
 }
 
 void index_rows(const RuleCtx& c, DimRows& rows) {
-  const std::vector<int> idx = leading_index_inputs(c, 1, "indices");
+  const std::vector<int> idx = leading_index_inputs(c);
   const int width = rows.width();
   const int out = c.num_inputs();
   std::vector<Placement> row(static_cast<size_t>(width));
@@ -77,8 +72,8 @@ void index_rows(const RuleCtx& c, DimRows& rows) {
 }
 
 void index_put_rows(const RuleCtx& c, DimRows& rows) {
-  const std::vector<int> idx = leading_index_inputs(c, 1, "indices");
-  const int values = c.tensor_index(2, "values");
+  const std::vector<int> idx = leading_index_inputs(c);
+  const int values = c.tensor("values");
   const int width = rows.width();
   const int out = c.num_inputs();
   std::vector<Placement> row(static_cast<size_t>(width));

@@ -26,14 +26,13 @@ struct AttnLayout {
   int q = 0, k = 1, v = 2;  // tensor-input indices
   int grad_out = -1;        // backward only
   int mask = -1;            // tensor-input index of attn_mask / attn_bias
-  size_t dropout_pos = 3, causal_pos = 4;
   bool cpu_flash = false;
 };
 
 const TensorMeta& meta_of(const RuleCtx& c, int t) { return t < c.num_inputs() ? c.in(t) : c.out(t - c.num_inputs()); }
 
 void attention_rows(const RuleCtx& c, DimRows& rows, const AttnLayout& a, bool backward) {
-  if (c.double_arg(a.dropout_pos, "dropout_p", 0.0) != 0.0) return;
+  if (c.scalar("dropout_p") != 0.0) return;
   const auto& q = c.in(a.q).shape;
   const auto& k = c.in(a.k).shape;
   const auto& v = c.in(a.v).shape;
@@ -54,7 +53,7 @@ void attention_rows(const RuleCtx& c, DimRows& rows, const AttnLayout& a, bool b
     }
     rows.add(row);
   }
-  const bool causal = c.bool_arg(a.causal_pos, "is_causal", false);
+  const bool causal = c.flag("is_causal");
   if (a.cpu_flash && !causal) {
     const int L = nd - 2;
     const int n_in = c.num_inputs();
@@ -102,7 +101,7 @@ Rule attention_rule(std::function<AttnLayout(const RuleCtx&)> layout, bool backw
     const double L = static_cast<double>(q[q.size() - 2]), E = static_cast<double>(q.back());
     const double S_ = static_cast<double>(k[k.size() - 2]), Ev = static_cast<double>(v.back());
     double fwd = 2.0 * batch * L * S_ * (E + Ev);
-    if (c.bool_arg(a.causal_pos, "is_causal", false)) fwd *= 0.5;
+    if (c.flag("is_causal")) fwd *= 0.5;
     OpWork w;
     w.flops = backward ? 2.5 * fwd : fwd;
     w.bytes = io_bytes(c, s);
@@ -132,90 +131,58 @@ Rule attention_rule(std::function<AttnLayout(const RuleCtx&)> layout, bool backw
 // records such reads, extra.subgraph_index_buffers), the buffer sharded on that dim as
 // the dim itself has every local index reading the same value as the global one.
 struct FlexSubgraph {
-  size_t pos;           // args position of the subgraph
+  const char* name;     // the subgraph argument
   int b_at;             // its placeholder of index b; h is the next
-  size_t buffers_pos;   // args position of the tuple of buffers it takes
+  const char* buffers;  // the argument holding the tuple of buffers it takes
   int first_buffer_at;  // its placeholder of the first buffer
 };
 
+// The block_mask tuple (its last item the mask_mod subgraph) and mask_mod's buffers
+// (mask_mod_other_buffers) are named alike in both ops.
 struct FlexLayout {
-  size_t block_mask_pos;         // args position of the block_mask tuple
-  std::vector<size_t> qkv_like;  // args positions of tensors shaped (B, H, L[, E]) as the query (None allowed)
+  std::vector<const char*> qkv_like;    // tensors shaped (B, H, L[, E]) as the query (None allowed)
   std::vector<FlexSubgraph> subgraphs;  // score_mod (forward; backward: fw and joint graph)
-  size_t mask_buffers_pos;       // args position of the mask_mod buffers (mask_mod is the block_mask's last item)
-  bool buffer_grads;             // outputs past the third are the buffers' gradients (backward)
+  bool buffer_grads;                    // outputs past the third are the buffers' gradients (backward)
 };
-
-int count_tensor_refs(const json::Value& v) {
-  std::vector<TensorRef> refs;
-  collect_tensor_refs(v, refs);
-  return static_cast<int>(refs.size());
-}
-
-// Whether subgraph argument `v` reads placeholder `k` (true when unknown: the safe answer).
-bool subgraph_reads(const RuleCtx& c, const json::Value& v, int k) {
-  const json::Value* name = v.is_object() ? v.find("subgraph") : nullptr;
-  const json::Value* reads = c.n.extra.is_object() ? c.n.extra.find("subgraph_reads") : nullptr;
-  const json::Value* r = (name && name->is_string() && reads && reads->is_object()) ? reads->find(name->as_string())
-                                                                                      : nullptr;
-  if (r == nullptr || !r->is_array() || static_cast<size_t>(k) >= r->size()) return true;
-  return r->as_array()[static_cast<size_t>(k)].as_bool("subgraph_reads entry");
-}
 
 // The buffers (tensor inputs, each with the dim it is sharded on) that subgraph `sub`'s
 // index placeholder `k` addresses, when that is the only way it reads it; nullopt when
 // it reads k otherwise (or unknown). An index it does not read addresses nothing.
-std::optional<std::vector<std::pair<int, int>>> indexed_buffers(const RuleCtx& c, const json::Value& sub, int k,
-                                                                size_t buffers_pos, int first_buffer_at) {
-  if (!subgraph_reads(c, sub, k)) return std::vector<std::pair<int, int>>{};
-  const json::Value* name = sub.is_object() ? sub.find("subgraph") : nullptr;
-  const json::Value* all = c.n.extra.is_object() ? c.n.extra.find("subgraph_index_buffers") : nullptr;
-  const json::Value* per = (name && name->is_string() && all && all->is_object()) ? all->find(name->as_string())
-                                                                                   : nullptr;
-  if (per == nullptr || !per->is_array() || static_cast<size_t>(k) >= per->size()) return std::nullopt;
-  const json::Value& pairs = per->as_array()[static_cast<size_t>(k)];
-  const auto& args = c.n.args.as_array();
-  if (!pairs.is_array() || buffers_pos >= args.size() || !args[buffers_pos].is_array()) return std::nullopt;
-  const auto& buffers = args[buffers_pos].as_array();
-  int first_tensor = 0;  // tensor inputs come in argument order
-  for (size_t p = 0; p < buffers_pos; ++p) first_tensor += count_tensor_refs(args[p]);
+std::optional<std::vector<std::pair<int, int>>> indexed_buffers(const RuleCtx& c, const std::string& sub, int k,
+                                                                const char* buffers, int first_buffer_at) {
+  if (!c.subgraph_may_read(sub, k)) return std::vector<std::pair<int, int>>{};
+  const auto pairs = c.subgraph_index_buffers(sub, k);
+  if (!pairs || !c.list_size(buffers)) return std::nullopt;
+  const std::vector<int> tensors = c.tensor_list(buffers);
   std::vector<std::pair<int, int>> out;
-  for (const auto& pair : pairs.as_array()) {
-    const auto& pd = pair.as_array("subgraph_index_buffers entry");
-    const int64_t e = pd.at(0).as_int("buffer placeholder") - first_buffer_at;
-    if (e < 0 || static_cast<size_t>(e) >= buffers.size()) return std::nullopt;
-    int t = first_tensor;
-    for (int64_t i = 0; i < e; ++i) t += count_tensor_refs(buffers[static_cast<size_t>(i)]);
-    if (!is_tensor_ref(buffers[static_cast<size_t>(e)])) return std::nullopt;
-    out.emplace_back(t, static_cast<int>(pd.at(1).as_int("buffer dim")));
+  for (const auto& [placeholder, dim] : *pairs) {
+    const int64_t e = placeholder - first_buffer_at;
+    if (e < 0 || static_cast<size_t>(e) >= tensors.size() || tensors[static_cast<size_t>(e)] < 0) return std::nullopt;
+    out.emplace_back(tensors[static_cast<size_t>(e)], static_cast<int>(dim));
   }
   return out;
 }
 
 void flex_rows(const RuleCtx& c, DimRows& rows, const FlexLayout& f) {
-  const auto& args = c.n.args.as_array();
-  if (args.size() <= f.block_mask_pos || !args[f.block_mask_pos].is_array()) return;
-  const auto& bm = args[f.block_mask_pos].as_array();
+  const auto n_bm_items = c.list_size("block_mask");
+  if (!n_bm_items) return;
   const auto& q = c.in(0).shape;
   if (q.size() != 4) return;
   // Tensor inputs come in argument order: the query-like tensors (an absent gradient
   // is None), the block_mask's tensors, then the buffers.
   std::vector<int> qkv_like;
-  int first_bm = 0;
-  for (size_t p = 0; p < f.block_mask_pos; ++p) {
-    if (std::find(f.qkv_like.begin(), f.qkv_like.end(), p) != f.qkv_like.end() && is_tensor_ref(args[p]))
-      qkv_like.push_back(first_bm);
-    first_bm += count_tensor_refs(args[p]);
-  }
-  const int n_bm = count_tensor_refs(args[f.block_mask_pos]);
+  for (const char* name : f.qkv_like)
+    if (const int t = c.tensor(name); t >= 0) qkv_like.push_back(t);
+  const auto [first_bm, n_bm] = c.tensor_range("block_mask");
   const bool has_buffer_grads = f.buffer_grads && c.num_outputs() > 3;
   for (int d : {0, 1}) {  // batch, heads
     // Buffers a subgraph indexes with this dim's index, sharded on the dim they are indexed at.
-    auto sharded = bm.empty() ? std::optional<std::vector<std::pair<int, int>>>(std::in_place)
-                              : indexed_buffers(c, bm.back(), d, f.mask_buffers_pos, 4);  // mask_mod(b, h, q, kv, ...)
+    auto sharded = *n_bm_items == 0 ? std::optional<std::vector<std::pair<int, int>>>(std::in_place)
+                                    : indexed_buffers(c, c.subgraph_item("block_mask", *n_bm_items - 1), d,
+                                                      "mask_mod_other_buffers", 4);  // mask_mod(b, h, q, kv, ...)
     for (const auto& s : f.subgraphs) {
       if (!sharded) break;
-      auto more = indexed_buffers(c, args[s.pos], s.b_at + d, s.buffers_pos, s.first_buffer_at);
+      auto more = indexed_buffers(c, c.subgraph(s.name), s.b_at + d, s.buffers, s.first_buffer_at);
       if (more) sharded->insert(sharded->end(), more->begin(), more->end());
       else sharded.reset();
     }
@@ -273,18 +240,23 @@ void register_attention(Registry& r) {
   // flex_attention(query, key, value, score_mod, block_mask, scale, kernel_options,
   //                score_mod_other_buffers, mask_mod_other_buffers) -> (out, logsumexp, max_scores)
   add_rule(r, {"higher_order.flex_attention"},
-           flex_rule(FlexLayout{4, {0, 1, 2}, {{3, 1, 7, 5}}, 8, false}, false));
+           flex_rule(FlexLayout{{"query", "key", "value"}, {{"score_mod", 1, "score_mod_other_buffers", 5}}, false},
+                     false));
   // flex_attention_backward(query, key, value, out, logsumexp, grad_out, grad_logsumexp, fw_graph,
   //                         joint_graph, block_mask, ...) -> (grad_query, grad_key, grad_value, (buffer grads))
   add_rule(r, {"higher_order.flex_attention_backward"},
-           flex_rule(FlexLayout{9, {0, 1, 2, 3, 4, 5, 6}, {{7, 1, 12, 5}, {8, 1, 12, 6}}, 13, true}, true));
+           flex_rule(FlexLayout{{"query", "key", "value", "out", "logsumexp", "grad_out", "grad_logsumexp"},
+                                {{"fw_graph", 1, "score_mod_other_buffers", 5},
+                                 {"joint_graph", 1, "score_mod_other_buffers", 6}},
+                                true},
+                     true));
 
   // (query, key, value, dropout_p, is_causal, *, attn_mask, scale) -> (output, logsumexp)
   add_rule(r, {"aten._scaled_dot_product_flash_attention_for_cpu.default"},
            attention_rule(
                [](const RuleCtx& c) {
                  AttnLayout a;
-                 a.mask = c.tensor_index(5, "attn_mask");
+                 a.mask = c.tensor("attn_mask");
                  a.cpu_flash = true;
                  return a;
                },
@@ -293,7 +265,7 @@ void register_attention(Registry& r) {
   add_rule(r, {"aten._scaled_dot_product_flash_attention_for_cpu_backward.default"},
            attention_rule(
                [](const RuleCtx& c) {
-                 AttnLayout a{1, 2, 3, 0, c.tensor_index(8, "attn_mask"), 6, 7, true};
+                 AttnLayout a{1, 2, 3, 0, c.tensor("attn_mask"), true};
                  return a;
                },
                true));
@@ -302,21 +274,21 @@ void register_attention(Registry& r) {
            attention_rule([](const RuleCtx&) { return AttnLayout{}; }, false));
   // (grad_out, q, k, v, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, ...)
   add_rule(r, {"aten._scaled_dot_product_flash_attention_backward.default"},
-           attention_rule([](const RuleCtx&) { return AttnLayout{1, 2, 3, 0, -1, 10, 11, false}; }, true));
+           attention_rule([](const RuleCtx&) { return AttnLayout{1, 2, 3, 0, -1, false}; }, true));
   // (query, key, value, attn_bias?, compute_log_sumexp, dropout_p, is_causal, *, scale)
   add_rule(r, {"aten._scaled_dot_product_efficient_attention.default"},
            attention_rule(
-               [](const RuleCtx& c) { return AttnLayout{0, 1, 2, -1, c.tensor_index(3, "attn_bias"), 5, 6, false}; },
+               [](const RuleCtx& c) { return AttnLayout{0, 1, 2, -1, c.tensor("attn_bias"), false}; },
                false));
   // (grad_out, q, k, v, attn_bias, out, logsumexp, philox_seed, philox_offset, dropout_p, grad_input_mask,
   //  is_causal, *, scale)
   add_rule(r, {"aten._scaled_dot_product_efficient_attention_backward.default"},
-           attention_rule([](const RuleCtx& c) { return AttnLayout{1, 2, 3, 0, c.tensor_index(4, "attn_bias"), 9, 11, false}; },
+           attention_rule([](const RuleCtx& c) { return AttnLayout{1, 2, 3, 0, c.tensor("attn_bias"), false}; },
                           true));
   // (query, key, value, attn_mask?, dropout_p, is_causal, dropout_mask?, *, scale, enable_gqa)
   add_rule(r, {"aten._scaled_dot_product_attention_math.default"},
            attention_rule(
-               [](const RuleCtx& c) { return AttnLayout{0, 1, 2, -1, c.tensor_index(3, "attn_mask"), 4, 5, false}; },
+               [](const RuleCtx& c) { return AttnLayout{0, 1, 2, -1, c.tensor("attn_mask"), false}; },
                false));
 }
 

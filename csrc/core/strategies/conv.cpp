@@ -18,14 +18,14 @@ namespace {
 
 enum class Out { GradInput, GradWeight, GradBias };
 
-std::vector<Out> present_grads(const RuleCtx& c, size_t mask_pos) {
+std::vector<Out> present_grads(const RuleCtx& c) {
   std::vector<Out> all = {Out::GradInput, Out::GradWeight, Out::GradBias}, out;
-  if (const json::Value* pos = c.n.extra.find("output_positions")) {
-    for (const auto& p : pos->as_array()) out.push_back(all.at(static_cast<size_t>(p.as_int())));
+  if (const auto positions = c.output_positions()) {
+    for (const int64_t p : *positions) out.push_back(all.at(static_cast<size_t>(p)));
   } else {
-    const auto& mask = c.arg(mask_pos, "output_mask")->as_array();
+    const std::vector<bool> mask = c.flags("output_mask");
     for (size_t i = 0; i < 3 && i < mask.size(); ++i)
-      if (mask[i].as_bool()) out.push_back(all[i]);
+      if (mask[i]) out.push_back(all[i]);
   }
   if (static_cast<int>(out.size()) != c.num_outputs()) c.fail("cannot match outputs to grad_input/weight/bias");
   return out;
@@ -33,9 +33,9 @@ std::vector<Out> present_grads(const RuleCtx& c, size_t mask_pos) {
 
 void conv_rows(const RuleCtx& c, DimRows& rows) {
   // (input, weight, bias?, stride, padding, dilation, transposed, output_padding, groups)
-  const bool transposed = c.bool_arg(6, "transposed", false);
-  const int64_t groups = c.int_arg(8, "groups", 1);
-  const int bias = c.tensor_index(2, "bias");
+  const bool transposed = c.flag("transposed");
+  const int64_t groups = c.int_arg("groups");
+  const int bias = c.tensor("bias");
   const int w_out = transposed ? 1 : 0, w_in = transposed ? 0 : 1;
   std::vector<Placement> row(static_cast<size_t>(rows.width()), R());
   const int out = c.num_inputs();
@@ -64,10 +64,10 @@ void conv_rows(const RuleCtx& c, DimRows& rows) {
 void conv_backward_rows(const RuleCtx& c, DimRows& rows) {
   // (grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups,
   //  output_mask) -> (grad_input?, grad_weight?, grad_bias?)
-  const bool transposed = c.bool_arg(7, "transposed", false);
-  const int64_t groups = c.int_arg(9, "groups", 1);
+  const bool transposed = c.flag("transposed");
+  const int64_t groups = c.int_arg("groups");
   const int w_out = transposed ? 1 : 0, w_in = transposed ? 0 : 1;
-  const auto outs = present_grads(c, 10);
+  const auto outs = present_grads(c);
   const int n_in = c.num_inputs();
   std::vector<Placement> row(static_cast<size_t>(rows.width()), R());
   auto set_out = [&](Out which, Placement p) {
@@ -106,7 +106,7 @@ void conv_backward_rows(const RuleCtx& c, DimRows& rows) {
 OpWork conv_work(const RuleCtx& c, const OpStrategy& s, bool backward) {
   const int x = backward ? 1 : 0, w = backward ? 2 : 1;
   auto ws = local_shape_in(c, s, w);
-  const bool transposed = c.bool_arg(backward ? 7 : 6, "transposed", false);
+  const bool transposed = c.flag("transposed");
   double kernel = 1;
   for (size_t i = 2; i < ws.size(); ++i) kernel *= static_cast<double>(ws[i]);
   double flops;
@@ -174,15 +174,11 @@ void register_conv(Registry& r) {
   b.work = [](const RuleCtx& c, const OpStrategy& s) { return conv_work(c, s, true); };
   // bias_sizes sets grad_bias's shape: on a rank it is the local number of output channels.
   b.call_args = [](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
-    const auto outs = present_grads(c, 10);
+    const auto outs = present_grads(c);
     for (size_t k = 0; k < outs.size(); ++k)
       if (outs[k] == Out::GradBias)
-        return replace_arg(c, 3, "bias_sizes", json::Value(local_shape(c.out(static_cast<int>(k)).shape, c.mesh(),
-                                                                        s.outputs[k], coord)));
-    json::Value same = json::Value::Object{};
-    same.set("args", c.n.args);
-    same.set("kwargs", c.n.kwargs);
-    return same;
+        return c.with_args({{"bias_sizes", local_shape(c.out(static_cast<int>(k)).shape, c.mesh(), s.outputs[k], coord)}});
+    return c.same_args();
   };
   // Its gradients: the same three splits, seen from grad_output.
   add_rule(r, {"aten.convolution_backward.default"}, b);

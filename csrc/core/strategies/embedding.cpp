@@ -25,7 +25,7 @@ void embedding_backward_rows(const RuleCtx& c, DimRows& rows) {
   if (c.num_inputs() != 2) return;
   const int idx_nd = static_cast<int>(c.in(1).ndim());
   rows.add({S(idx_nd), R(), S(1)});
-  if (!c.bool_arg(4, "scale_grad_by_freq", false))
+  if (!c.flag("scale_grad_by_freq"))
     for (int d = 0; d < idx_nd; ++d) rows.add({S(d), S(d), P()});
   add_partial_rows(c, rows, {{{0}}});  // linear in grad_output
 }

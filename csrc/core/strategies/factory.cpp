@@ -22,7 +22,7 @@ void fresh_rows(const RuleCtx& c, DimRows& rows) {
   }
 }
 
-Rule fresh_rule(int size_pos, const char* size_name) {
+Rule fresh_rule(const char* size_name) {
   Rule r;
   r.family = "factory";
   r.dims = fresh_rows;
@@ -32,8 +32,7 @@ Rule fresh_rule(int size_pos, const char* size_name) {
     return w;
   };
   r.call_args = [=](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
-    return replace_arg(c, static_cast<size_t>(size_pos), size_name,
-                       json::Value(local_shape(c.out(0).shape, c.mesh(), s.outputs[0], coord)));
+    return c.with_args({{size_name, local_shape(c.out(0).shape, c.mesh(), s.outputs[0], coord)}});
   };
   return r;
 }
@@ -58,30 +57,20 @@ Rule like_rule() {
 // arange(start, end, step) with integer bounds: rank r holds the values at
 // its indices [off, off + len), i.e. arange(start + off*step, start + (off+len)*step, step).
 Rule arange_rule() {
-  Rule r = fresh_rule(0, "start");
+  Rule r = fresh_rule("start");
   r.dims = [](const RuleCtx& c, DimRows& rows) {
-    const json::Value* st = c.arg(0, "start");
-    const json::Value* en = c.arg(1, "end");
-    // Only arange.start_step has a step (arange.start's position 2 is its dtype).
-    const json::Value* sp = c.n.op == "aten.arange.start_step" ? c.arg(2, "step") : nullptr;
-    const bool ints = st && st->is_int() && en && en->is_int() && (!sp || sp->is_int());
+    // Only arange.start_step has a step.
+    const bool ints = c.int_scalar("start") && c.int_scalar("end") && (!c.schema_has("step") || c.int_scalar("step"));
     if (ints && c.num_outputs() == 1 && c.out(0).ndim() == 1) rows.add({S(0)});
   };
   r.call_args = [](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
     if (mesh_dims_sharding(s.outputs.at(0), 0).empty()) {  // whole on this rank: the call as traced
-      json::Value out = json::Value::Object{};
-      out.set("args", c.n.args);
-      out.set("kwargs", c.n.kwargs);
-      return out;
+      return c.same_args();
     }
-    const int64_t start = c.int_arg(0, "start", 0);
-    const int64_t step = c.n.op == "aten.arange.start_step" ? c.int_arg(2, "step", 1) : 1;
+    const int64_t start = *c.int_scalar("start");
+    const int64_t step = c.schema_has("step") ? *c.int_scalar("step") : 1;
     const Extent e = local_extent(c.out(0).shape[0], c.mesh(), s.outputs[0], 0, coord);
-    json::Value out = replace_arg(c, 0, "start", json::Value(start + e.offset * step));
-    json::Value::Array a = out.at("args").as_array();
-    a[1] = json::Value(start + (e.offset + e.length) * step);
-    out.set("args", json::Value(std::move(a)));
-    return out;
+    return c.with_args({{"start", start + e.offset * step}, {"end", start + (e.offset + e.length) * step}});
   };
   return r;
 }
@@ -89,20 +78,20 @@ Rule arange_rule() {
 }  // namespace
 
 void register_factory(Registry& r) {
-  // Fresh tensors from a size argument (position 0): any shard, size rewritten per rank.
+  // Fresh tensors from a size argument: any shard, size rewritten per rank.
   add_rule(r,
            {"aten.empty.memory_format",
             "aten.full.default",
             "aten.ones.default",
             "aten.zeros.default"},
-           fresh_rule(0, "size"));
-  // Fresh tensors from a size argument (position 1): any shard, size rewritten per rank.
+           fresh_rule("size"));
+  // Fresh tensors (new_*) from a size argument: any shard, size rewritten per rank.
   add_rule(r,
            {"aten.new_empty.default",
             "aten.new_full.default",
             "aten.new_ones.default",
             "aten.new_zeros.default"},
-           fresh_rule(1, "size"));
+           fresh_rule("size"));
   // Like-shaped fresh tensors: follow the input's shards; values do not depend on it.
   add_rule(r,
            {"aten.empty_like.default",

@@ -50,30 +50,30 @@ Rule make(std::function<void(const RuleCtx&, DimRows&)> fn) {
 void register_indexing(Registry& r) {
   // topk(self, k, dim=-1, largest, sorted) -> (values, indices)
   add_rule(r, {"aten.topk.default"}, make([](const RuleCtx& c, DimRows& rows) {
-             along_dim_rows(c, rows, wrap_dim(c.int_arg(2, "dim", -1), c.in(0).ndim()), {0});
+             along_dim_rows(c, rows, wrap_dim(c.int_arg("dim"), c.in(0).ndim()), {0});
            }));
   // sort(self, dim=-1, descending) / sort.stable(self, *, stable, dim=-1, descending)
   add_rule(r, {"aten.sort.default"}, make([](const RuleCtx& c, DimRows& rows) {
-             along_dim_rows(c, rows, wrap_dim(c.int_arg(1, "dim", -1), c.in(0).ndim()), {0});
+             along_dim_rows(c, rows, wrap_dim(c.int_arg("dim"), c.in(0).ndim()), {0});
            }));
   // sort.stable(self, *, stable, dim, descending): dim keyword-only, schema position 2.
   add_rule(r, {"aten.sort.stable"}, make([](const RuleCtx& c, DimRows& rows) {
-             along_dim_rows(c, rows, wrap_dim(c.int_arg(2, "dim", -1), c.in(0).ndim()), {0});
+             along_dim_rows(c, rows, wrap_dim(c.int_arg("dim"), c.in(0).ndim()), {0});
            }));
   // argsort(self, dim=-1, descending), cumsum/cumprod(self, dim, *, dtype)
   add_rule(r,
            {"aten.argsort.default",
             "aten.cumprod.default"}, make([](const RuleCtx& c, DimRows& rows) {
-             along_dim_rows(c, rows, wrap_dim(c.int_arg(1, "dim", -1), c.in(0).ndim()), {0});
+             along_dim_rows(c, rows, wrap_dim(c.int_arg("dim"), c.in(0).ndim()), {0});
            }));
   // cumsum(self, dim=0): along other dims; linear in self for floating types.
   add_rule(r, {"aten.cumsum.default"}, make([](const RuleCtx& c, DimRows& rows) {
-             along_dim_rows(c, rows, wrap_dim(c.int_arg(1, "dim", 0), c.in(0).ndim()), {0});
+             along_dim_rows(c, rows, wrap_dim(c.int_arg("dim"), c.in(0).ndim()), {0});
              if (is_floating(c.in(0).dtype) && is_floating(c.out(0).dtype)) add_partial_rows(c, rows, {{{0}}});
            }));
   // gather(self, dim, index): out has index's shape; linear in self.
   add_rule(r, {"aten.gather.default"}, make([](const RuleCtx& c, DimRows& rows) {
-             along_dim_rows(c, rows, wrap_dim(c.int_arg(1, "dim", 0), c.in(0).ndim()), {0, 1});
+             along_dim_rows(c, rows, wrap_dim(c.int_arg("dim"), c.in(0).ndim()), {0, 1});
              add_partial_rows(c, rows, {{{0}}});
            }));
   // scatter.src(self, dim, index, src) / scatter_add: linear in (self, src) jointly
@@ -81,17 +81,17 @@ void register_indexing(Registry& r) {
   add_rule(r,
            {"aten.scatter.src",
             "aten.scatter_add.default"}, make([](const RuleCtx& c, DimRows& rows) {
-             along_dim_rows(c, rows, wrap_dim(c.int_arg(1, "dim", 0), c.in(0).ndim()), {0, 1, 2});
+             along_dim_rows(c, rows, wrap_dim(c.int_arg("dim"), c.in(0).ndim()), {0, 1, 2});
              if (c.num_inputs() == 3) add_partial_rows(c, rows, {{{0, 2}}});
            }));
   // scatter.value(self, dim, index, value): a scalar written into a Partial would be counted per rank.
   add_rule(r, {"aten.scatter.value"}, make([](const RuleCtx& c, DimRows& rows) {
-             along_dim_rows(c, rows, wrap_dim(c.int_arg(1, "dim", 0), c.in(0).ndim()), {0, 1});
+             along_dim_rows(c, rows, wrap_dim(c.int_arg("dim"), c.in(0).ndim()), {0, 1});
            }));
   // index_select(self, dim, index): other dims follow self; the selected dim
   // follows the (1-D) index. It copies elements of self, so every Partial kind passes.
   add_rule(r, {"aten.index_select.default"}, make([](const RuleCtx& c, DimRows& rows) {
-             const int dim = wrap_dim(c.int_arg(1, "dim", 0), c.in(0).ndim());
+             const int dim = wrap_dim(c.int_arg("dim"), c.in(0).ndim());
              along_dim_rows(c, rows, dim, {0});
              if (c.in(1).ndim() == 1) rows.add({R(), S(0), S(dim)});
              add_partial_rows(c, rows, {{{0}}, PartialOutputs::All, kAllReduceOps});
@@ -100,14 +100,14 @@ void register_indexing(Registry& r) {
   // `dim`; other dims shard alike. Every output element copies one element of self
   // or src, so (self, src) Partial together pass every kind (bool has none).
   add_rule(r, {"aten.slice_scatter.default"}, make([](const RuleCtx& c, DimRows& rows) {
-             along_dim_rows(c, rows, wrap_dim(c.int_arg(2, "dim", 0), c.in(0).ndim()), {0, 1});
+             along_dim_rows(c, rows, wrap_dim(c.int_arg("dim"), c.in(0).ndim()), {0, 1});
              if (c.in(0).dtype != DType::Bool) add_partial_rows(c, rows, {{{0, 1}}, PartialOutputs::All, kAllReduceOps});
            }));
   // select_scatter(self, src, dim, index): src (without `dim`) written at one index
   // of `dim`; other dims shard alike (src's dims shift past `dim`). Copies, as slice_scatter.
   add_rule(r, {"aten.select_scatter.default"}, make([](const RuleCtx& c, DimRows& rows) {
              const int64_t nd = c.in(0).ndim();
-             const int dim = wrap_dim(c.int_arg(2, "dim", 0), nd);
+             const int dim = wrap_dim(c.int_arg("dim"), nd);
              const auto& ss = c.in(0).shape;
              const auto& src = c.in(1).shape;
              for (int d = 0; d < static_cast<int>(nd); ++d) {
@@ -121,12 +121,12 @@ void register_indexing(Registry& r) {
   // slice of `dim`; other dims shard alike, shapes rewritten per rank.
   {
     Rule sb = make([](const RuleCtx& c, DimRows& rows) {
-      const int dim = wrap_dim(c.int_arg(2, "dim", 0), c.out(0).ndim());
+      const int dim = wrap_dim(c.int_arg("dim"), c.out(0).ndim());
       along_dim_rows(c, rows, dim, {0});
       add_partial_rows(c, rows, {{{0}}});
     });
     sb.call_args = [](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
-      return replace_arg(c, 1, "input_sizes", json::Value(local_shape(c.out(0).shape, c.mesh(), s.outputs[0], coord)));
+      return c.with_args({{"input_sizes", local_shape(c.out(0).shape, c.mesh(), s.outputs[0], coord)}});
     };
     add_rule(r, {"aten.slice_backward.default"}, sb);
   }
@@ -134,7 +134,7 @@ void register_indexing(Registry& r) {
   {
     Rule sb = make([](const RuleCtx& c, DimRows& rows) {
       const int64_t ond = c.out(0).ndim();
-      const int dim = wrap_dim(c.int_arg(2, "dim", 0), ond);
+      const int dim = wrap_dim(c.int_arg("dim"), ond);
       const auto& gs = c.in(0).shape;
       const auto& os = c.out(0).shape;
       for (int d = 0; d < static_cast<int>(ond); ++d) {
@@ -145,7 +145,7 @@ void register_indexing(Registry& r) {
       add_partial_rows(c, rows, {{{0}}});
     });
     sb.call_args = [](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
-      return replace_arg(c, 1, "input_sizes", json::Value(local_shape(c.out(0).shape, c.mesh(), s.outputs[0], coord)));
+      return c.with_args({{"input_sizes", local_shape(c.out(0).shape, c.mesh(), s.outputs[0], coord)}});
     };
     add_rule(r, {"aten.select_backward.default"}, sb);
   }

@@ -25,8 +25,8 @@ std::vector<std::pair<int, int>> batch_dims(const RuleCtx& c, int input, int tar
 
 void forward_rows(const RuleCtx& c, DimRows& rows) {
   // (self, target, weight?, reduction, ignore_index) -> (output, total_weight)
-  const int64_t reduction = c.int_arg(3, "reduction", 1);
-  const int w = c.tensor_index(2, "weight");
+  const int64_t reduction = c.int_arg("reduction");
+  const int w = c.tensor("weight");
   const int n_in = c.num_inputs();
   std::vector<Placement> row(static_cast<size_t>(rows.width()), R());
   if (reduction != 1) {
@@ -52,8 +52,8 @@ void forward_rows(const RuleCtx& c, DimRows& rows) {
 
 void backward_rows(const RuleCtx& c, DimRows& rows) {
   // (grad_output, self, target, weight?, reduction, ignore_index, total_weight) -> grad_input
-  const int64_t reduction = c.int_arg(4, "reduction", 1);
-  const int tw = c.tensor_index(6, "total_weight");
+  const int64_t reduction = c.int_arg("reduction");
+  const int tw = c.tensor("total_weight");
   const int n_in = c.num_inputs();
   std::vector<Placement> row(static_cast<size_t>(rows.width()), R());
   for (auto [di, dt] : batch_dims(c, 1, 2)) {

@@ -18,18 +18,15 @@ enum class Role { X, Stat, Param, ParamGrad, Other };
 
 // Output roles from the schema's output list, keeping only the outputs the IR
 // holds (absent gradients are None and not exported).
-std::vector<Role> present_outputs(const RuleCtx& c, const std::vector<Role>& schema, size_t mask_pos,
-                                  const char* mask_name) {
+std::vector<Role> present_outputs(const RuleCtx& c, const std::vector<Role>& schema, const char* mask_name) {
   std::vector<Role> out;
-  if (const json::Value* pos = c.n.extra.find("output_positions")) {
-    for (const auto& p : pos->as_array()) {
-      const int64_t i = p.as_int();
+  if (const auto positions = c.output_positions()) {
+    for (const int64_t i : *positions)
       out.push_back(i >= 0 && i < static_cast<int64_t>(schema.size()) ? schema[i] : Role::Other);
-    }
-  } else if (mask_name != nullptr && c.has_arg(mask_pos, mask_name)) {
-    const auto& mask = c.arg(mask_pos, mask_name)->as_array();
+  } else if (mask_name != nullptr && c.has(mask_name)) {
+    const std::vector<bool> mask = c.flags(mask_name);
     for (size_t i = 0; i < schema.size() && i < mask.size(); ++i)
-      if (mask[i].is_bool() && mask[i].as_bool()) out.push_back(schema[i]);
+      if (mask[i]) out.push_back(schema[i]);
   } else {
     out = schema;
   }
@@ -37,18 +34,17 @@ std::vector<Role> present_outputs(const RuleCtx& c, const std::vector<Role>& sch
   return out;
 }
 
-// A tensor argument by schema position and name, and what it is to the norm.
+// A tensor argument by schema name, and what it is to the norm.
 struct RoleArg {
-  size_t pos;
   const char* name;
   Role role;
 };
 
-// Roles of tensor inputs given by schema position.
+// Roles of tensor inputs given by schema name.
 std::vector<Role> input_roles(const RuleCtx& c, const std::vector<RoleArg>& args) {
   std::vector<Role> roles(static_cast<size_t>(c.num_inputs()), Role::Other);
   for (const auto& a : args) {
-    const int k = c.tensor_index(a.pos, a.name);
+    const int k = c.tensor(a.name);
     if (k >= 0) roles[k] = a.role;
   }
   return roles;
@@ -78,10 +74,8 @@ void trailing_norm_rows(const RuleCtx& c, DimRows& rows, const std::vector<Role>
 // tensor arguments with their roles, the outputs' roles, and (backward) the
 // output_mask that drops outputs.
 struct TrailingNormSchema {
-  size_t shape_pos;
   std::vector<RoleArg> inputs;
   std::vector<Role> outputs;
-  size_t mask_pos = 0;
   const char* mask_name = nullptr;
   bool backward = false;
   double flops_per_element;
@@ -91,9 +85,9 @@ Rule trailing_norm_rule(const TrailingNormSchema& k) {
   Rule r;
   r.family = "norm";
   r.dims = [k](const RuleCtx& c, DimRows& rows) {
-    const int64_t axis = c.in(0).ndim() - static_cast<int64_t>(c.int_list_arg(k.shape_pos, "normalized_shape").size());
+    const int64_t axis = c.in(0).ndim() - static_cast<int64_t>(c.int_list("normalized_shape").size());
     std::vector<Role> roles = input_roles(c, k.inputs);
-    for (Role o : present_outputs(c, k.outputs, k.mask_pos, k.mask_name)) roles.push_back(o);
+    for (Role o : present_outputs(c, k.outputs, k.mask_name)) roles.push_back(o);
     trailing_norm_rows(c, rows, roles, axis, k.backward);
   };
   const double flops = k.flops_per_element;
@@ -130,11 +124,11 @@ void batch_norm_rows(const RuleCtx& c, DimRows& rows, int x_input, bool training
   if (backward) add_partial_rows(c, rows, {{{0}}});  // linear in grad_output
 }
 
-Rule batch_norm_rule(size_t training_pos, const char* training_name, bool backward) {
+Rule batch_norm_rule(const char* training_name, bool backward) {
   Rule r;
   r.family = "norm";
   r.dims = [=](const RuleCtx& c, DimRows& rows) {
-    const bool training = c.bool_arg(training_pos, training_name, true);
+    const bool training = c.flag(training_name);
     batch_norm_rows(c, rows, backward ? 1 : 0, training, backward);
   };
   r.work = [](const RuleCtx& c, const OpStrategy& s) { return elementwise_work(c, s, 8.0); };
@@ -147,49 +141,43 @@ void register_norm(Registry& r) {
   using R_ = Role;
   // native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd)
   add_rule(r, {"aten.native_layer_norm.default"},
-           trailing_norm_rule({1, {{0, "input", R_::X}, {2, "weight", R_::Param}, {3, "bias", R_::Param}},
-                               {R_::X, R_::Stat, R_::Stat}, 0,
+           trailing_norm_rule({{{"input", R_::X}, {"weight", R_::Param}, {"bias", R_::Param}},
+                               {R_::X, R_::Stat, R_::Stat},
                                nullptr, false, 8.0}));
   // native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight?, bias?, output_mask)
   add_rule(r, {"aten.native_layer_norm_backward.default"},
-           trailing_norm_rule({2,
-                               {{0, "grad_out", R_::X},
-                                {1, "input", R_::X},
-                                {3, "mean", R_::Stat},
-                                {4, "rstd", R_::Stat},
-                                {5, "weight", R_::Param},
-                                {6, "bias", R_::Param}},
-                               {R_::X, R_::ParamGrad, R_::ParamGrad}, 7, "output_mask", true, 8.0}));
+           trailing_norm_rule({{{"grad_out", R_::X},
+                                {"input", R_::X},
+                                {"mean", R_::Stat},
+                                {"rstd", R_::Stat},
+                                {"weight", R_::Param},
+                                {"bias", R_::Param}},
+                               {R_::X, R_::ParamGrad, R_::ParamGrad}, "output_mask", true, 8.0}));
   // _fused_rms_norm(input, normalized_shape, weight?, eps) -> (out, rstd)
   add_rule(r, {"aten._fused_rms_norm.default"},
-           trailing_norm_rule({1, {{0, "input", R_::X}, {2, "weight", R_::Param}}, {R_::X, R_::Stat}, 0, nullptr, false,
-                               6.0}));
+           trailing_norm_rule({{{"input", R_::X}, {"weight", R_::Param}}, {R_::X, R_::Stat}, nullptr, false, 6.0}));
   // _fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight?, output_mask)
   add_rule(r, {"aten._fused_rms_norm_backward.default"},
-           trailing_norm_rule({2,
-                               {{0, "grad_out", R_::X},
-                                {1, "input", R_::X},
-                                {3, "rstd", R_::Stat},
-                                {4, "weight", R_::Param}},
-                               {R_::X, R_::ParamGrad}, 5,
+           trailing_norm_rule({{{"grad_out", R_::X}, {"input", R_::X}, {"rstd", R_::Stat}, {"weight", R_::Param}},
+                               {R_::X, R_::ParamGrad},
                                "output_mask", true, 6.0}));
   // (input, weight, bias, running_mean, running_var, training, momentum, eps)
   add_rule(r,
            {"aten._native_batch_norm_legit.default",
             "aten._native_batch_norm_legit_functional.default",
             "aten.native_batch_norm.default"},
-           batch_norm_rule(5, "training", false));
+           batch_norm_rule("training", false));
   // _native_batch_norm_legit.no_stats(input, weight, bias, training, momentum, eps)
-  add_rule(r, {"aten._native_batch_norm_legit.no_stats"}, batch_norm_rule(3, "training", false));
+  add_rule(r, {"aten._native_batch_norm_legit.no_stats"}, batch_norm_rule("training", false));
   // Eval batch norm (input, weight, bias, running stats, momentum, eps): any dim of x.
   add_rule(r, {"aten._native_batch_norm_legit_no_training.default"}, [] {
-    Rule e = batch_norm_rule(0, "input", false);
+    Rule e = batch_norm_rule(nullptr, false);
     e.dims = [](const RuleCtx& c, DimRows& rows) { batch_norm_rows(c, rows, 0, false, false); };
     return e;
   }());
   // native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd,
   //                            train, eps, output_mask)
-  add_rule(r, {"aten.native_batch_norm_backward.default"}, batch_norm_rule(7, "train", true));
+  add_rule(r, {"aten.native_batch_norm_backward.default"}, batch_norm_rule("train", true));
 }
 
 }  // namespace tlm::strategies

@@ -73,17 +73,17 @@ MonotoneFn all_operands(int dir) {
   return [dir](const RuleCtx&, int) { return dir; };
 }
 // Unary ops scaled by a scalar argument (x * s, x / s): the scalar's sign.
-MonotoneFn scaled_by(size_t pos, const char* name) {
-  return [pos, name](const RuleCtx& c, int k) { return k == 0 ? sign_of(c.double_arg(pos, name, 0.0)) : 0; };
+MonotoneFn scaled_by(const char* name) {
+  return [name](const RuleCtx& c, int k) { return k == 0 ? sign_of(c.scalar(name)) : 0; };
 }
 // out = self_sign * self + other_sign * alpha * other (add: +1,+1; sub: +1,-1),
 // or with alpha on self (rsub: other - alpha * self). Direction per schema
 // position, mapped to tensor inputs (a Python-scalar `other` is no input).
 MonotoneFn add_like(int self_sign, int other_sign, bool alpha_scales_self) {
   return [=](const RuleCtx& c, int k) {
-    const int alpha = sign_of(c.double_arg(2, "alpha", 1.0));
-    if (k == c.tensor_index(0, "self")) return self_sign * (alpha_scales_self ? alpha : 1);
-    if (k == c.tensor_index(1, "other")) return other_sign * (alpha_scales_self ? 1 : alpha);
+    const int alpha = sign_of(c.scalar("alpha"));
+    if (k == c.tensor("self")) return self_sign * (alpha_scales_self ? alpha : 1);
+    if (k == c.tensor("other")) return other_sign * (alpha_scales_self ? 1 : alpha);
     return 0;
   };
 }
@@ -362,11 +362,11 @@ void register_pointwise(Registry& r) {
   add_rule(r, {"aten.rsub.Scalar"}, pointwise_rule({Linear::None, {}, add_like(-1, +1, true)}));
   // leaky_relu(x, slope) is non-decreasing for slope >= 0; softplus(x, beta) for beta > 0.
   add_rule(r, {"aten.leaky_relu.default"}, pointwise_rule({Linear::None, {}, [](const RuleCtx& c, int k) {
-             return k == 0 && c.double_arg(1, "negative_slope", 0.01) >= 0 ? 1 : 0;
+             return k == 0 && c.scalar("negative_slope") >= 0 ? 1 : 0;
            }}));
   // softplus(x, beta) is increasing for beta > 0.
   add_rule(r, {"aten.softplus.default"}, pointwise_rule({Linear::None, {}, [](const RuleCtx& c, int k) {
-             return k == 0 && c.double_arg(1, "beta", 1.0) > 0 ? 1 : 0;
+             return k == 0 && c.scalar("beta") > 0 ? 1 : 0;
            }}));
   // Linear in both operands jointly.
   // Also monotone in each operand with the other replicated (P(max) + R stays P(max)).
@@ -391,7 +391,7 @@ void register_pointwise(Registry& r) {
   // x * s, x / s: monotone with the scalar's sign; neg swaps max and min.
   add_rule(r,
            {"aten.div.Scalar",
-            "aten.mul.Scalar"}, pointwise_rule({Linear::Operand, {0}, scaled_by(1, "other")}));
+            "aten.mul.Scalar"}, pointwise_rule({Linear::Operand, {0}, scaled_by("other")}));
   // Linear; max and min swap.
   add_rule(r, {"aten.neg.default"}, pointwise_rule({Linear::Operand, {0}, unary(-1)}));
   // Linear in the first operand (numerator / incoming gradient).

@@ -22,14 +22,16 @@ struct Reduced {
   bool keepdim = false;
 };
 
-// `dim_pos`: position of the dim argument (-1: reduces every dim);
-// `keep_pos`: schema position of keepdim (-1: the overload has none).
-Reduced parse(const RuleCtx& c, int dim_pos, int keep_pos) {
+// Which dims an overload reduces: every one (sum.default), or those of its `dim`
+// argument (then it has a `keepdim` too).
+enum class Over { AllDims, DimArg };
+
+Reduced parse(const RuleCtx& c, Over over) {
   const int64_t nd = c.in(0).ndim();
   Reduced r;
-  r.reduced.assign(static_cast<size_t>(nd), dim_pos < 0);
-  if (dim_pos >= 0) {
-    std::vector<int64_t> dims = c.int_list_arg(static_cast<size_t>(dim_pos), "dim");
+  r.reduced.assign(static_cast<size_t>(nd), over == Over::AllDims);
+  if (over == Over::DimArg) {
+    std::vector<int64_t> dims = c.int_list("dim");
     if (dims.empty()) {
       r.reduced.assign(static_cast<size_t>(nd), true);  // dim=None / [] reduces everything
     } else {
@@ -37,7 +39,7 @@ Reduced parse(const RuleCtx& c, int dim_pos, int keep_pos) {
         if (nd > 0) r.reduced[wrap_dim(d, nd)] = true;
     }
   }
-  r.keepdim = keep_pos >= 0 && c.bool_arg(static_cast<size_t>(keep_pos), "keepdim", false);
+  r.keepdim = over == Over::DimArg && c.flag("keepdim");
   return r;
 }
 
@@ -80,13 +82,13 @@ void reduction_rows(const RuleCtx& c, DimRows& rows, Kind kind, const Reduced& r
   }
 }
 
-Rule reduction_rule(Kind kind, int dim_pos, int keep_pos) {
+Rule reduction_rule(Kind kind, Over over) {
   Rule r;
   r.family = "reduction";
-  r.dims = [=](const RuleCtx& c, DimRows& rows) { reduction_rows(c, rows, kind, parse(c, dim_pos, keep_pos)); };
+  r.dims = [=](const RuleCtx& c, DimRows& rows) { reduction_rows(c, rows, kind, parse(c, over)); };
   if (kind == Kind::Mean || kind == Kind::Max || kind == Kind::Min) {
     r.valid = [=](const RuleCtx& c, const OpStrategy& s) {
-      const Reduced red = parse(c, dim_pos, keep_pos);
+      const Reduced red = parse(c, over);
       const auto& shape = c.in(0).shape;
       for (size_t d = 0; d < red.reduced.size(); ++d) {
         if (!red.reduced[d]) continue;
@@ -110,21 +112,21 @@ Rule reduction_rule(Kind kind, int dim_pos, int keep_pos) {
 
 void register_reduction(Registry& r) {
   // Full and per-dim sums: Partial(sum) out of a sharded reduced dim.
-  add_rule(r, {"aten.sum.default"}, reduction_rule(Kind::Sum, -1, -1));
+  add_rule(r, {"aten.sum.default"}, reduction_rule(Kind::Sum, Over::AllDims));
   // sum(self, dim, keepdim, dtype).
-  add_rule(r, {"aten.sum.dim_IntList"}, reduction_rule(Kind::Sum, 1, 2));
+  add_rule(r, {"aten.sum.dim_IntList"}, reduction_rule(Kind::Sum, Over::DimArg));
   // Means: Partial(avg) out of a sharded reduced dim (even shards).
-  add_rule(r, {"aten.mean.default"}, reduction_rule(Kind::Mean, -1, -1));
+  add_rule(r, {"aten.mean.default"}, reduction_rule(Kind::Mean, Over::AllDims));
   // mean(self, dim, keepdim, dtype).
-  add_rule(r, {"aten.mean.dim"}, reduction_rule(Kind::Mean, 1, 2));
+  add_rule(r, {"aten.mean.dim"}, reduction_rule(Kind::Mean, Over::DimArg));
   // amax(self, dim, keepdim): Partial(max).
-  add_rule(r, {"aten.amax.default"}, reduction_rule(Kind::Max, 1, 2));
+  add_rule(r, {"aten.amax.default"}, reduction_rule(Kind::Max, Over::DimArg));
   // amin(self, dim, keepdim): Partial(min).
-  add_rule(r, {"aten.amin.default"}, reduction_rule(Kind::Min, 1, 2));
+  add_rule(r, {"aten.amin.default"}, reduction_rule(Kind::Min, Over::DimArg));
   // Full max: Partial(max).
-  add_rule(r, {"aten.max.default"}, reduction_rule(Kind::Max, -1, -1));
+  add_rule(r, {"aten.max.default"}, reduction_rule(Kind::Max, Over::AllDims));
   // Full min: Partial(min).
-  add_rule(r, {"aten.min.default"}, reduction_rule(Kind::Min, -1, -1));
+  add_rule(r, {"aten.min.default"}, reduction_rule(Kind::Min, Over::AllDims));
   // Index-producing and non-decomposable reductions: kept dims only.
   add_rule(r,
            {"aten.all.dim",
@@ -135,27 +137,27 @@ void register_reduction(Registry& r) {
             "aten.max.dim",
             "aten.min.dim",
             "aten.prod.dim_int"},
-           reduction_rule(Kind::None, 1, 2));
-  // std/var(self, dim, unbiased, keepdim): keepdim after `unbiased`.
+           reduction_rule(Kind::None, Over::DimArg));
+  // std/var(self, dim, unbiased, keepdim).
   add_rule(r,
            {"aten.std.dim",
-            "aten.var.dim"}, reduction_rule(Kind::None, 1, 3));
+            "aten.var.dim"}, reduction_rule(Kind::None, Over::DimArg));
   // Full reductions of the same kind: no Partial for them (prod, boolean), kept dims only.
   add_rule(r,
            {"aten.all.default",
             "aten.any.default",
-            "aten.prod.default"}, reduction_rule(Kind::None, -1, -1));
+            "aten.prod.default"}, reduction_rule(Kind::None, Over::AllDims));
   // Variance and std (self, dim, *, correction, keepdim): not a combination of local values.
   add_rule(r,
            {"aten.std.correction",
             "aten.std_mean.correction",
             "aten.var.correction",
             "aten.var_mean.correction"},
-           reduction_rule(Kind::None, 1, 3));
+           reduction_rule(Kind::None, Over::DimArg));
   // Boolean reductions over a list of dims.
   add_rule(r,
            {"aten.all.dims",
-            "aten.any.dims"}, reduction_rule(Kind::None, 1, 2));
+            "aten.any.dims"}, reduction_rule(Kind::None, Over::DimArg));
 }
 
 }  // namespace tlm::strategies

@@ -65,78 +65,294 @@ std::vector<ArgAccess> arg_audit_records() {
   return {audit_set().begin(), audit_set().end()};
 }
 
-const json::Value* RuleCtx::arg(size_t pos, const char* name) const {
-  audit(n.op, pos, name);
+namespace {
+
+const char* kind_name(ArgKind k) {
+  switch (k) {
+    case ArgKind::Tensor: return "Tensor";
+    case ArgKind::TensorList: return "Tensor[]";
+    case ArgKind::Int: return "int";
+    case ArgKind::IntList: return "int[]";
+    case ArgKind::Float: return "float";
+    case ArgKind::Scalar: return "Scalar";
+    case ArgKind::Bool: return "bool";
+    case ArgKind::BoolList: return "bool[]";
+    case ArgKind::List: return "Any[]";
+    case ArgKind::Subgraph: return "Subgraph";
+    case ArgKind::Other: break;
+  }
+  return "other";
+}
+
+int count_refs(const json::Value& v) {
+  std::vector<TensorRef> tmp;
+  collect_tensor_refs(v, tmp);
+  return static_cast<int>(tmp.size());
+}
+
+}  // namespace
+
+RuleCtx::RuleCtx(const Graph& g_, int id_, const IrNode& n_) : g(g_), id(id_), n(n_), schema_(op_schema(n_.op)) {
+  if (schema_ == nullptr || !schema_->known || !n.args.is_array()) return;
   const auto& a = n.args.as_array();
-  if (pos < a.size()) return a[pos].is_null() ? nullptr : &a[pos];
-  if (name == nullptr) return nullptr;
-  const json::Value* v = n.kwargs.find(name);
-  return (v == nullptr || v->is_null()) ? nullptr : v;
+  bound_.assign(schema_->args.size(), nullptr);
+  for (size_t i = 0; i < bound_.size(); ++i) {
+    const ArgSchema& s = schema_->args[i];
+    const json::Value* v = i < a.size() ? &a[i] : (n.kwargs.is_object() ? n.kwargs.find(s.name) : nullptr);
+    if (v == nullptr && s.has_default) v = &s.dflt;
+    bound_[i] = (v == nullptr || v->is_null()) ? nullptr : v;
+  }
+}
+
+const ArgSchema& RuleCtx::schema_arg(const char* name, std::initializer_list<ArgKind> kinds, const char* accessor,
+                                     size_t* pos) const {
+  // Built only on a refusal: reads sit on the planner's hot paths.
+  auto where = [&] { return "node '" + n.name + "' (" + n.op + "): the rule reads argument '" + name + "'"; };
+  if (schema_ == nullptr)
+    throw RuleSchemaError(where() + ", but op_schemas.inc has no schema for the op (rerun tools/gen_op_schemas.py)");
+  if (!schema_->known)
+    throw RuleSchemaError(where() + ", but op_schemas.inc lists the op without a schema (rerun "
+                          "tools/gen_op_schemas.py where its library is installed)");
+  const int i = schema_->index_of(name);
+  if (i < 0) {
+    std::string names;
+    for (const auto& s : schema_->args) names += (names.empty() ? "" : ", ") + s.name;
+    throw RuleSchemaError(where() + ", which the op's schema does not have (its arguments: " + names + ")");
+  }
+  const ArgSchema& s = schema_->args[static_cast<size_t>(i)];
+  if (kinds.size() != 0 && std::find(kinds.begin(), kinds.end(), s.kind) == kinds.end()) {
+    std::string want;
+    for (ArgKind k : kinds) want += std::string(want.empty() ? "" : " or ") + kind_name(k);
+    throw RuleSchemaError(where() + " with " + accessor + " (for " + want + "), but the schema types it " + s.type);
+  }
+  audit(n.op, static_cast<size_t>(i), name);
+  *pos = static_cast<size_t>(i);
+  return s;
+}
+
+const json::Value* RuleCtx::value(const char* name, std::initializer_list<ArgKind> kinds, const char* accessor,
+                                  const ArgSchema** arg) const {
+  size_t pos = 0;
+  const ArgSchema& s = schema_arg(name, kinds, accessor, &pos);
+  if (arg != nullptr) *arg = &s;
+  return pos < bound_.size() ? bound_[pos] : nullptr;
 }
 
 void RuleCtx::fail(const std::string& what) const {
   throw InvalidArgument("node '" + n.name + "' (" + n.op + "): " + what);
 }
 
-int64_t RuleCtx::int_arg(size_t pos, const char* name, int64_t dflt) const {
-  const json::Value* v = arg(pos, name);
-  if (v == nullptr) return dflt;
+int64_t RuleCtx::int_arg(const char* name) const {
+  const ArgSchema* s = nullptr;
+  const json::Value* v = value(name, {ArgKind::Int}, "int_arg", &s);
+  if (v == nullptr) fail(std::string("argument '") + name + "' (" + s->type + ") is missing or None");
   if (v->is_bool()) return v->as_bool() ? 1 : 0;
-  if (!v->is_int()) fail(std::string("argument '") + (name ? name : "?") + "' is not an integer");
+  if (!v->is_int()) fail(std::string("argument '") + name + "' is not an integer");
   return v->as_int();
 }
 
-double RuleCtx::double_arg(size_t pos, const char* name, double dflt) const {
-  const json::Value* v = arg(pos, name);
-  if (v == nullptr) return dflt;
+std::optional<int64_t> RuleCtx::opt_int(const char* name) const {
+  const json::Value* v = value(name, {ArgKind::Int}, "opt_int");
+  if (v == nullptr) return std::nullopt;
+  if (v->is_bool()) return v->as_bool() ? 1 : 0;
+  if (!v->is_int()) fail(std::string("argument '") + name + "' is not an integer");
+  return v->as_int();
+}
+
+std::vector<int64_t> RuleCtx::int_list(const char* name) const {
+  const json::Value* v = value(name, {ArgKind::IntList, ArgKind::Int}, "int_list");
+  if (v == nullptr) return {};
+  if (v->is_int()) return {v->as_int()};
+  return json::int_list(*v, n.name + "." + name);
+}
+
+double RuleCtx::scalar(const char* name) const {
+  const ArgSchema* s = nullptr;
+  const json::Value* v = value(name, {ArgKind::Float, ArgKind::Scalar}, "scalar", &s);
+  if (v == nullptr) fail(std::string("argument '") + name + "' (" + s->type + ") is missing or None");
   if (v->is_number()) return v->as_double();
   if (v->is_bool()) return v->as_bool() ? 1.0 : 0.0;
   if (v->is_object())
     if (const auto* f = v->find("float")) {
-      const std::string& s = f->as_string();
-      if (s == "inf") return 1.0 / 0.0;
-      if (s == "-inf") return -1.0 / 0.0;
+      const std::string& x = f->as_string();
+      if (x == "inf") return 1.0 / 0.0;
+      if (x == "-inf") return -1.0 / 0.0;
       return 0.0 / 0.0;
     }
-  fail(std::string("argument '") + (name ? name : "?") + "' is not a number");
+  fail(std::string("argument '") + name + "' is not a number");
 }
 
-bool RuleCtx::bool_arg(size_t pos, const char* name, bool dflt) const {
-  const json::Value* v = arg(pos, name);
-  if (v == nullptr) return dflt;
+std::optional<int64_t> RuleCtx::int_scalar(const char* name) const {
+  const json::Value* v = value(name, {ArgKind::Scalar}, "int_scalar");
+  if (v == nullptr || !v->is_int()) return std::nullopt;
+  return v->as_int();
+}
+
+bool RuleCtx::flag(const char* name) const {
+  const ArgSchema* s = nullptr;
+  const json::Value* v = value(name, {ArgKind::Bool}, "flag", &s);
+  if (v == nullptr) fail(std::string("argument '") + name + "' (" + s->type + ") is missing or None");
   if (v->is_bool()) return v->as_bool();
   if (v->is_int()) return v->as_int() != 0;
-  fail(std::string("argument '") + (name ? name : "?") + "' is not a bool");
+  fail(std::string("argument '") + name + "' is not a bool");
 }
 
-std::vector<int64_t> RuleCtx::int_list_arg(size_t pos, const char* name) const {
-  const json::Value* v = arg(pos, name);
+std::vector<bool> RuleCtx::flags(const char* name) const {
+  const json::Value* v = value(name, {ArgKind::BoolList}, "flags");
   if (v == nullptr) return {};
-  if (v->is_int()) return {v->as_int()};
-  return json::int_list(*v, n.name + "." + (name ? name : "arg"));
+  std::vector<bool> out;
+  for (const auto& x : v->as_array(n.name + "." + name))
+    out.push_back(x.is_bool() ? x.as_bool() : (x.is_int() && x.as_int() != 0));
+  return out;
 }
 
-static int count_refs(const json::Value& v) {
-  std::vector<TensorRef> tmp;
-  collect_tensor_refs(v, tmp);
-  return static_cast<int>(tmp.size());
+bool RuleCtx::has(const char* name) const { return value(name, {}, "has") != nullptr; }
+
+bool RuleCtx::schema_has(const char* name) const {
+  return schema_ != nullptr && schema_->index_of(name) >= 0;
 }
 
-int RuleCtx::tensor_index(size_t pos, const char* name) const {
-  audit(n.op, pos, name);
+// Tensor inputs come in argument order (args, then kwargs), depth first.
+int RuleCtx::tensors_before(size_t pos, const std::string& name) const {
   const auto& a = n.args.as_array();
   int before = 0;
   if (pos < a.size()) {
     for (size_t i = 0; i < pos; ++i) before += count_refs(a[i]);
-    return is_tensor_ref(a[pos]) ? before : -1;
+    return before;
   }
-  if (name == nullptr) return -1;
   for (const auto& x : a) before += count_refs(x);
   for (const auto& kv : n.kwargs.as_object()) {
-    if (kv.first == name) return is_tensor_ref(kv.second) ? before : -1;
+    if (kv.first == name) break;
     before += count_refs(kv.second);
   }
-  return -1;
+  return before;
+}
+
+int RuleCtx::tensor_index_at(size_t pos, const std::string& name) const {
+  const auto& a = n.args.as_array();
+  const json::Value* v = pos < a.size() ? &a[pos] : n.kwargs.find(name);
+  return v != nullptr && is_tensor_ref(*v) ? tensors_before(pos, name) : -1;
+}
+
+int RuleCtx::tensor(const char* name) const {
+  size_t pos = 0;
+  schema_arg(name, {ArgKind::Tensor}, "tensor", &pos);
+  return tensor_index_at(pos, name);
+}
+
+std::vector<int> RuleCtx::tensor_list(const char* name) const {
+  size_t pos = 0;
+  schema_arg(name, {ArgKind::TensorList, ArgKind::List}, "tensor_list", &pos);
+  const json::Value* list = pos < bound_.size() ? bound_[pos] : nullptr;
+  if (list == nullptr || !list->is_array()) return {};
+  int first = tensors_before(pos, name);
+  std::vector<int> out;
+  for (const auto& item : list->as_array()) {
+    out.push_back(is_tensor_ref(item) ? first : -1);
+    first += count_refs(item);
+  }
+  return out;
+}
+
+std::pair<int, int> RuleCtx::tensor_range(const char* name) const {
+  size_t pos = 0;
+  schema_arg(name, {}, "tensor_range", &pos);
+  const json::Value* v = pos < bound_.size() ? bound_[pos] : nullptr;
+  return {tensors_before(pos, name), v == nullptr ? 0 : count_refs(*v)};
+}
+
+std::optional<size_t> RuleCtx::list_size(const char* name) const {
+  const json::Value* v = value(name, {ArgKind::TensorList, ArgKind::IntList, ArgKind::BoolList, ArgKind::List},
+                               "list_size");
+  if (v == nullptr || !v->is_array()) return std::nullopt;
+  return v->size();
+}
+
+namespace {
+std::string subgraph_name(const json::Value* v) {
+  const json::Value* name = v != nullptr && v->is_object() ? v->find("subgraph") : nullptr;
+  return name != nullptr && name->is_string() ? name->as_string() : std::string();
+}
+}  // namespace
+
+std::string RuleCtx::subgraph(const char* name) const {
+  return subgraph_name(value(name, {ArgKind::Subgraph}, "subgraph"));
+}
+
+std::string RuleCtx::subgraph_item(const char* list, size_t i) const {
+  const json::Value* v = value(list, {ArgKind::List}, "subgraph_item");
+  if (v == nullptr || !v->is_array() || i >= v->size()) return {};
+  return subgraph_name(&v->as_array()[i]);
+}
+
+bool RuleCtx::subgraph_may_read(const std::string& subgraph, int k) const {
+  const json::Value* reads = n.extra.is_object() ? n.extra.find("subgraph_reads") : nullptr;
+  const json::Value* r = (!subgraph.empty() && reads && reads->is_object()) ? reads->find(subgraph) : nullptr;
+  if (r == nullptr || !r->is_array() || k < 0 || static_cast<size_t>(k) >= r->size()) return true;
+  return r->as_array()[static_cast<size_t>(k)].as_bool("subgraph_reads entry");
+}
+
+std::optional<std::vector<std::pair<int64_t, int64_t>>> RuleCtx::subgraph_index_buffers(const std::string& subgraph,
+                                                                                        int k) const {
+  const json::Value* all = n.extra.is_object() ? n.extra.find("subgraph_index_buffers") : nullptr;
+  const json::Value* per = (!subgraph.empty() && all && all->is_object()) ? all->find(subgraph) : nullptr;
+  if (per == nullptr || !per->is_array() || k < 0 || static_cast<size_t>(k) >= per->size()) return std::nullopt;
+  const json::Value& pairs = per->as_array()[static_cast<size_t>(k)];
+  if (!pairs.is_array()) return std::nullopt;
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const auto& pair : pairs.as_array()) {
+    const auto& pd = pair.as_array("subgraph_index_buffers entry");
+    out.emplace_back(pd.at(0).as_int("buffer placeholder"), pd.at(1).as_int("buffer dim"));
+  }
+  return out;
+}
+
+std::optional<std::vector<int64_t>> RuleCtx::output_positions() const {
+  const json::Value* pos = n.extra.is_object() ? n.extra.find("output_positions") : nullptr;
+  if (pos == nullptr) return std::nullopt;
+  std::vector<int64_t> out;
+  for (const auto& p : pos->as_array("output_positions")) out.push_back(p.as_int("output position"));
+  return out;
+}
+
+std::optional<std::vector<bool>> RuleCtx::contiguous_inputs() const {
+  const json::Value* flags = n.extra.is_object() ? n.extra.find("contiguous_inputs") : nullptr;
+  if (flags == nullptr || !flags->is_array()) return std::nullopt;
+  std::vector<bool> out;
+  for (const auto& f : flags->as_array()) out.push_back(f.is_bool() && f.as_bool());
+  return out;
+}
+
+json::Value RuleCtx::same_args() const {
+  json::Value out = json::Value::Object{};
+  out.set("args", n.args);
+  out.set("kwargs", n.kwargs);
+  return out;
+}
+
+json::Value RuleCtx::with_args(std::initializer_list<std::pair<const char*, ArgValue>> changes) const {
+  // Copy-on-write: the IR's arrays are shared, so rebuild the containers we touch.
+  json::Value::Array a = n.args.as_array();
+  json::Value::Object kw = n.kwargs.as_object();
+  for (const auto& [name, v] : changes) {
+    size_t pos = 0;
+    schema_arg(name, {}, "with_args", &pos);
+    if (pos < a.size()) {
+      a[pos] = v.v;
+      continue;
+    }
+    bool found = false;
+    for (auto& kv : kw)
+      if (kv.first == name) {
+        kv.second = v.v;
+        found = true;
+      }
+    if (!found) kw.emplace_back(name, v.v);
+  }
+  json::Value out = json::Value::Object{};
+  out.set("args", json::Value(std::move(a)));
+  out.set("kwargs", json::Value(std::move(kw)));
+  return out;
 }
 
 int wrap_dim(int64_t d, int64_t ndim) {
@@ -183,29 +399,5 @@ OpWork elementwise_work(const RuleCtx& c, const OpStrategy& s, double flops_per_
 }
 
 OpWork no_work(const RuleCtx&, const OpStrategy&) { return OpWork{}; }
-
-json::Value replace_arg(const RuleCtx& c, size_t pos, const char* name, json::Value v) {
-  audit(c.n.op, pos, name);
-  json::Value args = c.n.args;
-  json::Value kwargs = c.n.kwargs;
-  // Copy-on-write: the IR's arrays are shared, so rebuild the containers we touch.
-  json::Value::Array a = args.as_array();
-  json::Value::Object kw = kwargs.as_object();
-  if (pos < a.size()) {
-    a[pos] = std::move(v);
-  } else {
-    bool found = false;
-    for (auto& kv : kw)
-      if (kv.first == name) {
-        kv.second = std::move(v);
-        found = true;
-      }
-    if (!found) kw.emplace_back(name, std::move(v));
-  }
-  json::Value out = json::Value::Object{};
-  out.set("args", json::Value(std::move(a)));
-  out.set("kwargs", json::Value(std::move(kw)));
-  return out;
-}
 
 }  // namespace tlm::strategies

@@ -11,7 +11,10 @@
 #pragma once
 
 #include <functional>
+#include <optional>
+#include <stdexcept>
 #include <tuple>
+#include <utility>
 #include <initializer_list>
 #include <string>
 #include <unordered_map>
@@ -19,6 +22,7 @@
 
 #include "core/graph.h"
 #include "core/strategy.h"
+#include "core/strategies/op_schema.h"
 
 namespace tlm::strategies {
 
@@ -60,8 +64,24 @@ struct RuleCtx;
 void add_partial_rows(const RuleCtx& c, DimRows& rows, const PartialRows& spec);
 inline const std::vector<ReduceOp> kAllReduceOps = {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min};
 
+// A value a rule puts in a rank's call (CallArgsFn): None, an int or an int list.
+struct ArgValue {
+  json::Value v;
+  ArgValue(std::nullptr_t) {}
+  ArgValue(int64_t x) : v(x) {}
+  ArgValue(const std::vector<int64_t>& xs) : v(xs) {}
+};
+
+// A rule read an argument its op's schema does not have, or with an accessor that
+// does not fit the argument's type: a bug in the rule (or a stale op_schemas.inc).
+struct RuleSchemaError : std::logic_error {
+  using std::logic_error::logic_error;
+};
+
 // Read access to a node and its arguments for rules.
 struct RuleCtx {
+  RuleCtx(const Graph& g, int id, const IrNode& n);
+
   const Graph& g;
   int id;
   const IrNode& n;
@@ -72,24 +92,72 @@ struct RuleCtx {
   const TensorMeta& out(int k) const { return n.outputs.at(k); }
   const Mesh& mesh() const { return g.mesh; }
 
-  // Argument by schema position, or by keyword when passed as a kwarg.
-  // nullptr when absent or null.
-  const json::Value* arg(size_t pos, const char* name) const;
-  int64_t int_arg(size_t pos, const char* name, int64_t dflt) const;
-  double double_arg(size_t pos, const char* name, double dflt) const;
-  bool bool_arg(size_t pos, const char* name, bool dflt) const;
-  std::vector<int64_t> int_list_arg(size_t pos, const char* name) const;  // empty when absent; int -> [int]
-  bool has_arg(size_t pos, const char* name) const { return arg(pos, name) != nullptr; }
-  // Index into tensor_inputs of the tensor passed at `pos`/`name`, or -1.
-  int tensor_index(size_t pos, const char* name) const;
+  // Typed arguments by schema name. The node's arguments (positional or keyword)
+  // are bound to the op's schema (op_schemas.inc, generated from torch) once, when
+  // the context is made; an absent argument takes the schema's default. A name the
+  // schema lacks, or an accessor that does not fit the argument's type, throws
+  // RuleSchemaError; a value that does not fit its type throws InvalidArgument.
+  int64_t int_arg(const char* name) const;                   // int (a bool reads as 0/1)
+  std::optional<int64_t> opt_int(const char* name) const;    // int?: nullopt for None
+  std::vector<int64_t> int_list(const char* name) const;     // int[] or int (-> [int]); None -> empty
+  double scalar(const char* name) const;                     // float or Scalar (inf and nan too)
+  std::optional<int64_t> int_scalar(const char* name) const; // Scalar: its value when an integer
+  bool flag(const char* name) const;                         // bool
+  std::vector<bool> flags(const char* name) const;           // bool[]; None -> empty
+  bool has(const char* name) const;                          // given or defaulted, and not None
+  bool schema_has(const char* name) const;                   // the op's schema has this argument
+  // Index into tensor_inputs of the Tensor / Tensor? argument, -1 for None.
+  int tensor(const char* name) const;
+  // Per item of a Tensor[] / Tensor?[] / Any[] argument, its index into
+  // tensor_inputs (-1: not a tensor); empty for None.
+  std::vector<int> tensor_list(const char* name) const;
+  // Where argument `name`'s tensors (depth first) start in tensor_inputs, and how many.
+  std::pair<int, int> tensor_range(const char* name) const;
+  // Items of a list argument; nullopt when it is None or not a list.
+  std::optional<size_t> list_size(const char* name) const;
+  // The graph a Subgraph argument (or item `i` of a list argument) names; "" when it is no subgraph.
+  std::string subgraph(const char* name) const;
+  std::string subgraph_item(const char* list, size_t i) const;
+  // What the exporter recorded about a subgraph's placeholder `k`: whether the
+  // subgraph may read it (true when unknown), and the buffers it indexes with it
+  // as (buffer placeholder, dim) pairs (nullopt when unknown).
+  bool subgraph_may_read(const std::string& subgraph, int k) const;
+  std::optional<std::vector<std::pair<int64_t, int64_t>>> subgraph_index_buffers(const std::string& subgraph,
+                                                                                 int k) const;
+
+  // Multi-output ops: the schema's output position of each IR output, when the
+  // exporter dropped absent (None) outputs; nullopt when it kept them all.
+  std::optional<std::vector<int64_t>> output_positions() const;
+  // Per tensor input, whether it was contiguous when traced; nullopt when not recorded.
+  std::optional<std::vector<bool>> contiguous_inputs() const;
+
+  // A rank's call (CallArgsFn's result): the node's arguments unchanged, or with
+  // some replaced (a positional argument stays positional, others become keywords).
+  json::Value same_args() const;
+  json::Value with_args(std::initializer_list<std::pair<const char*, ArgValue>> changes) const;
+
   // Throws InvalidArgument naming the node.
   [[noreturn]] void fail(const std::string& what) const;
+
+ private:
+  // The schema's argument `name` and its position; throws RuleSchemaError unless
+  // its kind is one of `kinds` (empty: any).
+  const ArgSchema& schema_arg(const char* name, std::initializer_list<ArgKind> kinds, const char* accessor,
+                              size_t* pos) const;
+  // The bound value of argument `name` (given, else the schema default), nullptr for None.
+  const json::Value* value(const char* name, std::initializer_list<ArgKind> kinds, const char* accessor,
+                           const ArgSchema** arg = nullptr) const;
+  int tensor_index_at(size_t pos, const std::string& name) const;
+  int tensors_before(size_t pos, const std::string& name) const;
+
+  const OpSchema* schema_;
+  std::vector<const json::Value*> bound_;  // per schema argument; nullptr for None / absent
 };
 
-// Which (op, schema position, argument name) pairs rules read: rules name an
-// argument by both, and a test compares every pair seen with the real op schema
-// (torch's FunctionSchema), so a typo'd position or name cannot hide. Off by
-// default (planning pays nothing); the strategy verifier switches it on.
+// Which (op, schema position, argument name) triples rules read, the position
+// taken from op_schemas.inc: verify-strategies compares every triple seen with
+// torch's own FunctionSchema, so a stale op_schemas.inc cannot hide. Off by
+// default (planning pays nothing); the verifier and a GoogleTest switch it on.
 struct ArgAccess {
   std::string op;
   size_t pos;
@@ -135,8 +203,6 @@ double io_bytes(const RuleCtx& c, const OpStrategy& s);
 OpWork elementwise_work(const RuleCtx& c, const OpStrategy& s, double flops_per_element = 1.0);
 OpWork no_work(const RuleCtx& c, const OpStrategy& s);
 
-// Args with argument `pos` (or kwarg `name`) replaced by `v`.
-json::Value replace_arg(const RuleCtx& c, size_t pos, const char* name, json::Value v);
 
 // Family registration, one per file.
 void register_pointwise(Registry& r);

@@ -11,7 +11,7 @@ namespace {
 
 void softmax_rows(const RuleCtx& c, DimRows& rows, bool backward) {
   const int64_t nd = c.out(0).ndim();
-  const int dim = wrap_dim(c.int_arg(backward ? 2 : 1, "dim", -1), nd);
+  const int dim = wrap_dim(c.int_arg("dim"), nd);
   for (int d = 0; d < nd; ++d) {
     if (d == dim) continue;
     rows.add_uniform(S(d));

@@ -146,19 +146,20 @@ ValidFn reshape_exact_from(const RuleCtx& c, int k) {
 
 ValidFn reshape_exact(const RuleCtx& c) { return reshape_exact_from(c, 0); }
 
-json::Value local_out_shape_value(const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
-  return json::Value(local_shape(c.out(0).shape, c.mesh(), s.outputs[0], coord));
+std::vector<int64_t> local_out_shape(const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
+  return local_shape(c.out(0).shape, c.mesh(), s.outputs[0], coord);
 }
 
-Rule reshape_rule(int size_pos, const char* size_name) {
+// `size_name`: the argument that holds the output's shape (nullptr: none).
+Rule reshape_rule(const char* size_name) {
   Rule r;
   r.family = "view";
   r.dims = reshape_rows;
   r.make_valid = reshape_exact;
   r.work = no_work;
-  if (size_pos >= 0)
+  if (size_name != nullptr)
     r.call_args = [=](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
-      return replace_arg(c, static_cast<size_t>(size_pos), size_name, local_out_shape_value(c, s, coord));
+      return c.with_args({{size_name, local_out_shape(c, s, coord)}});
     };
   return r;
 }
@@ -173,7 +174,7 @@ std::vector<int> identity_map(int64_t nd) {
 
 std::vector<int> permute_map(const RuleCtx& c) {
   const int64_t nd = c.in(0).ndim();
-  auto dims = c.int_list_arg(1, "dims");
+  auto dims = c.int_list("dims");
   std::vector<int> m(static_cast<size_t>(nd), -1);
   for (size_t j = 0; j < dims.size(); ++j) m[wrap_dim(dims[j], nd)] = static_cast<int>(j);
   return m;
@@ -183,7 +184,7 @@ std::vector<int> transpose_map(const RuleCtx& c) {
   const int64_t nd = c.in(0).ndim();
   auto m = identity_map(nd);
   if (nd == 0) return m;
-  const int d0 = wrap_dim(c.int_arg(1, "dim0", 0), nd), d1 = wrap_dim(c.int_arg(2, "dim1", 1), nd);
+  const int d0 = wrap_dim(c.int_arg("dim0"), nd), d1 = wrap_dim(c.int_arg("dim1"), nd);
   std::swap(m[d0], m[d1]);
   return m;
 }
@@ -197,7 +198,7 @@ std::vector<int> t_map(const RuleCtx& c) {
 
 std::vector<int> unsqueeze_map(const RuleCtx& c) {
   const int64_t nd = c.in(0).ndim();
-  const int d = wrap_dim(c.int_arg(1, "dim", 0), nd + 1);
+  const int d = wrap_dim(c.int_arg("dim"), nd + 1);
   std::vector<int> m(static_cast<size_t>(nd));
   for (int i = 0; i < nd; ++i) m[i] = i < d ? i : i + 1;
   return m;
@@ -210,7 +211,7 @@ std::vector<bool> squeeze_candidates(const RuleCtx& c) {
   if (c.n.op == "aten.squeeze.default") {
     cand.assign(static_cast<size_t>(nd), true);
   } else {
-    for (auto d : c.int_list_arg(1, "dim"))
+    for (auto d : c.int_list("dim"))
       if (nd > 0) cand[wrap_dim(d, nd)] = true;
   }
   return cand;
@@ -241,7 +242,7 @@ bool squeeze_keeps_local_dims(const RuleCtx& c, const OpStrategy& s) {
 
 std::vector<int> select_map(const RuleCtx& c) {
   const int64_t nd = c.in(0).ndim();
-  const int d = wrap_dim(c.int_arg(1, "dim", 0), nd);
+  const int d = wrap_dim(c.int_arg("dim"), nd);
   std::vector<int> m(static_cast<size_t>(nd), -1);
   for (int i = 0; i < nd; ++i) m[i] = i < d ? i : (i == d ? -1 : i - 1);
   return m;
@@ -250,7 +251,7 @@ std::vector<int> select_map(const RuleCtx& c) {
 std::vector<int> slice_map(const RuleCtx& c) {
   const int64_t nd = c.in(0).ndim();
   auto m = identity_map(nd);
-  const int d = wrap_dim(c.int_arg(1, "dim", 0), nd);
+  const int d = wrap_dim(c.int_arg("dim"), nd);
   // A slice that keeps the whole dim is an identity on it and may stay sharded.
   if (c.in(0).shape[d] != c.out(0).shape[d]) m[d] = -1;
   return m;
@@ -262,7 +263,7 @@ std::vector<int> flip_map(const RuleCtx& c) {
   const int64_t nd = c.in(0).ndim();
   auto m = identity_map(nd);
   if (nd == 0) return m;
-  for (int64_t d : c.int_list_arg(1, "dims")) m[wrap_dim(d, nd)] = -1;
+  for (int64_t d : c.int_list("dims")) m[wrap_dim(d, nd)] = -1;
   return m;
 }
 
@@ -301,7 +302,7 @@ Rule constant_pad_rule() {
       row[0] = row[1] = S(static_cast<int>(d));
       rows.add(row);
     }
-    const bool zero = c.double_arg(2, "value", 0.0) == 0.0;
+    const bool zero = c.scalar("value") == 0.0;
     add_partial_rows(c, rows, {{{0}}, PartialOutputs::All,
                                zero ? kAllReduceOps : std::vector<ReduceOp>{ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min}});
   };
@@ -334,7 +335,7 @@ void join_rows(const RuleCtx& c, DimRows& rows, bool stack) {
       partial_passthrough(rows);
       return;
     }
-  const int d = wrap_dim(c.int_arg(1, "dim", 0), stack ? ind + 1 : ind);
+  const int d = wrap_dim(c.int_arg("dim"), stack ? ind + 1 : ind);
   std::vector<Placement> row(static_cast<size_t>(rows.width()), R());
   for (int i = 0; i < ind; ++i) {
     if (!stack && i == d) continue;
@@ -350,7 +351,7 @@ void join_rows(const RuleCtx& c, DimRows& rows, bool stack) {
 // split / split_with_sizes / unbind: every output sharded alike off the split dim.
 void split_rows(const RuleCtx& c, DimRows& rows, bool drops_dim) {
   const int64_t nd = c.in(0).ndim();
-  const int d = wrap_dim(c.int_arg(drops_dim ? 1 : 2, "dim", 0), nd);
+  const int d = wrap_dim(c.int_arg("dim"), nd);
   std::vector<Placement> row(static_cast<size_t>(rows.width()), R());
   for (int i = 0; i < nd; ++i) {
     if (i == d) continue;
@@ -383,17 +384,16 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
 // view reshapes, or -1 when the strides are anything but a reshape.
 int strided_reshape_source(const RuleCtx& c) {
   const bool scatter = c.n.op == "aten.as_strided_scatter.default";
-  const size_t at = scatter ? 1 : 0;  // schema positions shift past src
   const int k = scatter ? 1 : 0;
   if (c.num_inputs() != k + 1 || c.num_outputs() != 1) return -1;
-  const json::Value* flags = c.n.extra.is_object() ? c.n.extra.find("contiguous_inputs") : nullptr;
-  if (!flags || !flags->is_array() || flags->as_array().size() != static_cast<size_t>(c.num_inputs())) return -1;
-  for (const auto& f : flags->as_array())
-    if (!f.is_bool() || !f.as_bool()) return -1;
-  const json::Value* off = c.arg(at + 3, "storage_offset");
-  if (off && !(off->is_int() && off->as_int() == 0)) return -1;
-  const auto size = c.int_list_arg(at + 1, "size");
-  const auto stride = c.int_list_arg(at + 2, "stride");
+  const auto flags = c.contiguous_inputs();
+  if (!flags || flags->size() != static_cast<size_t>(c.num_inputs())) return -1;
+  for (bool f : *flags)
+    if (!f) return -1;
+  const auto off = c.opt_int("storage_offset");
+  if (off && *off != 0) return -1;
+  const auto size = c.int_list("size");
+  const auto stride = c.int_list("stride");
   // The viewed shape: as_strided's output, the scatter's src (its output has self's shape).
   const auto& viewed = scatter ? c.in(1).shape : c.out(0).shape;
   if (size != viewed || stride.size() != size.size() || c.in(k).numel() != c.in(0).numel()) return -1;
@@ -439,34 +439,17 @@ Rule strided_rule() {
   // a larger buffer). Unsharded calls keep their arguments as traced.
   r.call_args = [](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
     const int k = strided_reshape_source(c);
-    json::Value out = json::Value::Object{};
-    out.set("args", c.n.args);
-    out.set("kwargs", c.n.kwargs);
-    if (k < 0) return out;
+    if (k < 0) return c.same_args();
     bool sharded = false;
     for (const auto& spec : s.inputs)
       for (const auto& p : spec) sharded = sharded || p.is_shard();
-    if (!sharded) return out;
-    const size_t at = k == 1 ? 1 : 0;
+    if (!sharded) return c.same_args();
     const auto local = k == 1 ? local_shape(c.in(1).shape, c.mesh(), s.inputs[1], coord)
                               : local_shape(c.out(0).shape, c.mesh(), s.outputs[0], coord);
-    json::Value::Array a = c.n.args.as_array();
-    json::Value::Object kw = c.n.kwargs.as_object();
-    // Positional or keyword, as traced; an absent storage_offset is already null.
-    auto put = [&](size_t pos, const char* name, json::Value v) {
-      if (pos < a.size()) {
-        a[pos] = std::move(v);
-        return;
-      }
-      for (auto& kv : kw)
-        if (kv.first == name) kv.second = v;
-    };
-    put(at + 1, "size", json::Value(local));
-    put(at + 2, "stride", json::Value(contiguous_strides(local)));
-    put(at + 3, "storage_offset", json::Value());
-    out.set("args", json::Value(std::move(a)));
-    out.set("kwargs", json::Value(std::move(kw)));
-    return out;
+    // Positional or keyword, as traced; an absent (or None) storage_offset stays as it is.
+    if (!c.has("storage_offset"))
+      return c.with_args({{"size", local}, {"stride", contiguous_strides(local)}});
+    return c.with_args({{"size", local}, {"stride", contiguous_strides(local)}, {"storage_offset", nullptr}});
   };
   return r;
 }
@@ -477,18 +460,18 @@ void register_view(Registry& r) {
   // Reshapes: dims factored into groups; only a group's leading dim keeps a shard.
   add_rule(r,
            {"aten._unsafe_view.default",
-            "aten.view.default"}, reshape_rule(1, "size"));
-  add_rule(r, {"aten.reshape.default"}, reshape_rule(1, "shape"));
+            "aten.view.default"}, reshape_rule("size"));
+  add_rule(r, {"aten.reshape.default"}, reshape_rule("shape"));
   // flatten(start_dim, end_dim): a reshape.
-  add_rule(r, {"aten.flatten.using_ints"}, reshape_rule(-1, nullptr));
+  add_rule(r, {"aten.flatten.using_ints"}, reshape_rule(nullptr));
   {
-    Rule u = reshape_rule(-1, nullptr);
+    Rule u = reshape_rule(nullptr);
     u.call_args = [](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
-      const int d = wrap_dim(c.int_arg(1, "dim", 0), c.in(0).ndim());
-      const size_t n = c.int_list_arg(2, "sizes").size();
+      const int d = wrap_dim(c.int_arg("dim"), c.in(0).ndim());
+      const size_t n = c.int_list("sizes").size();
       auto local = local_shape(c.out(0).shape, c.mesh(), s.outputs[0], coord);
       std::vector<int64_t> sizes(local.begin() + d, local.begin() + d + static_cast<int64_t>(n));
-      return replace_arg(c, 2, "sizes", json::Value(sizes));
+      return c.with_args({{"sizes", sizes}});
     };
     // unflatten(dim, sizes): a reshape, sizes rewritten per rank.
     add_rule(r, {"aten.unflatten.int"}, u);
@@ -522,7 +505,7 @@ void register_view(Registry& r) {
     e.dims = expand_rows;
     e.work = no_work;
     e.call_args = [](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
-      return replace_arg(c, 1, "size", local_out_shape_value(c, s, coord));
+      return c.with_args({{"size", local_out_shape(c, s, coord)}});
     };
     // Broadcast dims cannot be sharded from a size-1 input; others follow the input.
     add_rule(r, {"aten.expand.default"}, e);
