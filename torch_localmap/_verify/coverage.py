@@ -3,7 +3,6 @@ rules make against torch's op schemas."""
 from __future__ import annotations
 
 from .. import _C
-from .check import op_callable
 
 
 # Rules no CPU instance can exercise (their kernels run on CUDA only), with the reason.
