@@ -40,23 +40,22 @@ struct SearchOptions {
   double bound_share = 0.5;               // most of the time the bound search gets when kicks follow on its core
   double price_handover_iterations = 100; // the price phase hands over after this many without improving...
   double price_handover_s = 3;            // ... and this many seconds (or half its time to the last improvement)
-  // The pacing of the workers' steps (schedule_table()): a step runs at the
-  // loop steps s with (s - at) mod every < runs (runs 1 unless named).
-  double forest_every = 8;                // region steps between forest sweeps...
-  double forest_at = 0;                   // ... from this step
-  double kick_every = 4;                  // region steps between Lagrangian kicks...
-  double kick_at = 2;                     // ... from this step
-  double merge_every = 4;                 // region steps between chances to merge...
-  double merge_at = 0;                    // ... from this step
-  double live_region_every = 2;           // region steps between regions at a tight point...
-  double live_region_at = 1;              // ... from this step
-  double tight_region_every = 4;          // region steps between regions grown from a tight point...
-  double tight_region_at = 0;             // ... from this step
-  double priced_kick_every = 3;           // kick steps per round of priced kicks...
-  double priced_kick_at = 1;              // ... the first priced one in a round...
-  double priced_kick_runs = 2;            // ... and how many in a row
-  double directed_kick_every = 2;         // kick steps between directed kicks...
-  double directed_kick_at = 1;            // ... from this step
+  double forest_every = 8;                // region steps between forest sweeps
+  double kick_every = 4;                  // region steps between Lagrangian kicks
+  // The pacing of the workers' steps (schedule_table()); meanings in search_option_table().
+  double forest_at = 0;
+  double kick_at = 2;
+  double merge_every = 4;
+  double merge_at = 0;
+  double live_region_every = 2;
+  double live_region_at = 1;
+  double tight_region_every = 4;
+  double tight_region_at = 0;
+  double priced_kick_every = 3;
+  double priced_kick_at = 1;
+  double priced_kick_runs = 2;
+  double directed_kick_every = 2;
+  double directed_kick_at = 1;
   double merge_interval_s = 3;            // seconds between solution merges
   double merge_budget_s = 10;             // HiGHS time per merge
   double merge_min_new = 4;               // new pool members before a merge
