@@ -28,6 +28,20 @@ size_t added_columns(const Model& cm, int g, const std::vector<char>& state, int
   return add;
 }
 
+// Adds group g to `region` when it can be re-solved (two or more strategies,
+// its members following one coarse strategy of labelling x) and its columns
+// fit the budget (the first group always fits); true when it was added.
+bool admit(const Coarsening& c, int g, const std::vector<int>& x, const CoarseLnsOptions& opt,
+           std::vector<char>& state, std::vector<int>& region, size_t& columns) {
+  if (c.coarse.num_strategies(g) < 2 || c.label_of(g, x) < 0) return false;
+  const size_t add = added_columns(c.coarse, g, state, opt.max_strategies);
+  if (!region.empty() && columns + add > opt.region_columns) return false;
+  columns += add;
+  state[g] = kInRegion;
+  region.push_back(g);
+  return true;
+}
+
 }  // namespace
 
 CoarseLns::CoarseLns(const Model& m, const Coarsening& c) : m_(m), c_(c), cm_(c.coarse) {}
@@ -42,12 +56,7 @@ std::vector<int> CoarseLns::region_from(int center, const Primal& primal, const 
   while (!queue.empty() && static_cast<int>(region.size()) < opt.region_groups) {
     int g = queue.front();
     queue.pop_front();
-    if (cm_.num_strategies(g) < 2 || c_.label_of(g, x) < 0) continue;
-    const size_t add = added_columns(cm_, g, seen, opt.max_strategies);
-    if (!region.empty() && columns + add > opt.region_columns) continue;
-    columns += add;
-    seen[g] = kInRegion;
-    region.push_back(g);
+    if (!admit(c_, g, x, opt, seen, region, columns)) continue;
     for (size_t a = cm_.adj_off[g]; a < cm_.adj_off[g + 1]; ++a) {
       const auto& e = cm_.edges[cm_.adj[a]];
       int h = e.u == g ? e.v : e.u;
@@ -89,12 +98,7 @@ std::vector<int> CoarseLns::region_live_at(int k, const Primal& primal, const Co
   for (int g : live) {
     if (seen[g] == kInRegion) continue;
     if (static_cast<int>(region.size()) >= opt.region_groups) break;
-    if (cm_.num_strategies(g) < 2 || c_.label_of(g, x) < 0) continue;
-    const size_t add = added_columns(cm_, g, seen, opt.max_strategies);
-    if (!region.empty() && columns + add > opt.region_columns) continue;
-    columns += add;
-    seen[g] = kInRegion;
-    region.push_back(g);
+    admit(c_, g, x, opt, seen, region, columns);
   }
   return region;
 }

@@ -6,6 +6,8 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "core/solver/coarse_milp.h"
@@ -287,179 +289,310 @@ std::shared_ptr<const Coarsening> groups_for(const Model& m, Shared& sh, __int12
   return sh.groups;
 }
 
+// A worker's steps (its entries of schedule_table(), in order) with their
+// functions; a function reports whether it ran.
+template <class W>
+struct Step {
+  const ScheduledStep* info;
+  bool (W::*run)(const ScheduledStep&);
+};
+
+template <class W>
+using StepFunctions = std::vector<std::pair<const char*, bool (W::*)(const ScheduledStep&)>>;
+
+template <class W>
+std::vector<Step<W>> steps_of(Worker worker, const StepFunctions<W>& functions) {
+  std::vector<Step<W>> out;
+  for (const ScheduledStep& s : schedule_table()) {
+    if (s.worker != worker) continue;
+    auto f = std::find_if(functions.begin(), functions.end(),
+                          [&](const auto& nf) { return std::string(nf.first) == s.name; });
+    if (f == functions.end())
+      throw std::logic_error(std::string("solver schedule: step '") + s.name + "' has no function in its worker");
+    out.push_back({&s, f->second});
+  }
+  return out;
+}
+
+// One loop step of a worker: the schedule's due steps through their functions.
+template <class W>
+void run_due(W& worker, const std::vector<Step<W>>& steps, const SearchOptions& so, Worker which, long s) {
+  run_schedule(so, which, s, [&](const ScheduledStep& due_step) {
+    for (const Step<W>& st : steps)
+      if (st.info == &due_step) return (worker.*st.run)(due_step);
+    return false;  // not reached: steps_of gave each of the worker's steps its function
+  });
+}
+
 // Large-neighbourhood search over regions of groups from the shared best
-// labelling (coarse_lns.h), with exact forest moves now and then; the groups
-// are rebuilt as the best improves (a lower UB prunes and groups more).
-// Several workers may run at once: each adopts the shared best when it is
-// better than its own. Only a worker given `progress` reports.
+// labelling (coarse_lns.h), with the other steps of its schedule (forest
+// moves, Lagrangian kicks, merges) in between; the groups are rebuilt as the
+// best improves (a lower UB prunes and groups more). Several workers may run
+// at once: each adopts the shared best when it is better than its own. Only
+// a worker given `progress` reports.
+class LnsWorker {
+ public:
+  LnsWorker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t seed,
+            const std::function<void()>* progress, std::shared_ptr<const Coarsening> cs, __int128 cs_ub)
+      : m_(m), sh_(sh), so_(*sh.so), deadline_(deadline), seed_(seed), progress_(progress), primal_(m),
+        cs_(std::move(cs)), cs_ub_(cs_ub), rng_(seed * 0x9E3779B97F4A7C15ULL + 1),
+        nbh_(std::make_unique<CoarseLns>(m, *cs_)), moves_(std::make_unique<ForestMoves>(m, *cs_)),
+        lagrangian_(sh),
+        steps_(steps_of<LnsWorker>(Worker::Regions, {{"forest", &LnsWorker::forest},
+                                                     {"lagrangian_kick", &LnsWorker::lagrangian_kick},
+                                                     {"merge", &LnsWorker::merge},
+                                                     {"live_region", &LnsWorker::live_region},
+                                                     {"tight_region", &LnsWorker::tight_region},
+                                                     {"region", &LnsWorker::random_region}})) {
+    lo_.region_columns = static_cast<size_t>(so_.region_columns);
+    lo_.region_groups = static_cast<int>(so_.region_groups);
+    lo_.max_strategies = static_cast<int>(so_.region_strategies);
+  }
+
+  void run(const std::vector<int>& start) {
+    primal_.set(start);
+    for (; !sh_.done && Clock::now() < deadline_; ++step_) {
+      left_ = std::chrono::duration<double>(deadline_ - Clock::now()).count();
+      if (left_ < 0.05) break;
+      // Another worker found better: continue from there.
+      if (sh_.best_below(primal_.cost(), &adopted_, &adopted_cost_)) primal_.set(adopted_);
+      if (primal_.cost() < cs_ub_ - cs_ub_ / 20) {
+        nbh_.reset();
+        moves_.reset();
+        cs_ = groups_for(m_, sh_, primal_.cost(), deadline_);
+        if (!cs_) break;
+        cs_ub_ = primal_.cost();
+        nbh_ = std::make_unique<CoarseLns>(m_, *cs_);
+        moves_ = std::make_unique<ForestMoves>(m_, *cs_);
+        trace("coarse model rebuilt: %d groups, %zu strategies", cs_->coarse.n, cs_->coarse.strat.size());
+      }
+      run_due(*this, steps_, so_, Worker::Regions, step_);
+    }
+    trace("coarse lns (seed %llu): %d steps, %d improving, %d Lagrangian kicks improving, %d merges improving, final %s, region columns %zu",
+          static_cast<unsigned long long>(seed_), step_, wins_, priced_wins_, merge_wins_,
+          to_string(primal_.cost()).c_str(), lo_.region_columns);
+  }
+
+ private:
+  bool forest(const ScheduledStep& s) {
+    PhaseTimer timer(sh_.ledger, s.phase);
+    if (moves_->sweep(primal_, rng_) > 0) sh_.offer(primal_.labels(), primal_.cost(), s.phase);
+    return true;
+  }
+
+  // A fraction of a region's time.
+  bool lagrangian_kick(const ScheduledStep& s) {
+    if (!lagrangian_.ready()) return false;
+    PhaseTimer timer(sh_.ledger, s.phase);
+    const std::vector<int> before = primal_.labels();
+    const __int128 before_cost = primal_.cost();
+    const bool ok = lagrangian_.run(m_, *cs_, *moves_, primal_, rng_, deadline_);
+    if (ok) sh_.remember(primal_.labels(), primal_.cost());
+    if (ok && primal_.cost() < before_cost) {
+      sh_.offer(primal_.labels(), primal_.cost(), s.phase);
+      ++priced_wins_;
+    } else {
+      primal_.set(before);
+    }
+    return true;
+  }
+
+  // Solution merging (merge.h) once the kicks brought in enough new labellings.
+  bool merge(const ScheduledStep& s) {
+    if (!(Clock::now() - last_merge_ > seconds(so_.merge_interval_s) &&
+          sh_.pool_if_changed(&pool_version_, static_cast<int>(so_.merge_min_new), &pool_)))
+      return false;
+    PhaseTimer timer(sh_.ledger, s.phase);
+    last_merge_ = Clock::now();
+    std::vector<int> x = primal_.labels();
+    __int128 c = primal_.cost();
+    const auto merge_end = std::min(deadline_, Clock::now() + seconds(so_.merge_budget_s));
+    MergeResult mr = merge_solutions(
+        m_, pool_, x, c, merge_end, seed_ + step_, static_cast<size_t>(so_.whole_coarse_milp_columns),
+        [&](const std::vector<int>& y, __int128 yc) { sh_.offer(y, yc, s.phase); },
+        [&]() { return sh_.done.load(); });
+    if (mr.improved) primal_.set(x), ++merge_wins_;
+    trace("merge %s: cost %s", mr.improved ? "improved" : "did not improve", to_string(c).c_str());
+    return true;
+  }
+
+  // Regions: connected ones around a group live at a tight point, with the
+  // groups live at that point added (they compete for the same memory,
+  // wherever they sit in the graph), and connected ones anywhere.
+  bool live_region(const ScheduledStep& s) {
+    if (m_.cap.empty()) return false;
+    return solve_region(s, [&] {
+      int k = -1;
+      const int center = nbh_->tight_center(primal_, rng_, &k);
+      CoarseLnsOptions part = lo_;
+      part.region_columns = lo_.region_columns * 3 / 5;
+      std::vector<int> region = nbh_->region_from(center, primal_, part);
+      if (k >= 0) {
+        CoarseLnsOptions wide = lo_;
+        wide.region_groups = INT32_MAX;
+        region = nbh_->region_live_at(k, primal_, wide, rng_, std::move(region));
+      }
+      return region;
+    });
+  }
+
+  bool tight_region(const ScheduledStep& s) {
+    if (m_.cap.empty()) return false;
+    return solve_region(s, [&] { return nbh_->region_from(nbh_->tight_center(primal_, rng_), primal_, lo_); });
+  }
+
+  bool random_region(const ScheduledStep& s) {
+    return solve_region(s, [&] {
+      return nbh_->region_from(static_cast<int>(rng_() % cs_->coarse.n), primal_, lo_);
+    });
+  }
+
+  // Re-solves the region `shape` builds; regions HiGHS cannot finish in time
+  // shrink, quick ones grow.
+  template <class Shape>
+  bool solve_region(const ScheduledStep& s, Shape shape) {
+    PhaseTimer timer(sh_.ledger, s.phase);
+    const std::vector<int> region = shape();
+    if (region.empty()) return true;
+    const double budget = std::min(so_.region_budget_s, left_);
+    const auto t_step = Clock::now();
+    if (nbh_->step(primal_, region, lo_, budget, seed_ + step_)) {
+      sh_.offer(primal_.labels(), primal_.cost(), s.phase);
+      ++wins_;
+    }
+    const double used = std::chrono::duration<double>(Clock::now() - t_step).count();
+    if (used > 0.8 * budget)
+      lo_.region_columns = std::max(static_cast<size_t>(so_.region_columns_min), lo_.region_columns * 7 / 10);
+    else if (used < 0.2 * budget)
+      lo_.region_columns = std::min(static_cast<size_t>(so_.region_columns_max), lo_.region_columns * 6 / 5);
+    if (progress_ && *progress_ && Clock::now() - last_report_ > std::chrono::seconds(1)) {
+      last_report_ = Clock::now();
+      (*progress_)();
+    }
+    return true;
+  }
+
+  const Model& m_;
+  Shared& sh_;
+  const SearchOptions& so_;
+  const Clock::time_point deadline_;
+  const uint64_t seed_;
+  const std::function<void()>* progress_;
+  Primal primal_;
+  std::shared_ptr<const Coarsening> cs_;
+  __int128 cs_ub_;
+  Clock::time_point last_report_ = Clock::now();
+  std::mt19937_64 rng_;
+  std::unique_ptr<CoarseLns> nbh_;
+  std::unique_ptr<ForestMoves> moves_;
+  CoarseLnsOptions lo_;
+  PricedKicks lagrangian_;
+  const std::vector<Step<LnsWorker>> steps_;
+  int wins_ = 0, step_ = 0, priced_wins_ = 0, merge_wins_ = 0, pool_version_ = 0;
+  std::vector<std::vector<int>> pool_;
+  Clock::time_point last_merge_ = Clock::now();
+  double left_ = 0;  // seconds to the deadline at this step's start
+  std::vector<int> adopted_;
+  __int128 adopted_cost_ = 0;
+};
+
 void lns_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t seed,
                 const std::function<void()>* progress) {
   std::vector<int> start;
   __int128 start_cost = 0;
   if (!sh.best_below(-1, &start, &start_cost) || Clock::now() >= deadline) return;
-  Primal primal(m);
-  primal.set(start);
   auto cs = groups_for(m, sh, start_cost, deadline);
   if (!cs || Clock::now() >= deadline) return;
-  __int128 cs_ub = start_cost;
-  auto last_report = Clock::now();
-  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ULL + 1);
-  auto nbh = std::make_unique<CoarseLns>(m, *cs);
-  auto moves = std::make_unique<ForestMoves>(m, *cs);
-  const SearchOptions& so = *sh.so;
-  const int forest_every = static_cast<int>(so.forest_every), kick_every = static_cast<int>(so.kick_every);
-  CoarseLnsOptions lo;
-  lo.region_columns = static_cast<size_t>(so.region_columns);
-  lo.region_groups = static_cast<int>(so.region_groups);
-  lo.max_strategies = static_cast<int>(so.region_strategies);
-  PricedKicks lagrangian(sh);
-  int wins = 0, step = 0, priced_wins = 0, merge_wins = 0, pool_version = 0;
-  std::vector<std::vector<int>> pool;
-  auto last_merge = Clock::now();
-  for (; !sh.done && Clock::now() < deadline; ++step) {
-    double left = std::chrono::duration<double>(deadline - Clock::now()).count();
-    if (left < 0.05) break;
-    // Another worker found better: continue from there.
-    if (sh.best_below(primal.cost(), &start, &start_cost)) primal.set(start);
-    if (primal.cost() < cs_ub - cs_ub / 20) {
-      nbh.reset();
-      moves.reset();
-      cs = groups_for(m, sh, primal.cost(), deadline);
-      if (!cs) break;
-      cs_ub = primal.cost();
-      nbh = std::make_unique<CoarseLns>(m, *cs);
-      moves = std::make_unique<ForestMoves>(m, *cs);
-      trace("coarse model rebuilt: %d groups, %zu strategies", cs->coarse.n, cs->coarse.strat.size());
-    }
-    // Now and then exact forest moves over all groups (cheap next to a region).
-    if (step % forest_every == 0) {
-      PhaseTimer timer(sh.ledger, Phase::Forest);
-      if (moves->sweep(primal, rng) > 0) sh.offer(primal.labels(), primal.cost(), Phase::Forest);
-    }
-    // And a Lagrangian kick (a fraction of a region's time) once prices exist.
-    if (step % kick_every == kick_every / 2 && lagrangian.ready()) {
-      PhaseTimer timer(sh.ledger, Phase::LagrangianKick);
-      const std::vector<int> before = primal.labels();
-      const __int128 before_cost = primal.cost();
-      const bool ok = lagrangian.run(m, *cs, *moves, primal, rng, deadline);
-      if (ok) sh.remember(primal.labels(), primal.cost());
-      if (ok && primal.cost() < before_cost) {
-        sh.offer(primal.labels(), primal.cost(), Phase::LagrangianKick);
-        ++priced_wins;
-      } else {
-        primal.set(before);
-      }
-    }
-    // Solution merging (merge.h) once the kicks brought in enough new labellings.
-    if (step % kick_every == 0 && Clock::now() - last_merge > seconds(so.merge_interval_s) &&
-        sh.pool_if_changed(&pool_version, static_cast<int>(so.merge_min_new), &pool)) {
-      PhaseTimer timer(sh.ledger, Phase::Merge);
-      last_merge = Clock::now();
-      std::vector<int> x = primal.labels();
-      __int128 c = primal.cost();
-      const auto merge_end = std::min(deadline, Clock::now() + seconds(so.merge_budget_s));
-      MergeResult mr = merge_solutions(
-          m, pool, x, c, merge_end, seed + step, static_cast<size_t>(so.whole_coarse_milp_columns),
-          [&](const std::vector<int>& y, __int128 yc) { sh.offer(y, yc, Phase::Merge); },
-          [&]() { return sh.done.load(); });
-      if (mr.improved) primal.set(x), ++merge_wins;
-      trace("merge %s: cost %s", mr.improved ? "improved" : "did not improve", to_string(c).c_str());
-      continue;
-    }
-    // Regions: connected ones around a group live at a tight point, with
-    // the groups live at that point added (they compete for the same
-    // memory, wherever they sit in the graph), and connected ones anywhere.
-    std::vector<int> region;
-    PhaseTimer timer(sh.ledger, Phase::Regions);
-    if (!m.cap.empty() && step % 2 == 1) {
-      int k = -1;
-      const int center = nbh->tight_center(primal, rng, &k);
-      CoarseLnsOptions part = lo;
-      part.region_columns = lo.region_columns * 3 / 5;
-      region = nbh->region_from(center, primal, part);
-      if (k >= 0) {
-        CoarseLnsOptions wide = lo;
-        wide.region_groups = INT32_MAX;
-        region = nbh->region_live_at(k, primal, wide, rng, std::move(region));
-      }
-    } else {
-      const int center = !m.cap.empty() && step % 4 == 0 ? nbh->tight_center(primal, rng)
-                                                          : static_cast<int>(rng() % cs->coarse.n);
-      region = nbh->region_from(center, primal, lo);
-    }
-    if (region.empty()) continue;
-    const double budget = std::min(so.region_budget_s, left);
-    const auto t_step = Clock::now();
-    if (nbh->step(primal, region, lo, budget, seed + step)) {
-      sh.offer(primal.labels(), primal.cost(), Phase::Regions);
-      ++wins;
-    }
-    // Regions HiGHS cannot finish in time shrink; quick ones grow.
-    const double used = std::chrono::duration<double>(Clock::now() - t_step).count();
-    if (used > 0.8 * budget)
-      lo.region_columns = std::max(static_cast<size_t>(so.region_columns_min), lo.region_columns * 7 / 10);
-    else if (used < 0.2 * budget)
-      lo.region_columns = std::min(static_cast<size_t>(so.region_columns_max), lo.region_columns * 6 / 5);
-    if (progress && *progress && Clock::now() - last_report > std::chrono::seconds(1)) {
-      last_report = Clock::now();
-      (*progress)();
-    }
-  }
-  trace("coarse lns (seed %llu): %d steps, %d improving, %d Lagrangian kicks improving, %d merges improving, final %s, region columns %zu",
-        static_cast<unsigned long long>(seed), step, wins, priced_wins, merge_wins, to_string(primal.cost()).c_str(),
-        lo.region_columns);
+  LnsWorker(m, sh, deadline, seed, progress, std::move(cs), start_cost).run(start);
 }
 
 // Iterated local search on groups, for the core the bound search leaves
-// free: kicks (kick.h) from the shared best, half of them directed, keeping
-// results that beat it.
+// free: kicks (kick.h) from the shared best, priced or directed or near a
+// tight point as its schedule says, keeping results that beat it.
+class KickWorker {
+ public:
+  KickWorker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t seed)
+      : m_(m), sh_(sh), deadline_(deadline), rng_(seed), primal_(m), lagrangian_(sh),
+        steps_(steps_of<KickWorker>(Worker::Kicks, {{"priced_kick", &KickWorker::priced_kick},
+                                                    {"directed_kick", &KickWorker::directed_kick},
+                                                    {"near_tight_kick", &KickWorker::near_tight_kick}})) {}
+
+  void run(std::vector<int> best, __int128 best_cost) {
+    best_ = std::move(best);
+    best_cost_ = best_cost;
+    trace("kicks start (%s memory prices)", lagrangian_.ready() ? "with" : "without");
+    for (; !sh_.done && Clock::now() < deadline_; ++kicks_) {
+      sh_.best_below(best_cost_, &best_, &best_cost_);
+      if (cs_ub_ < 0 || best_cost_ < cs_ub_ - cs_ub_ / 20) {
+        regions_.reset();
+        moves_.reset();
+        cs_ = groups_for(m_, sh_, best_cost_, deadline_);
+        if (!cs_) break;
+        cs_ub_ = best_cost_;
+        moves_ = std::make_unique<ForestMoves>(m_, *cs_);
+        regions_ = std::make_unique<CoarseLns>(m_, *cs_);
+        if (Clock::now() >= deadline_) break;
+      }
+      primal_.set(best_);
+      run_due(*this, steps_, *sh_.so, Worker::Kicks, kicks_);
+    }
+    trace("kicks: %d, %d improving (%d priced), final %s", kicks_, wins_, priced_wins_,
+          to_string(best_cost_).c_str());
+  }
+
+ private:
+  // At a random scale of the bound search's memory prices, once there are any.
+  bool priced_kick(const ScheduledStep& s) {
+    if (!lagrangian_.ready()) return false;
+    PhaseTimer timer(sh_.ledger, s.phase);
+    keep_if_better(lagrangian_.run(m_, *cs_, *moves_, primal_, rng_, deadline_), true, s);
+    return true;
+  }
+
+  bool directed_kick(const ScheduledStep& s) {
+    PhaseTimer timer(sh_.ledger, s.phase);
+    keep_if_better(kick(m_, *cs_, *moves_, *regions_, primal_, rng_, true, false, deadline_), false, s);
+    return true;
+  }
+
+  bool near_tight_kick(const ScheduledStep& s) {
+    PhaseTimer timer(sh_.ledger, s.phase);
+    keep_if_better(kick(m_, *cs_, *moves_, *regions_, primal_, rng_, false, true, deadline_), false, s);
+    return true;
+  }
+
+  void keep_if_better(bool ok, bool priced, const ScheduledStep& s) {
+    if (ok) sh_.remember(primal_.labels(), primal_.cost());
+    if (ok && primal_.cost() < best_cost_) {
+      best_ = primal_.labels();
+      best_cost_ = primal_.cost();
+      sh_.offer(best_, best_cost_, s.phase);
+      ++wins_;
+      priced_wins_ += priced;
+    }
+  }
+
+  const Model& m_;
+  Shared& sh_;
+  const Clock::time_point deadline_;
+  std::mt19937_64 rng_;
+  std::vector<int> best_;
+  __int128 best_cost_ = 0;
+  std::shared_ptr<const Coarsening> cs_;
+  std::unique_ptr<ForestMoves> moves_;
+  std::unique_ptr<CoarseLns> regions_;
+  __int128 cs_ub_ = -1;
+  Primal primal_;
+  PricedKicks lagrangian_;
+  const std::vector<Step<KickWorker>> steps_;
+  int kicks_ = 0, wins_ = 0, priced_wins_ = 0;
+};
+
 void kick_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_t seed) {
-  std::mt19937_64 rng(seed);
   std::vector<int> best;
   __int128 best_cost = 0;
   if (!sh.best_below(-1, &best, &best_cost)) return;
-  std::shared_ptr<const Coarsening> cs;
-  std::unique_ptr<ForestMoves> moves;
-  std::unique_ptr<CoarseLns> regions;
-  __int128 cs_ub = -1;
-  Primal primal(m);
-  PricedKicks lagrangian(sh);
-  int kicks = 0, wins = 0, priced_wins = 0;
-  trace("kicks start (%s memory prices)", lagrangian.ready() ? "with" : "without");
-  for (; !sh.done && Clock::now() < deadline; ++kicks) {
-    sh.best_below(best_cost, &best, &best_cost);
-    if (cs_ub < 0 || best_cost < cs_ub - cs_ub / 20) {
-      regions.reset();
-      moves.reset();
-      cs = groups_for(m, sh, best_cost, deadline);
-      if (!cs) break;
-      cs_ub = best_cost;
-      moves = std::make_unique<ForestMoves>(m, *cs);
-      regions = std::make_unique<CoarseLns>(m, *cs);
-      if (Clock::now() >= deadline) break;
-    }
-    primal.set(best);
-    PhaseTimer timer(sh.ledger, Phase::Kick);
-    // Two kicks in three are priced (when the bound search found memory
-    // prices), at a random scale of them; the others alternate between
-    // random ones near a tight point and directed ones anywhere.
-    const bool priced = kicks % 3 != 0 && lagrangian.ready();
-    bool ok;
-    if (priced) {
-      ok = lagrangian.run(m, *cs, *moves, primal, rng, deadline);
-    } else {
-      ok = kick(m, *cs, *moves, *regions, primal, rng, kicks % 2 == 1, kicks % 2 == 0, deadline);
-    }
-    if (ok) sh.remember(primal.labels(), primal.cost());
-    if (ok && primal.cost() < best_cost) {
-      best = primal.labels();
-      best_cost = primal.cost();
-      sh.offer(best, best_cost, Phase::Kick);
-      ++wins;
-      priced_wins += priced;
-    }
-  }
-  trace("kicks: %d, %d improving (%d priced), final %s", kicks, wins, priced_wins, to_string(best_cost).c_str());
+  KickWorker(m, sh, deadline, seed).run(std::move(best), best_cost);
 }
 
 // Primal side: message passing on cost + price * usage, where a node's price

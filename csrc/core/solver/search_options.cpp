@@ -1,6 +1,7 @@
 #include "core/solver/search_options.h"
 
 #include <cmath>
+#include <iterator>
 #include <stdexcept>
 
 namespace tlm::solver {
@@ -21,6 +22,19 @@ const std::vector<SearchOptionInfo>& search_option_table() {
       {"price_handover_s", &O::price_handover_s, 0, 1e5, false, "... and this many seconds (or half its time to the last improvement)"},
       {"forest_every", &O::forest_every, 1, 1e6, true, "region steps between exact forest sweeps"},
       {"kick_every", &O::kick_every, 1, 1e6, true, "region steps between Lagrangian kicks"},
+      {"forest_at", &O::forest_at, 0, 1e6, true, "region step of the first forest sweep (modulo forest_every)"},
+      {"kick_at", &O::kick_at, 0, 1e6, true, "region step of the first Lagrangian kick (modulo kick_every)"},
+      {"merge_every", &O::merge_every, 1, 1e6, true, "region steps between chances to merge solutions (a merge takes the step of a region)"},
+      {"merge_at", &O::merge_at, 0, 1e6, true, "region step of the first chance to merge (modulo merge_every)"},
+      {"live_region_every", &O::live_region_every, 1, 1e6, true, "region steps between regions around a tight memory point extended by the groups live there"},
+      {"live_region_at", &O::live_region_at, 0, 1e6, true, "region step of the first such region (modulo live_region_every)"},
+      {"tight_region_every", &O::tight_region_every, 1, 1e6, true, "region steps between regions grown from a tight memory point (the other steps grow them from a random group)"},
+      {"tight_region_at", &O::tight_region_at, 0, 1e6, true, "region step of the first such region (modulo tight_region_every)"},
+      {"priced_kick_every", &O::priced_kick_every, 1, 1e6, true, "kick steps per round of Lagrangian kicks on the second core"},
+      {"priced_kick_at", &O::priced_kick_at, 0, 1e6, true, "kick step of a round's first Lagrangian kick (modulo priced_kick_every)"},
+      {"priced_kick_runs", &O::priced_kick_runs, 1, 1e6, true, "Lagrangian kicks in a row per round (the other kick steps kick without prices)"},
+      {"directed_kick_every", &O::directed_kick_every, 1, 1e6, true, "kick steps between directed kicks, among those without prices (the others are random near a tight point)"},
+      {"directed_kick_at", &O::directed_kick_at, 0, 1e6, true, "kick step of the first directed kick (modulo directed_kick_every)"},
       {"merge_interval_s", &O::merge_interval_s, 0, 1e5, false, "seconds between solution merges"},
       {"merge_budget_s", &O::merge_budget_s, 0.01, 1e5, false, "HiGHS seconds per merge"},
       {"merge_min_new", &O::merge_min_new, 1, 1e6, true, "new pool members before a merge"},
@@ -68,9 +82,52 @@ void validate(const SearchOptions& options) {
 }
 
 const char* phase_name(Phase p) {
-  static const char* names[kPhaseCount] = {"reduce", "greedy",          "price", "bound", "coarse_milp", "regions",
-                                           "forest", "lagrangian_kick", "kick",  "merge", "final_milp"};
+  static constexpr const char* names[] = {"reduce", "greedy",          "price", "bound", "coarse_milp", "regions",
+                                          "forest", "lagrangian_kick", "kick",  "merge", "final_milp"};
+  static_assert(std::size(names) == kPhaseCount, "one name per Phase");
   return names[static_cast<int>(p)];
+}
+
+const std::vector<ScheduledStep>& schedule_table() {
+  using O = SearchOptions;
+  constexpr Worker R = Worker::Regions, K = Worker::Kicks;
+  // In each worker's order; the default pacing is the schedule the loops had
+  // as literals (step % forest_every == 0, step % kick_every == kick_every / 2,
+  // step % 2 == 1, step % 4 == 0, kicks % 3 != 0, kicks % 2 == 1).
+  static const std::vector<ScheduledStep> table = {
+      {"forest", R, Phase::Forest, false, &O::forest_every, &O::forest_at, nullptr,
+       "exact forest moves over all groups (cheap next to a region)"},
+      {"lagrangian_kick", R, Phase::LagrangianKick, false, &O::kick_every, &O::kick_at, nullptr,
+       "a kick at the bound search's memory prices, once there are prices"},
+      {"merge", R, Phase::Merge, true, &O::merge_every, &O::merge_at, nullptr,
+       "solution merging, once merge_interval_s passed and the kicks brought merge_min_new labellings"},
+      {"live_region", R, Phase::Regions, true, &O::live_region_every, &O::live_region_at, nullptr,
+       "a region around a tight memory point, extended by the groups live there (with memory only)"},
+      {"tight_region", R, Phase::Regions, true, &O::tight_region_every, &O::tight_region_at, nullptr,
+       "a region grown from a group live at a tight memory point (with memory only)"},
+      {"region", R, Phase::Regions, true, nullptr, nullptr, nullptr, "a region grown from a random group"},
+      {"priced_kick", K, Phase::Kick, true, &O::priced_kick_every, &O::priced_kick_at, &O::priced_kick_runs,
+       "a kick at a random scale of the bound search's memory prices, once there are prices"},
+      {"directed_kick", K, Phase::Kick, true, &O::directed_kick_every, &O::directed_kick_at, nullptr,
+       "a directed kick anywhere (kick.h)"},
+      {"near_tight_kick", K, Phase::Kick, true, nullptr, nullptr, nullptr,
+       "a random kick centred near a tight memory point (kick.h)"},
+  };
+  return table;
+}
+
+bool due(const SearchOptions& options, const ScheduledStep& step, long s) {
+  if (!step.every) return true;
+  const long every = static_cast<long>(options.*step.every);
+  const long at = step.at ? static_cast<long>(options.*step.at) : 0;
+  const long runs = step.runs ? static_cast<long>(options.*step.runs) : 1;
+  return ((s - at) % every + every) % every < runs;
+}
+
+void run_schedule(const SearchOptions& options, Worker worker, long s,
+                  const std::function<bool(const ScheduledStep&)>& run) {
+  for (const ScheduledStep& step : schedule_table())
+    if (step.worker == worker && due(options, step, s) && run(step) && step.ends_step) return;
 }
 
 void PhaseLedger::add_time(Phase p, double seconds) {

@@ -14,10 +14,14 @@
 //   kick            random and directed kicks (kick.h) on the second core
 //   merge           solution merging over a pool of kick results (merge.h)
 //   final_milp      the reduced model whole in HiGHS (small models, exact mode)
+// The time-shared phases get their shares as options (reduce_share,
+// price_share, bound_share, milp_tail_share); the step-paced ones, in the
+// two workers' loops, are entries of schedule_table() with their pacing.
 #pragma once
 
 #include <array>
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -41,6 +45,20 @@ struct SearchOptions {
   double price_handover_s = 3;
   double forest_every = 8;
   double kick_every = 4;
+  // The pacing of the workers' steps (schedule_table()).
+  double forest_at = 0;
+  double kick_at = 2;
+  double merge_every = 4;
+  double merge_at = 0;
+  double live_region_every = 2;
+  double live_region_at = 1;
+  double tight_region_every = 4;
+  double tight_region_at = 0;
+  double priced_kick_every = 3;
+  double priced_kick_at = 1;
+  double priced_kick_runs = 2;
+  double directed_kick_every = 2;
+  double directed_kick_at = 1;
   double merge_interval_s = 3;
   double merge_budget_s = 10;
   double merge_min_new = 4;
@@ -69,9 +87,43 @@ void set_search_option(SearchOptions& options, const std::string& name, double v
 // Checks every option against its bounds (std::invalid_argument).
 void validate(const SearchOptions& options);
 
-enum class Phase { Reduce, Greedy, Price, Bound, CoarseMilp, Regions, Forest, LagrangianKick, Kick, Merge, FinalMilp };
-constexpr int kPhaseCount = 11;
+// The ledger's phases (their names: phase_name); Count stays last.
+enum class Phase { Reduce, Greedy, Price, Bound, CoarseMilp, Regions, Forest, LagrangianKick, Kick, Merge, FinalMilp, Count };
+constexpr int kPhaseCount = static_cast<int>(Phase::Count);
 const char* phase_name(Phase p);
+
+// The loops that run their phases step by step (search.cpp).
+enum class Worker {
+  Regions,  // lns_worker: large-neighbourhood search, one region a step
+  Kicks,    // kick_worker: one kick a step, on the core the bound search leaves
+};
+
+// One step of a worker's schedule. At each loop step a worker goes through
+// its steps in table order and runs those due (s - at) mod every < runs;
+// a step that ran and `ends_step` ends the loop step. A step without `every`
+// is due at every loop step (a worker's last one, taken when no other is).
+// Its function (search.cpp) reports whether it ran (a due step can decline,
+// e.g. a priced kick before there are prices).
+struct ScheduledStep {
+  const char* name;
+  Worker worker;
+  Phase phase;  // where the ledger counts its time and improvements
+  bool ends_step;
+  double SearchOptions::*every;  // null: every loop step
+  double SearchOptions::*at;     // null: 0
+  double SearchOptions::*runs;   // null: 1
+  const char* meaning;
+};
+
+// The workers' schedules in order. A new paced phase: one entry here, its
+// pacing options above, and its function in search.cpp.
+const std::vector<ScheduledStep>& schedule_table();
+// Whether `step` is due at loop step `s` under `options`.
+bool due(const SearchOptions& options, const ScheduledStep& step, long s);
+// One loop step of `worker`: its due steps in order through `run` (true when
+// the step ran), until one that ran ends the loop step.
+void run_schedule(const SearchOptions& options, Worker worker, long s,
+                  const std::function<bool(const ScheduledStep&)>& run);
 
 struct PhaseTotal {
   std::string name;

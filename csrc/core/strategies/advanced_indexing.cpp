@@ -9,6 +9,7 @@
 // alike in values (values = B followed by them); linear in (self, values) jointly.
 // histc counts: any shard of the input gives Partial(sum) counts.
 // Index lists with gaps (None entries) get only the replicated and Partial rows.
+#include "core/strategies/indexing_rule.h"
 #include "core/strategies/rule.h"
 
 namespace tlm::strategies {
@@ -99,12 +100,7 @@ void histc_rows(const RuleCtx& c, DimRows& rows) {
   for (int d = 0; d < static_cast<int>(c.in(0).ndim()); ++d) rows.add({S(d), P()});
 }
 
-Rule make(std::function<void(const RuleCtx&, DimRows&)> fn) {
-  Rule r;
-  r.family = "indexing";
-  r.dims = std::move(fn);
-  return r;
-}
+using indexing::make;
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 // there. The dim itself stays whole (indices are positions in it).
 // Linear cases: cumsum and gather/index_select in their source, scatter and
 // scatter_add in (self, src) jointly, slice/select_backward in the gradient.
+#include "core/strategies/indexing_rule.h"
 #include "core/strategies/rule.h"
 #include "core/strategies/shard_math.h"
 
@@ -38,12 +39,7 @@ void along_dim_rows(const RuleCtx& c, DimRows& rows, int dim, const std::vector<
   }
 }
 
-Rule make(std::function<void(const RuleCtx&, DimRows&)> fn) {
-  Rule r;
-  r.family = "indexing";
-  r.dims = std::move(fn);
-  return r;
-}
+using indexing::make;
 
 }  // namespace
 
