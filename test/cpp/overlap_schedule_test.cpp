@@ -50,6 +50,20 @@ std::vector<ScheduleNode> three_layer_forward(int64_t bytes = 100) {
   return g;
 }
 
+// Backward of two layers: 0 g (tangent), 1-2 saved activations; layer 2 backward:
+// grad_w2 (only the reduce-scatter uses it), grad_h = mm(g, a2); layer 1 backward; output.
+std::vector<ScheduleNode> two_layer_backward() {
+  return {node(K::Fixed, {}), node(K::Fixed, {}), node(K::Fixed, {}),
+          node(K::Compute, {0, 2}),  // 3 grad_w2
+          node(K::Compute, {0, 1}),  // 4 grad_h
+          node(K::Start, {3}, 64),   // 5 reduce-scatter grad_w2
+          node(K::Wait, {5}),        // 6
+          node(K::Compute, {4, 1}),  // 7 grad_w1
+          node(K::Start, {7}, 64),   // 8
+          node(K::Wait, {8}),        // 9
+          node(K::Fixed, {6, 9})};   // 10 output
+}
+
 // The most collectives issued and not yet waited for at any point of `order`.
 int most_in_flight(const std::vector<ScheduleNode>& nodes, const std::vector<int>& order) {
   int now = 0, most = 0;
@@ -96,17 +110,7 @@ TEST(OverlapSchedule, AnOversizedCollectiveIsIssuedWhenNothingIsInFlight) {
 }
 
 TEST(OverlapSchedule, GradientReductionOverlapsTheNextLayersBackward) {
-  // 0 g (tangent), 1-2 saved activations; layer 2 backward: grad_w2 (only the
-  // reduce-scatter uses it), grad_h = mm(g, a2); layer 1 backward; output.
-  std::vector<ScheduleNode> g{node(K::Fixed, {}), node(K::Fixed, {}), node(K::Fixed, {}),
-                              node(K::Compute, {0, 2}),        // 3 grad_w2
-                              node(K::Compute, {0, 1}),        // 4 grad_h
-                              node(K::Start, {3}, 64),         // 5 reduce-scatter grad_w2
-                              node(K::Wait, {5}),              // 6
-                              node(K::Compute, {4, 1}),        // 7 grad_w1
-                              node(K::Start, {7}, 64),         // 8
-                              node(K::Wait, {8}),              // 9
-                              node(K::Fixed, {6, 9})};         // 10 output
+  const auto g = two_layer_backward();
   auto order = overlap_order(g, -1);
   expect_valid(g, order);
   EXPECT_LT(pos(order, 5), pos(order, 4));  // issued as soon as grad_w2 exists
@@ -128,17 +132,9 @@ TEST(OverlapSchedule, OneCollectiveInFlightWaitsForThePreviousOneBeforeIssuingTh
 }
 
 TEST(OverlapSchedule, OneGradientReductionInFlightStillOverlapsBackward) {
-  // As in GradientReductionOverlapsTheNextLayersBackward: the first reduction is issued
-  // as soon as its gradient exists and waited for only when the second one is issued.
-  std::vector<ScheduleNode> g{node(K::Fixed, {}), node(K::Fixed, {}), node(K::Fixed, {}),
-                              node(K::Compute, {0, 2}),        // 3 grad_w2
-                              node(K::Compute, {0, 1}),        // 4 grad_h
-                              node(K::Start, {3}, 64),         // 5 reduce-scatter grad_w2
-                              node(K::Wait, {5}),              // 6
-                              node(K::Compute, {4, 1}),        // 7 grad_w1
-                              node(K::Start, {7}, 64),         // 8
-                              node(K::Wait, {8}),              // 9
-                              node(K::Fixed, {6, 9})};         // 10 output
+  // The first reduction is issued as soon as its gradient exists and waited for only
+  // when the second one is issued.
+  const auto g = two_layer_backward();
   auto order = overlap_order(g, -1, 1);
   expect_valid(g, order);
   EXPECT_EQ(most_in_flight(g, order), 1);

@@ -29,21 +29,12 @@ Graph sum_graph(const std::string& args, const std::string& kwargs = "{}") {
   return one_op_graph({2}, {{{4, 6}}}, "aten.sum.dim_IntList", args, {{{4}}}, kwargs);
 }
 
-template <class F>
-std::string schema_error_of(F&& f) {
+// The message of the `E` that `f` throws ("" when it throws none).
+template <class E, class F>
+std::string error_of(F&& f) {
   try {
     f();
-  } catch (const RuleSchemaError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-template <class F>
-std::string invalid_argument_of(F&& f) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
+  } catch (const E& e) {
     return e.what();
   }
   return "";
@@ -136,25 +127,25 @@ TEST(RuleArgs, ScalarsTensorsAndIntScalars) {
 TEST(RuleArgs, ARuleReadingAnArgumentAgainstItsSchemaIsRefused) {
   Graph g = sum_graph("[$0, [1]]");
   RuleCtx c(g, op_id(g), op_node(g));
-  const std::string wrong_type = schema_error_of([&] { c.int_arg("dim"); });
+  const std::string wrong_type = error_of<RuleSchemaError>([&] { c.int_arg("dim"); });
   EXPECT_NE(wrong_type.find("reads argument 'dim' with int_arg"), std::string::npos) << wrong_type;
   EXPECT_NE(wrong_type.find("the schema types it int[]?"), std::string::npos) << wrong_type;
-  const std::string unknown = schema_error_of([&] { c.flag("keep_dim"); });
+  const std::string unknown = error_of<RuleSchemaError>([&] { c.flag("keep_dim"); });
   EXPECT_NE(unknown.find("which the op's schema does not have (its arguments: self, dim, keepdim, dtype)"),
             std::string::npos)
       << unknown;
-  EXPECT_NE(schema_error_of([&] { c.scalar("keepdim"); }), "");
-  EXPECT_NE(schema_error_of([&] { c.with_args({{"dims", nullptr}}); }), "");
+  EXPECT_NE(error_of<RuleSchemaError>([&] { c.scalar("keepdim"); }), "");
+  EXPECT_NE(error_of<RuleSchemaError>([&] { c.with_args({{"dims", nullptr}}); }), "");
 }
 
 TEST(RuleArgs, AValueThatDoesNotFitItsTypeIsRefused) {
   Graph g = one_op_graph({2}, {{{4, 6}}}, "aten.transpose.int", R"([$0, "x", 1])", {{{6, 4}}});
   RuleCtx c(g, op_id(g), op_node(g));
-  EXPECT_NE(invalid_argument_of([&] { c.int_arg("dim0"); }).find("argument 'dim0' is not an integer"),
+  EXPECT_NE(error_of<InvalidArgument>([&] { c.int_arg("dim0"); }).find("argument 'dim0' is not an integer"),
             std::string::npos);
   Graph missing = one_op_graph({2}, {{{4, 6}}}, "aten.transpose.int", "[$0, 0]", {{{6, 4}}});
   RuleCtx m(missing, op_id(missing), op_node(missing));
-  EXPECT_NE(invalid_argument_of([&] { m.int_arg("dim1"); }).find("argument 'dim1' (int) is missing or None"),
+  EXPECT_NE(error_of<InvalidArgument>([&] { m.int_arg("dim1"); }).find("argument 'dim1' (int) is missing or None"),
             std::string::npos);
 }
 
