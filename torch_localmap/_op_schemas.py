@@ -72,6 +72,23 @@ def _hop_arguments(hop) -> list:
                      None if p.default is p.empty else json.dumps(_encode(p.default))) for p in params]
 
 
+def op_returns(op: str) -> int | None:
+    """How many values `op` returns, or None when that count is not fixed: a `Tensor[]`
+    return (split, unbind), an op torch does not know, or a higher-order op. HOPs have
+    no FunctionSchema, and their output tuples grew across torch versions (flex_attention
+    gained max_scores); their rules iterate over the outputs the node has."""
+    if op.count(".") == 1:
+        return None
+    ns, name, overload = op.split(".", 2)
+    try:
+        returns = getattr(getattr(getattr(torch.ops, ns), name), overload)._schema.returns
+    except (AttributeError, RuntimeError):
+        return None
+    if any(isinstance(r.type, torch.ListType) for r in returns):
+        return None
+    return len(returns)
+
+
 def op_arguments(op: str) -> list | None:
     """The arguments of `op` ("aten.mm.default", "higher_order.flex_attention"), or None when torch has no such op."""
     if op.count(".") == 1:

@@ -4,11 +4,7 @@
 // the schema audit on a node built from its op's schema.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cstdio>
-#include <functional>
 #include <set>
 
 #include "core/strategies/op_schema.h"
@@ -162,26 +158,6 @@ TEST(RuleArgs, WithArgsKeepsPositionalArgumentsPositional) {
   EXPECT_EQ(json::int_list(w.at("kwargs").at("size", "kwargs"), "size"), (std::vector<int64_t>{12}));
 }
 
-// Runs `f` in a child process and returns its exit code (-1: it crashed). The
-// audit's made-up nodes may send a rule, which trusts torch's shapes, past the end
-// of a row; that must cost only that op's coverage, not the test.
-int in_child(const std::function<int()>& f) {
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    int rc = 3;
-    try {
-      rc = f();
-    } catch (...) {
-    }
-    std::fflush(nullptr);
-    _exit(rc);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 // A node of `op` built from its schema: each argument a value of its type (tensors
 // 4x4), keyword-only ones with a default left out; `n_outputs` 4x4 outputs.
 Graph node_from_schema(const OpSchema& s, int n_outputs) {
@@ -220,45 +196,95 @@ Graph node_from_schema(const OpSchema& s, int n_outputs) {
 // The schema audit, as verify-strategies runs it on traced programs but on nodes
 // built from each op's schema: whatever a rule reads (strategies, work, per-rank
 // call arguments) must be named and typed as the schema says. A rule may refuse
-// the made-up node (InvalidArgument): only RuleSchemaError fails.
+// the made-up node (InvalidArgument): only RuleSchemaError fails. Nodes get as many
+// outputs as the op returns (1 and 3 where the count is not fixed); a rule meets
+// any mismatch as an exception, so the audit runs in-process.
 TEST(RuleArgs, EveryRuleReadsItsArgumentsAsTheSchemaSays) {
   int read = 0;
-  std::vector<std::string> wrong, crashed;
+  std::vector<std::string> wrong;
   for (const auto& op : ops_with_rules()) {
     const OpSchema* s = op_schema(op);
     ASSERT_NE(s, nullptr) << op;
-    bool op_read = false;
-    for (int n_outputs : {1, 3}) {
-      const int rc = in_child([&] {
-        Graph g = node_from_schema(*s, n_outputs);
-        const int id = op_id(g);
-        set_arg_audit(true);
-        try {
-          for (const auto& st : enumerate_strategies(g, id, StrategyOptions{}).strategies) {
-            op_work(g, id, st);
-            local_call_args(g, id, st, {1});
-          }
-        } catch (const RuleSchemaError& e) {
-          std::fprintf(stderr, "%s\n", e.what());
-          return 1;
-        } catch (const std::exception&) {
-          // the made-up node does not suit the rule: it read what it reads up to here
+    bool op_read = false, op_wrong = false;
+    const std::vector<int> counts = s->returns ? std::vector<int>{*s->returns} : std::vector<int>{1, 3};
+    for (int n_outputs : counts) {
+      Graph g = node_from_schema(*s, n_outputs);
+      const int id = op_id(g);
+      set_arg_audit(true);
+      try {
+        for (const auto& st : enumerate_strategies(g, id, StrategyOptions{}).strategies) {
+          op_work(g, id, st);
+          local_call_args(g, id, st, {1});
         }
-        const auto records = arg_audit_records();
-        for (const auto& r : records)
-          if (r.op != s->op || r.pos >= s->args.size() || s->args[r.pos].name != r.name) return 1;
-        return records.empty() ? 2 : 0;
-      });
-      if (rc == 1) wrong.push_back(op);
-      op_read = op_read || rc == 0;
-      if (rc == -1) crashed.push_back(op + " (" + std::to_string(n_outputs) + " outputs)");
+      } catch (const RuleSchemaError& e) {
+        std::fprintf(stderr, "%s\n", e.what());
+        op_wrong = true;
+      } catch (const std::exception&) {
+        // the made-up node does not suit the rule: it read what it reads up to here
+      }
+      const auto records = arg_audit_records();
+      set_arg_audit(false);
+      for (const auto& r : records)
+        op_wrong = op_wrong || r.op != s->op || r.pos >= s->args.size() || s->args[r.pos].name != r.name;
+      op_read = op_read || !records.empty();
     }
-    read += op_read;
+    if (op_wrong) wrong.push_back(op);
+    read += op_read && !op_wrong;
   }
   EXPECT_TRUE(wrong.empty()) << wrong.size() << " rule(s) read arguments against their schema (messages above), e.g. "
-                             << wrong[0];
-  EXPECT_GT(read, 90) << "the audit ran too few rules' reads (" << crashed.size() << " made-up nodes crashed a rule)";
-  std::printf("%d ops' rules read arguments; made-up nodes that crashed a rule:", read);
-  for (const auto& c : crashed) std::printf(" %s", c.c_str());
-  std::printf("\n");
+                             << (wrong.empty() ? "" : wrong[0]);
+  EXPECT_GT(read, 90) << "the audit ran too few rules' reads";
+  std::printf("%d ops' rules read arguments\n", read);
+}
+
+// A node whose outputs do not match its op is refused with InvalidArgument when its
+// rule context is made: the loss rule writes its second output's row entry, and a
+// 1-output nll_loss_forward once sent it past the row (heap corruption).
+TEST(RuleArgs, ANodeWithTheWrongNumberOfOutputsIsRefused) {
+  const OpSchema* nll = op_schema("aten.nll_loss_forward.default");
+  ASSERT_NE(nll, nullptr);
+  ASSERT_EQ(nll->returns, std::optional<int>(2));
+  EXPECT_FALSE(op_schema("aten.split.Tensor")->returns.has_value());  // Tensor[]: no fixed count
+
+  // (self, target, weight, reduction, ignore_index) with one output instead of (output, total_weight).
+  Graph g = one_op_graph({2}, {{{4, 6}}, {{4}, "int64"}}, "aten.nll_loss_forward.default", "[$0, $1, null, 1, -100]",
+                         {{{}}});
+  const std::string refused = invalid_argument_of([&] { RuleCtx c(g, op_id(g), op_node(g)); });
+  EXPECT_NE(refused.find("node '"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("(aten.nll_loss_forward.default): has 1 output, but the op returns 2"), std::string::npos)
+      << refused;
+  EXPECT_NE(invalid_argument_of([&] { enumerate_strategies(g, op_id(g), StrategyOptions{}); }), "");
+
+  Graph ok = one_op_graph({2}, {{{4, 6}}, {{4}, "int64"}}, "aten.nll_loss_forward.default", "[$0, $1, null, 1, -100]",
+                          {{{}}, {{}}});
+  EXPECT_FALSE(enumerate_strategies(ok, op_id(ok), StrategyOptions{}).strategies.empty());
+}
+
+TEST(RuleArgs, OutputPositionsMustFitTheOpsReturns) {
+  // native_layer_norm_backward drops absent gradients: positions [0, 2] of 3 are fine.
+  const std::string args = "[$0, $0, [6], $1, $1, $2, $2, [true, false, true]]";
+  const std::vector<Input> in = {{{4, 6}}, {{4, 1}}, {{6}}};
+  Graph g = one_op_graph({2}, in, "aten.native_layer_norm_backward.default", args, {{{4, 6}}, {{6}}});
+  auto with_positions = [&](const char* positions) {
+    Graph h = g;
+    h.nodes[static_cast<size_t>(op_id(h))].extra = json::parse(std::string(R"({"output_positions": )") + positions + "}");
+    return invalid_argument_of([&] { RuleCtx c(h, op_id(h), op_node(h)); });
+  };
+  EXPECT_EQ(with_positions("[0, 2]"), "");
+  EXPECT_NE(with_positions("[0, 3]").find("output position 3 is not valid: expected distinct increasing positions "
+                                          "below 3"),
+            std::string::npos);
+  EXPECT_NE(with_positions("[2, 0]"), "");
+  EXPECT_NE(with_positions("[0]").find("has 2 outputs but 1 output_positions"), std::string::npos);
+}
+
+TEST(RuleArgs, ReadingAnInputOrOutputPastTheNodeIsRefused) {
+  Graph g = sum_graph("[$0, [1]]");
+  RuleCtx c(g, op_id(g), op_node(g));
+  EXPECT_EQ(c.in(0).shape, (std::vector<int64_t>{4, 6}));
+  EXPECT_NE(invalid_argument_of([&] { c.in(1); }).find("the rule reads input 1, but the node has 1 tensor input"),
+            std::string::npos);
+  EXPECT_NE(invalid_argument_of([&] { c.out(1); }).find("the rule reads output 1, but the node has 1 tensor output"),
+            std::string::npos);
+  EXPECT_NE(invalid_argument_of([&] { c.out(-1); }), "");
 }

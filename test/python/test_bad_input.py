@@ -1,4 +1,6 @@
 """Bad input gets a clear Python exception naming what is wrong and what was expected."""
+import json
+
 import pytest
 import torch
 
@@ -96,3 +98,24 @@ def test_cpp_errors_become_python_exceptions():
     with pytest.raises(ValueError, match="options.mode"):
         _C.plan('{"mesh": {"shape": [2]}, "nodes": [{"name": "output", "op": "output", "args": [[]]}]}',
                 '{"mode": "fast"}')
+
+
+def _nll_loss_ir(n_outputs: int) -> str:
+    """IR JSON of one nll_loss_forward (which returns (output, total_weight)) with `n_outputs` outputs."""
+    outputs = [{"shape": [], "dtype": "float32"}] * n_outputs
+    nodes = [
+        {"name": "logp", "op": "placeholder", "role": "input", "outputs": [{"shape": [4, 6], "dtype": "float32"}]},
+        {"name": "target", "op": "placeholder", "role": "input", "outputs": [{"shape": [4], "dtype": "int64"}]},
+        {"name": "nll", "op": "aten.nll_loss_forward.default",
+         "args": [{"t": [0, 0]}, {"t": [1, 0]}, None, 1, -100], "kwargs": {}, "outputs": outputs},
+        {"name": "output", "op": "output", "args": [[{"t": [2, 0]}]]},
+    ]
+    return json.dumps({"mesh": {"shape": [2]}, "nodes": nodes})
+
+
+def test_node_with_the_wrong_number_of_outputs_is_a_python_exception_not_a_crash():
+    # A 1-output nll_loss_forward once sent the loss rule past its row (heap corruption).
+    with pytest.raises(ValueError, match=r"node 'nll' \(aten\.nll_loss_forward\.default\): has 1 output, "
+                                         r"but the op returns 2"):
+        _C.plan(_nll_loss_ir(1), "")
+    _C.plan(_nll_loss_ir(2), "")  # the same node with its real outputs plans

@@ -16,6 +16,7 @@ struct RawArg {
 };
 struct RawSchema {
   const char* op;
+  int returns;  // -1: no fixed count
   std::vector<RawArg> args;
   bool known;
 };
@@ -71,6 +72,7 @@ const std::vector<OpSchema>& all_op_schemas() {
       OpSchema s;
       s.op = r.op;
       s.known = r.known;
+      if (r.returns >= 0) s.returns = r.returns;
       for (const auto& a : r.args) s.args.push_back(decode(a, r.op));
       out.push_back(std::move(s));
     }

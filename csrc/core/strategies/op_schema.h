@@ -3,6 +3,7 @@
 // yet rules read arguments by name and type (RuleCtx in rule.h).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,10 @@ struct ArgSchema {
 struct OpSchema {
   std::string op;
   std::vector<ArgSchema> args;
+  // How many values the op returns; nullopt when not fixed (a Tensor[] return, a
+  // higher-order op). Rules index a node's outputs trusting this count, so RuleCtx
+  // refuses a node that does not match it.
+  std::optional<int> returns;
   // false when the generator found no such op (its library was not installed):
   // rules cannot read its arguments.
   bool known = true;

@@ -93,7 +93,9 @@ int count_refs(const json::Value& v) {
 }  // namespace
 
 RuleCtx::RuleCtx(const Graph& g_, int id_, const IrNode& n_) : g(g_), id(id_), n(n_), schema_(op_schema(n_.op)) {
-  if (schema_ == nullptr || !schema_->known || !n.args.is_array()) return;
+  if (schema_ == nullptr || !schema_->known) return;
+  check_outputs();
+  if (!n.args.is_array()) return;
   const auto& a = n.args.as_array();
   bound_.assign(schema_->args.size(), nullptr);
   for (size_t i = 0; i < bound_.size(); ++i) {
@@ -140,6 +142,41 @@ const json::Value* RuleCtx::value(const char* name, std::initializer_list<ArgKin
 
 void RuleCtx::fail(const std::string& what) const {
   throw InvalidArgument("node '" + n.name + "' (" + n.op + "): " + what);
+}
+
+void RuleCtx::bad_index(const char* what, int k, int count) const {
+  fail("the rule reads " + std::string(what) + " " + std::to_string(k) + ", but the node has " +
+       std::to_string(count) + " tensor " + what + (count == 1 ? "" : "s"));
+}
+
+namespace {
+std::string outputs_text(int k) { return std::to_string(k) + (k == 1 ? " output" : " outputs"); }
+}  // namespace
+
+// Rules index a node's outputs (and their rows) by the op's arity: a node that does
+// not match it is refused here, before any rule runs, not met as a write past a row.
+void RuleCtx::check_outputs() const {
+  if (!schema_->returns) return;
+  const int expected = *schema_->returns;
+  const json::Value* pos = n.extra.is_object() ? n.extra.find("output_positions") : nullptr;
+  if (pos == nullptr) {
+    if (num_outputs() != expected)
+      fail("has " + outputs_text(num_outputs()) + ", but the op returns " + std::to_string(expected) +
+           " (its schema in op_schemas.inc)");
+    return;
+  }
+  const auto& positions = pos->as_array("output_positions");
+  if (static_cast<int>(positions.size()) != num_outputs())
+    fail("has " + outputs_text(num_outputs()) + " but " + std::to_string(positions.size()) +
+         " output_positions; expected one position per output");
+  int64_t prev = -1;
+  for (const auto& p : positions) {
+    const int64_t i = p.as_int("output position");
+    if (i <= prev || i >= expected)
+      fail("output position " + std::to_string(i) + " is not valid: expected distinct increasing positions below " +
+           std::to_string(expected) + ", the number of values the op returns (its schema in op_schemas.inc)");
+    prev = i;
+  }
 }
 
 int64_t RuleCtx::int_arg(const char* name) const {

@@ -88,10 +88,25 @@ struct RuleCtx {
 
   int num_inputs() const { return static_cast<int>(n.tensor_inputs.size()); }
   int num_outputs() const { return static_cast<int>(n.outputs.size()); }
-  const TensorMeta& in(int k) const { return g.meta(n.tensor_inputs.at(k)); }
-  const TensorMeta& out(int k) const { return n.outputs.at(k); }
+  // Bounds-checked (InvalidArgument naming the node): a rule that trusts an op's
+  // arity meets a malformed node as an exception, never as a read past the end.
+  // One compare, as the .at() it replaces; the message is built only on a refusal.
+  const TensorMeta& in(int k) const {
+    if (k < 0 || k >= num_inputs()) bad_index("input", k, num_inputs());
+    return g.meta(n.tensor_inputs[static_cast<size_t>(k)]);
+  }
+  const TensorMeta& out(int k) const {
+    if (k < 0 || k >= num_outputs()) bad_index("output", k, num_outputs());
+    return n.outputs[static_cast<size_t>(k)];
+  }
   const Mesh& mesh() const { return g.mesh; }
 
+  // The context is made only for a node whose outputs match its op's schema
+  // (op_schemas.inc): as many as the op returns, or, where the exporter recorded
+  // output_positions (absent None outputs dropped), distinct increasing positions
+  // below that count, one per output. Otherwise the constructor throws
+  // InvalidArgument naming the node, the op, its output count and the expected one.
+  //
   // Typed arguments by schema name. The node's arguments (positional or keyword)
   // are bound to the op's schema (op_schemas.inc, generated from torch) once, when
   // the context is made; an absent argument takes the schema's default. A name the
@@ -147,6 +162,8 @@ struct RuleCtx {
   // The bound value of argument `name` (given, else the schema default), nullptr for None.
   const json::Value* value(const char* name, std::initializer_list<ArgKind> kinds, const char* accessor,
                            const ArgSchema** arg = nullptr) const;
+  [[noreturn]] void bad_index(const char* what, int k, int count) const;
+  void check_outputs() const;
   int tensor_index_at(size_t pos, const std::string& name) const;
   int tensors_before(size_t pos, const std::string& name) const;
 
