@@ -249,11 +249,11 @@ TEST(RuleArgs, ANodeWithTheWrongNumberOfOutputsIsRefused) {
   // (self, target, weight, reduction, ignore_index) with one output instead of (output, total_weight).
   Graph g = one_op_graph({2}, {{{4, 6}}, {{4}, "int64"}}, "aten.nll_loss_forward.default", "[$0, $1, null, 1, -100]",
                          {{{}}});
-  const std::string refused = invalid_argument_of([&] { RuleCtx c(g, op_id(g), op_node(g)); });
+  const std::string refused = error_of<InvalidArgument>([&] { RuleCtx c(g, op_id(g), op_node(g)); });
   EXPECT_NE(refused.find("node '"), std::string::npos) << refused;
   EXPECT_NE(refused.find("(aten.nll_loss_forward.default): has 1 output, but the op returns 2"), std::string::npos)
       << refused;
-  EXPECT_NE(invalid_argument_of([&] { enumerate_strategies(g, op_id(g), StrategyOptions{}); }), "");
+  EXPECT_NE(error_of<InvalidArgument>([&] { enumerate_strategies(g, op_id(g), StrategyOptions{}); }), "");
 
   Graph ok = one_op_graph({2}, {{{4, 6}}, {{4}, "int64"}}, "aten.nll_loss_forward.default", "[$0, $1, null, 1, -100]",
                           {{{}}, {{}}});
@@ -268,7 +268,7 @@ TEST(RuleArgs, OutputPositionsMustFitTheOpsReturns) {
   auto with_positions = [&](const char* positions) {
     Graph h = g;
     h.nodes[static_cast<size_t>(op_id(h))].extra = json::parse(std::string(R"({"output_positions": )") + positions + "}");
-    return invalid_argument_of([&] { RuleCtx c(h, op_id(h), op_node(h)); });
+    return error_of<InvalidArgument>([&] { RuleCtx c(h, op_id(h), op_node(h)); });
   };
   EXPECT_EQ(with_positions("[0, 2]"), "");
   EXPECT_NE(with_positions("[0, 3]").find("output position 3 is not valid: expected distinct increasing positions "
@@ -282,9 +282,9 @@ TEST(RuleArgs, ReadingAnInputOrOutputPastTheNodeIsRefused) {
   Graph g = sum_graph("[$0, [1]]");
   RuleCtx c(g, op_id(g), op_node(g));
   EXPECT_EQ(c.in(0).shape, (std::vector<int64_t>{4, 6}));
-  EXPECT_NE(invalid_argument_of([&] { c.in(1); }).find("the rule reads input 1, but the node has 1 tensor input"),
+  EXPECT_NE(error_of<InvalidArgument>([&] { c.in(1); }).find("the rule reads input 1, but the node has 1 tensor input"),
             std::string::npos);
-  EXPECT_NE(invalid_argument_of([&] { c.out(1); }).find("the rule reads output 1, but the node has 1 tensor output"),
+  EXPECT_NE(error_of<InvalidArgument>([&] { c.out(1); }).find("the rule reads output 1, but the node has 1 tensor output"),
             std::string::npos);
-  EXPECT_NE(invalid_argument_of([&] { c.out(-1); }), "");
+  EXPECT_NE(error_of<InvalidArgument>([&] { c.out(-1); }), "");
 }
