@@ -218,6 +218,37 @@ def test_parameters_are_gathered_per_block():
     assert gather_unit("bias") == ""
 
 
+def _gather_graph(short_shard: bool):
+    """A rank's gathers of one unit's weight and bias; on a rank whose bias shard is shorter
+    (uneven sizes) the runtime pads it before the gather."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    c10d = torch.ops._c10d_functional
+
+    def step(w, b):
+        if short_shard:
+            b = torch.ops.aten.constant_pad_nd.default(b, [0, 1])
+        gw = c10d.wait_tensor.default(c10d.all_gather_into_tensor.default(w.unsqueeze(0), 4, "g"))
+        gb = c10d.wait_tensor.default(c10d.all_gather_into_tensor.default(b.unsqueeze(0), 4, "g"))
+        return gw.sum() + gb.sum()
+
+    return make_fx(step, tracing_mode="fake")(torch.randn(3, 8), torch.randn(2 if short_shard else 3))
+
+
+def test_gathers_bucket_alike_on_a_rank_whose_shard_is_padded():
+    """Every rank must bucket the same gathers: a rank that issued the weight's and the bias's
+    gathers separately while the others issued one flat gather was a collective mismatch
+    (resnet's 10-class head over 4 ranks: gloo aborted, "Received data size doesn't match")."""
+    from torch_localmap._runtime.bucketing import bucket_collectives
+
+    for short_shard in (False, True):
+        gm = _gather_graph(short_shard)
+        w, b = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+        assert bucket_collectives(gm, params={w: "head.weight", b: "head.bias"}) == 1, short_shard
+        gathers = [n for n in gm.graph.nodes if n.target is torch.ops._c10d_functional.all_gather_into_tensor.default]
+        assert len(gathers) == 1, short_shard
+
+
 def _rank_measured(rank, world):
     from torch_localmap import parallelize
     from torch_localmap._report import format_plan

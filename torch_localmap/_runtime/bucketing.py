@@ -53,9 +53,16 @@ def gather_unit(fqn: str) -> str:
     return ".".join(parts[:-1])
 
 
+# What lies between a parameter and its gather: views and copies, and on a rank whose shard
+# is shorter than the others (uneven sizes) the zero padding that evens it out. The walk must
+# reach the parameter on every rank alike: a gather bucketed on some ranks and issued on its
+# own on others is a collective mismatch (gloo: "Received data size doesn't match").
+_TO_GATHERED_PARAM = SAME_VALUES | {aten.constant_pad_nd.default}
+
+
 def _source_param(node: fx.Node, params: dict):
-    """The parameter FQN `node` is a view or copy of, or None."""
-    while node.op == "call_function" and node.target in SAME_VALUES:
+    """The parameter FQN `node` is a view, copy or padded shard of, or None."""
+    while node.op == "call_function" and node.target in _TO_GATHERED_PARAM:
         node = node.args[0]
     return params.get(node.name) if node.op == "placeholder" else None
 
