@@ -63,7 +63,8 @@ def _module_entries(plan, params: dict) -> list:
     nodes = plan.nodes
     entries = {c["name"]: {"name": c["name"], "fqn": c["fqn"], "call": c["call"], "type": c["type"],
                            "parent": c["parent"], "depth": c["depth"], "params": {}, "inputs": [], "outputs": [],
-                           "forward": _empty_phase(), "backward": _empty_phase(), "activation_bytes": 0,
+                           "forward": _empty_phase(), "backward": _empty_phase(), "optimizer_s": 0.0,
+                           "activation_bytes": 0,
                            "share": {}, "differs_from": None, "difference": ""}
                for c in calls.calls}
     members = defaultdict(list)  # call name -> IR indices made inside it (its sub-calls included)
@@ -78,6 +79,14 @@ def _module_entries(plan, params: dict) -> list:
                 e["activation_bytes"] += n.bytes
             members[name].append(i)
             inside[i].add(name)
+
+    # The optimizer's update of each parameter shard (train plans price it on the parameter's
+    # node): counted in the calls whose module owns the parameter.
+    for n in nodes:
+        if n.phase == "input" and n.role == "param" and n.compute_s:
+            for e in entries.values():
+                if not e["fqn"] or n.target.startswith(e["fqn"] + "."):
+                    e["optimizer_s"] += n.compute_s
 
     # Inputs: tensors a call's forward nodes take from outside it (parameters and buffers
     # excluded); outputs: tensors its forward nodes make that forward nodes outside use.
@@ -110,7 +119,7 @@ def _module_entries(plan, params: dict) -> list:
     s = plan.summary
     made = sum(n.bytes for n in nodes if n.phase == "forward")  # every activation of the step, once
     for e in entries.values():
-        compute = e["forward"]["compute_s"] + e["backward"]["compute_s"]
+        compute = e["forward"]["compute_s"] + e["backward"]["compute_s"] + e["optimizer_s"]
         comm = e["forward"]["comm_s"] + e["backward"]["comm_s"]
         e["share"] = {"compute": compute / s.compute_s if s.compute_s > 0 else 0.0,
                       "comm": comm / s.comm_s if s.comm_s > 0 else 0.0,
@@ -330,6 +339,8 @@ def format_modules(report: dict, max_depth: int | None = None) -> str:
                      f"{_specs(e['outputs'])}")
         lines.append(f"{pad}  forward  compute {_time(f['compute_s'])}, comm {_time(f['comm_s'])}: {_collectives(f)}")
         lines.append(f"{pad}  backward compute {_time(b['compute_s'])}, comm {_time(b['comm_s'])}: {_collectives(b)}")
+        if e.get("optimizer_s"):
+            lines.append(f"{pad}  optimizer step on its parameter shards {_time(e['optimizer_s'])}")
         lines.append(f"{pad}  share: compute {100 * sh['compute']:.1f}%, comm {100 * sh['comm']:.1f}%, activations "
                      f"made {_bytes(e['activation_bytes'])} ({100 * sh['memory']:.1f}% of the step's)")
         own = {k: v for k, v in e["params"].items() if k.rpartition(".")[0] == e["fqn"]}

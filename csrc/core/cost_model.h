@@ -63,6 +63,14 @@ struct CostModel {
   // Roofline time of one op's work (from op_work in strategy.h); `dtype` picks
   // the peak FLOP/s (the planner passes the op's first output dtype).
   double compute_seconds(const OpWork& work, DType dtype) const;
+  // Time of the optimizer's update of one parameter shard of `shard_bytes`
+  // keeping `optimizer_states` tensors of its size (AdamW: 2), priced as
+  // torch's per-parameter (for-loop) implementation runs it: 1 + 3 x states
+  // streaming kernels (AdamW: 7) that read and write about 3 + 8 x states
+  // shard-sized tensors in all (AdamW: 19). A replicated parameter is updated
+  // whole on every rank, a sharded one in pieces: without this term the
+  // solver would see replicated parameters as free.
+  double optimizer_step_seconds(double shard_bytes, DType dtype, int optimizer_states) const;
   // Time of one collective over mesh dim `mesh_dim`'s process groups moving
   // `bytes` per rank (the nccl-tests convention: gathered output of an
   // all-gather, unreduced input of a reduce-scatter, the all-reduce buffer, the

@@ -101,6 +101,21 @@ TEST(Compute, ZeroWorkCostsNothingAndBadWorkThrows) {
   EXPECT_THROW(m.compute_seconds(OpWork{0, std::nan("")}, DType::Float32), InvalidArgument);
 }
 
+TEST(Compute, OptimizerStepStreamsItsStateAndLaunchesAKernelPerUpdate) {
+  const CostModel m = make_cost_model("H100");
+  // AdamW (2 states) over a 64 MiB float32 shard: 3 + 8 x 2 = 19 shard-sized streams,
+  // memory-bound, and 1 + 3 x 2 = 7 kernels.
+  const double shard = 64 * kMiB;
+  expect_close(m.optimizer_step_seconds(shard, DType::Float32, 2), 19 * shard / (3.35e12 * 0.8) + 7 * 4e-6);
+  // Plain SGD (no state): read parameter and gradient, write the parameter, one kernel.
+  expect_close(m.optimizer_step_seconds(shard, DType::Float32, 0), 3 * shard / (3.35e12 * 0.8) + 4e-6);
+  // A quarter of the parameter streams a quarter of the bytes; the kernels stay 7.
+  expect_close(m.optimizer_step_seconds(shard / 4, DType::Float32, 2), 19 * shard / 4 / (3.35e12 * 0.8) + 7 * 4e-6);
+  EXPECT_EQ(m.optimizer_step_seconds(0, DType::Float32, 2), 0.0);
+  EXPECT_THROW(m.optimizer_step_seconds(-1, DType::Float32, 2), InvalidArgument);
+  EXPECT_THROW(m.optimizer_step_seconds(shard, DType::Float32, -1), InvalidArgument);
+}
+
 TEST(Compute, PeakFlopsPerDtypeClass) {
   const DeviceProfile& d = device_profile("H100");
   EXPECT_EQ(peak_flops(d, DType::Float64), d.peak_flops_fp64);

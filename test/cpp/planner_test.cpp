@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "core/cost_model.h"
 #include "core/plan_json.h"
 #include "core/planner.h"
 #include "core/solver/solver.h"
@@ -133,4 +134,27 @@ TEST(Planner, NoInputRedistributionForbidsCollectivesIntoTheNode) {
   json::Value plan = plan_to_json(plan_graph(read_graph(flagged_gradient_graph(R"("no_input_redistribution")")), opt));
   const std::string produced = out_spec(plan, 5), taken = in_spec(plan, 6);
   EXPECT_TRUE(produced == taken || produced == "R") << produced << " -> " << taken;
+}
+
+TEST(Planner, ParametersCarryTheirShardsOptimizerStep) {
+  // Train mode: the parameter node's time is AdamW's update of the shard it leaves in
+  // (cost_model.h: optimizer_step_seconds), so a replicated weight pays the whole update
+  // on every rank and the estimate counts it.
+  Graph g = read_graph(training_graph(8192, "[4]"));
+  PlanOptions opt;
+  opt.fixed_params["w"] = parse_spec("R");
+  json::Value replicated = plan_to_json(plan_graph(g, opt));
+  opt.fixed_params["w"] = parse_spec("S(0)");
+  json::Value sharded = plan_to_json(plan_graph(g, opt));
+  const CostModel cm = make_cost_model(PlanOptions{}.device);
+  const double whole = 8192.0 * 8192 * 4;
+  EXPECT_NEAR(node(replicated, 0).at("compute_s").as_double(), cm.optimizer_step_seconds(whole, DType::Float32, 2),
+              1e-12);
+  EXPECT_NEAR(node(sharded, 0).at("compute_s").as_double(), cm.optimizer_step_seconds(whole / 4, DType::Float32, 2),
+              1e-12);
+  opt.optimizer_states = 0;  // plain SGD: fewer streams
+  EXPECT_LT(node(plan_to_json(plan_graph(g, opt)), 0).at("compute_s").as_double(),
+            node(sharded, 0).at("compute_s").as_double());
+  opt.mode = "compile";  // no optimizer in a compiled forward
+  EXPECT_EQ(node(plan_to_json(plan_graph(g, opt)), 0).at("compute_s").as_double(), 0.0);
 }

@@ -38,10 +38,15 @@ def test_llama_module_report_has_every_layer_call_with_its_costs(llama_plan):
     assert order == layers  # call order
     root = by_name[""]
     s = llama_plan.summary
-    # The root holds every forward and backward node: its totals are the plan's, less the
-    # output node's communication (graph outputs leaving in their specs).
+    # The root holds every forward and backward node and every parameter's optimizer step:
+    # its totals are the plan's, less the output node's communication (graph outputs
+    # leaving in their specs).
     out_comm = llama_plan.nodes[-1].comm_s
-    assert _close(root["forward"]["compute_s"] + root["backward"]["compute_s"], s.compute_s, 1e-6)
+    assert root["optimizer_s"] > 0
+    assert _close(root["forward"]["compute_s"] + root["backward"]["compute_s"] + root["optimizer_s"], s.compute_s,
+                  1e-6)
+    assert _close(sum(by_name[name]["optimizer_s"] for name in layers) + by_name["tok_embeddings"]["optimizer_s"]
+                  + by_name["norm"]["optimizer_s"] + by_name["output"]["optimizer_s"], root["optimizer_s"], 1e-6)
     assert _close(root["forward"]["comm_s"] + root["backward"]["comm_s"] + out_comm, s.comm_s, 1e-6)
     for name in layers:
         e = by_name[name]
