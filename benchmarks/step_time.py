@@ -27,6 +27,10 @@ The last lines are the verdicts the issue's checks read:
     verdict <model> <mesh> planned_vs_best_torch <x>
     verdict <model> <mesh> runtime_on_<ddp|fsdp2|tp_fsdp2>_plan_vs_<same> <x>
     verdict <model> <mesh> estimate_vs_measured <x>
+    verdict <model> <mesh> estimate_<compute|communication>_vs_measured <x>   (the profiled step's shares)
+
+Plans are priced with the mesh's live calibration (parallelize(calibration="live")): the first
+planned row of each mesh measures it, the rows after read the cached profile.
 
 The MoE runs with capacity_factor = n_experts / top_k (no token is dropped) and no
 auxiliary loss, so a data-parallel shard routes its tokens as the whole batch would.
@@ -348,29 +352,10 @@ def _rank(rank, world, row, name, mesh_shape, steps, warmup, calibration, plan_d
     if plan is not None:  # ours: exactly what the rank program issues per step
         out["collectives"] = _program_collectives(module._program)
         out["estimate_s"] = plan.summary.estimated_step_s
+        out["estimate_split_s"] = {"compute": plan.summary.compute_s, "communication": plan.summary.comm_s}
         out["estimate_peak_bytes"] = plan.summary.memory.peak
         out["plan"] = dict(plan.param_placements())
     return out
-
-
-def _device_rates(rank, world):
-    from torch_localmap._calibrate import device_profile
-
-    torch.set_num_threads(1)  # as the rows run: 4 single-threaded ranks sharing the cores
-    return device_profile("cpu", "cpu", matmul_n=512, attn_shape=(2, 4, 128, 32), copy_bytes=1 << 24)
-
-
-def calibrate(path: str) -> str:
-    """A calibration profile of this machine as the rows use it: compute rates measured by
-    4 concurrent single-threaded ranks, gloo collectives among 4 ranks."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import calibrate_collectives
-
-    doc = run_distributed(_device_rates, WORLD, timeout=600)[0]
-    doc["collectives"] = calibrate_collectives.measure(WORLD)
-    with open(path, "w") as f:
-        json.dump(doc, f, indent=1)
-    return path
 
 
 def run_row(row, name, mesh_shape, steps, warmup, calibration, plan_dir, device="cpu"):
@@ -463,6 +448,9 @@ def table(model, mesh_shape, results, best, ranks="4 gloo ranks", device="cpu") 
         ratio = f"{r['median_s'] / best:.2f}x" if best else "-"
         est = _mib(r["estimate_peak_bytes"]) if "estimate_peak_bytes" in r else "-"
         est_t = f"{r['estimate_s'] * 1e3:.2f} ms" if "estimate_s" in r else "-"
+        if "estimate_split_s" in r:
+            split = r["estimate_split_s"]
+            est_t += f" ({split['compute'] * 1e3:.1f} compute + {split['communication'] * 1e3:.1f} comm.)"
         runs = " / ".join(f"{x * 1e3:.0f}" for x in r["runs_s"])
         lines.append(f"| {row} | {r['median_s'] * 1e3:.1f} ms | {runs} | {ratio} | {_throughput(r, device)} | "
                      f"{_mib(r['peak_bytes'])} | {est} "
@@ -520,7 +508,21 @@ def verdicts(model, mesh_key, results, best) -> list:
     r = results.get("ours", {})
     if "estimate_s" in r and "median_s" in r:
         out.append(f"verdict {model} {mesh_key} estimate_vs_measured {r['estimate_s'] / r['median_s']:.2f}")
+        for cat, (est, measured) in measured_split(r).items():
+            out.append(f"verdict {model} {mesh_key} estimate_{cat}_vs_measured {est / max(measured, 1e-12):.2f}")
     return out
+
+
+def measured_split(r) -> dict:
+    """{category: (estimated s, measured s)} of our row: the plan's compute (ops, their
+    dispatch, the optimizer) and communication against the profiled step's shares (compute,
+    copies and dispatch; collectives and their waits), scaled to the row's median step."""
+    b, est = r.get("breakdown"), r.get("estimate_split_s")
+    if not b or not est:
+        return {}
+    total = sum(b.values()) or 1.0
+    comm = b["collectives+waits"] / total * r["median_s"]
+    return {"compute": (est["compute"], r["median_s"] - comm), "communication": (est["communication"], comm)}
 
 
 def main(argv=None):
@@ -533,8 +535,9 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeats", type=int, default=3, help="runs of each row, interleaved with the other rows")
-    p.add_argument("--calibration", default=None,
-                   help="a cost-model profile to plan with (default: measure this machine first; 'none': the table)")
+    p.add_argument("--calibration", default="live",
+                   help="a cost-model profile to plan with (default 'live': measured on each mesh by the first "
+                        "planned row, cached for the others in a fresh directory; 'none': the table)")
     p.add_argument("--json", default=None, help="write all results here")
     a = p.parse_args(argv)
     if a.steps < 20 or a.repeats < 3:
@@ -544,11 +547,9 @@ def main(argv=None):
             raise SystemExit("--device cuda: no CUDA GPU is visible")
         n = torch.cuda.device_count()
         a.meshes = a.meshes or (f"{n},2x{n // 2}" if n >= 4 and n % 2 == 0 else f"{n}")
-        a.calibration = a.calibration or "none"  # the cost model's GPU table; `calibrate --device cuda` refines it
     a.meshes = a.meshes or "4,2x2"
-    if a.calibration is None:
-        a.calibration = calibrate(os.path.join(os.environ.get("TMPDIR", "/tmp"), "tlm_step_time_profile.json"))
-        print(f"calibrated: {a.calibration}", file=sys.stderr)
+    if a.calibration == "live":  # this run measures its meshes afresh: a cache of an earlier run may be stale
+        os.environ["TLM_CACHE_DIR"] = tempfile.mkdtemp(prefix="tlm_step_time_calibration_")
     elif a.calibration == "none":
         a.calibration = None
     rows = [r for r in a.rows.split(",") if r]

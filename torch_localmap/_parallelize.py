@@ -484,6 +484,11 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
     mesh's shape and these example inputs (PlanMismatchError names what differs); see
     docs/user_guide.md, "Plan once, train many". Later call signatures are planned as usual.
 
+    `calibration`: a cost-model profile (dict, JSON text or file, docs/cost_model.md), or
+    "live": measure this mesh now -- every rank together, compute, copies, per-node runtime
+    overhead and each mesh dim's collectives -- cached per machine and mesh in
+    $TLM_CACHE_DIR (_live_calibration.py; later plans read the file).
+
     `like` ("ddp" or "fsdp2"): plan exactly as that torch wrapper runs the step -- parameters
     replicated (DDP) or sharded on their first dim over every mesh dim (FSDP2), activations
     kept on the rank whose batch shard made them, parameter gradients reduced -- to compare
@@ -517,6 +522,10 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     timeout = as_timeout(timeout)
     mesh = runtime_mesh(mesh, timeout)
+    if isinstance(calibration, str) and calibration == "live":  # measured on this mesh now, or its cached profile
+        from ._live_calibration import live_profile
+
+        calibration = live_profile(mesh, device)
     _sync_rng_state(mesh)
     options = _Options(device=device, time_limit=time_limit, memory_limit=memory_limit, fixed_params=fixed_params,
                        calibration=calibration, fallback_replicate=fallback_replicate, timeout=timeout,

@@ -1,0 +1,70 @@
+"""calibration="live": every rank measures the mesh together, rank 0 caches the profile in a
+file, later plans reuse it (no measuring), all ranks plan with the same profile."""
+import json
+import os
+
+import pytest
+import torch
+import torch.nn as nn
+
+from dist_utils import make_mesh, run_distributed
+
+
+def _rank_live(rank, world, cache):
+    os.environ["TLM_CACHE_DIR"] = cache
+    torch.set_num_threads(1)
+    from torch_localmap import _live_calibration as live
+    from torch_localmap import parallelize
+    from torch_localmap.cost_model import load_cost_model
+
+    mesh = make_mesh((world,))
+    first = live.live_profile(mesh, "cpu")
+    path = live.cache_path(mesh, "cpu")
+    exists = os.path.exists(path)
+
+    measured = []
+    real = live.measure_mesh
+    live.measure_mesh = lambda *a: measured.append(1) or real(*a)
+    again = live.live_profile(mesh, "cpu")  # from the file: nothing measured
+    fresh = live.live_profile(mesh, "cpu", refresh=True)  # measured anew (and rewritten)
+    live.measure_mesh = real
+
+    model_fields = load_cost_model("cpu", path).device
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64))
+    pm = parallelize(model, mesh, (torch.randn(16, 64),), device="cpu", calibration="live", time_limit=2.0)
+    from_file = parallelize(nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64)), mesh,
+                            (torch.randn(16, 64),), device="cpu", calibration=path, time_limit=2.0)
+    est = [pm.plan.summary.estimated_step_s, from_file.plan.summary.estimated_step_s]
+    return {"first": first, "again": again, "exists": exists, "measured_again": len(measured), "fresh": fresh,
+            "rate": model_fields["peak_flops_fp32"], "estimates": est}
+
+
+def test_live_calibration_round_trips_through_its_file(tmp_path):
+    results = run_distributed(_rank_live, 2, str(tmp_path), timeout=600)
+    r0 = results[0]
+    assert r0["exists"]
+    assert r0["again"] == r0["first"]  # read back from the file, unchanged
+    assert r0["measured_again"] == 1  # only the refresh measured
+    assert r0["fresh"]["meta"]["measured_at"] and r0["fresh"]["collectives"]
+    for r in results[1:]:  # every rank got rank 0's profile
+        assert r["first"] == r0["first"] and r["fresh"] == r0["fresh"]
+    p = r0["first"]
+    assert p["device"]["peak_flops_fp32"] > 0 and p["device"]["kernel_overhead_s"] > 0
+    kinds = {(c["collective"], c["group_size"]) for c in p["collectives"]}
+    assert kinds == {(k, 2) for k in ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")}
+    # The file is an ordinary profile: loaded by path it prices as the cached one does (the
+    # refresh rewrote it, so its rate is the fresh measurement's).
+    assert r0["rate"] == pytest.approx(r0["fresh"]["device"]["peak_flops_fp32"])
+    assert r0["estimates"][0] == pytest.approx(r0["estimates"][1])
+    files = [f for f in os.listdir(tmp_path) if f.endswith(".json")]
+    assert len(files) == 1, files
+    with open(os.path.join(tmp_path, files[0])) as f:
+        assert json.load(f) == r0["fresh"]
+
+
+def test_live_calibration_needs_an_initialized_process_group():
+    from torch_localmap._live_calibration import live_profile
+
+    with pytest.raises(ValueError, match="process group is initialized"):
+        live_profile(object(), "cpu")

@@ -1,0 +1,284 @@
+"""Calibrates the cost model on the live mesh a plan is made for, cached per machine and mesh.
+
+    parallelize(model, mesh, args, calibration="live")
+
+The table figures of a device (docs/cost_model.md) say what the hardware can do; a plan is
+judged by what its ranks achieve on this machine: the threads each rank really has, ranks
+sharing cores, the process group's real collectives. So every rank of the mesh measures at
+the same time (a barrier before each timed round, so oversubscribed ranks slow each other
+down as they do in training):
+
+- matmul time at a few shapes, fitted to `overhead + flops / rate` (float32; bfloat16 too on
+  CUDA): the rate is the profile's peak with efficiency 1;
+- copy bandwidth (a tensor copy, read + write);
+- the time of one node of an FX graph of tiny ops: the per-op Python and dispatch cost of
+  our runtime, which runs each rank's program as FX graphs (kernel_overhead_s);
+- all_gather / reduce_scatter / all_reduce / all_to_all on every mesh dim's process group at
+  sizes from 16 KiB to 16 MiB (the C++ side fits latency and bandwidth per collective).
+
+Each figure is the median of its timed rounds on a rank, then the slowest rank's (a step ends
+when its slowest rank does); every rank gets rank 0's profile, so all plan alike. The profile
+is written under the cache directory ($TLM_CACHE_DIR, else ~/.cache/torch_localmap) named by
+what it depends on (host, device, torch, backend, world, mesh shape, threads per rank) and
+reused by later plans on the same machine and mesh; the file is an ordinary calibration
+profile, so it can also be passed as `calibration=path`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import socket
+import statistics
+import time
+import warnings
+
+import torch
+
+__all__ = ["live_profile", "cache_path", "measure_mesh"]
+
+PROFILE_VERSION = 1
+COLLECTIVE_SIZES = (16 << 10, 256 << 10, 2 << 20, 16 << 20)
+MATMUL_SHAPES = ((64, 512, 512), (256, 512, 2048), (512, 1024, 1024), (1024, 1024, 2048))
+_ROUND_SECONDS = 0.02  # each timed round runs the op at least this long (timer and scheduler noise)
+_ROUNDS = 5
+
+
+def _dist():
+    import torch.distributed as dist
+
+    return dist
+
+
+def _device_of(mesh) -> torch.device:
+    if mesh.device_type == "cuda":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device(mesh.device_type)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _max_over_ranks(values, device) -> list:
+    t = torch.tensor(list(values), dtype=torch.float64, device=device)
+    _dist().all_reduce(t, op=_dist().ReduceOp.MAX)
+    return [float(x) for x in t.tolist()]
+
+
+def _per_call_seconds(fn, device, group=None) -> float:
+    """Median seconds of one call of `fn` over timed rounds that every rank runs together.
+    The calls per round are agreed on (the most any rank needs to fill a round), so ranks
+    overlap for the whole round. Returns this rank's figure."""
+    dist = _dist()
+    fn()  # warm-up: allocation, kernel choice, connections
+    _sync(device)
+    t0 = time.perf_counter()
+    fn()
+    _sync(device)
+    probe = max(time.perf_counter() - t0, 1e-7)
+    calls = _max_over_ranks([min(10_000, max(1, int(_ROUND_SECONDS / probe) + 1))], device)[0]
+    calls = int(calls)
+    per_call = []
+    for _ in range(_ROUNDS):
+        dist.barrier(group=group)
+        _sync(device)
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        _sync(device)
+        per_call.append((time.perf_counter() - t0) / calls)
+    return statistics.median(per_call)
+
+
+def _fit_rate(samples) -> tuple:
+    """(overhead_s, rate) of time = overhead + work / rate by least squares; a negative
+    overhead is pinned to 0 (rate refitted through the origin)."""
+    n = len(samples)
+    mx = sum(w for w, _ in samples) / n
+    my = sum(t for _, t in samples) / n
+    sxx = sum((w - mx) ** 2 for w, _ in samples)
+    slope = sum((w - mx) * (t - my) for w, t in samples) / sxx if sxx > 0 else 0.0
+    overhead = my - slope * mx
+    if overhead < 0 or slope <= 0:
+        overhead = 0.0
+        slope = sum(w * t for w, t in samples) / sum(w * w for w, _ in samples)
+    return overhead, 1.0 / slope
+
+
+def _matmul_samples(device, dtype) -> list:
+    """[(flops, this rank's seconds)] of one matmul per shape in MATMUL_SHAPES."""
+    samples = []
+    for m, k, n in MATMUL_SHAPES:
+        a = torch.randn(m, k, device=device, dtype=dtype)
+        b = torch.randn(k, n, device=device, dtype=dtype)
+        samples.append((2.0 * m * k * n, _per_call_seconds(lambda: torch.mm(a, b), device)))
+    return samples
+
+
+def _fx_node_seconds(device) -> float:
+    """Seconds per node of an FX graph of 64 tiny aten ops: what our runtime pays per op
+    beyond the kernel's own work (Python, dispatch, launch)."""
+    import torch.fx as fx
+
+    graph = fx.Graph()
+    x = graph.placeholder("x")
+    nodes = 64
+    for _ in range(nodes):
+        x = graph.call_function(torch.ops.aten.add.Tensor, (x, x))
+    graph.output(x)
+    gm = fx.GraphModule(torch.nn.Module(), graph)
+    tiny = torch.zeros(1, device=device)
+    return _per_call_seconds(lambda: gm(tiny), device) / nodes
+
+
+def _collective(name, group, nbytes, world, device):
+    dist = _dist()
+    numel = max(world, nbytes // 4 // world * world)
+    if name == "all_gather":
+        src, dst = torch.ones(numel // world, device=device), torch.empty(numel, device=device)
+        return (lambda: dist.all_gather_into_tensor(dst, src, group=group)), numel * 4
+    if name == "reduce_scatter":
+        src, dst = torch.ones(numel, device=device), torch.empty(numel // world, device=device)
+
+        def reduce_scatter():
+            with warnings.catch_warnings():  # newer torch renames it; the older name runs on every version
+                warnings.simplefilter("ignore", FutureWarning)
+                dist.reduce_scatter_tensor(dst, src, group=group)
+        return reduce_scatter, numel * 4
+    if name == "all_reduce":
+        buf = torch.ones(numel, device=device)
+        return (lambda: dist.all_reduce(buf, group=group)), numel * 4
+    src, dst = torch.ones(numel, device=device), torch.empty(numel, device=device)
+    return (lambda: dist.all_to_all_single(dst, src, group=group)), numel * 4
+
+
+def _hosts(device) -> list:
+    dist = _dist()
+    names = [None] * dist.get_world_size()
+    dist.all_gather_object(names, socket.gethostname())
+    return names
+
+
+def measure_mesh(mesh, table: str) -> dict:
+    """A calibration profile of `mesh` as its ranks run now (every rank calls this together)."""
+    from . import _C
+
+    dist = _dist()
+    device = _device_of(mesh)
+    table_figures = _C.device_profile(table)
+    fields = {"compute_efficiency": 1.0, "memory_efficiency": 1.0}
+    fits = {}
+    for dtype, field in ((torch.float32, "peak_flops_fp32"), (torch.bfloat16, "peak_flops_bf16")):
+        if dtype == torch.bfloat16 and device.type != "cuda":
+            continue  # CPU training here runs float32; the table keeps the rest
+        samples = _matmul_samples(device, dtype)
+        times = _max_over_ranks([t for _, t in samples], device)
+        overhead, rate = _fit_rate([(w, t) for (w, _), t in zip(samples, times)])
+        fields[field] = rate
+        fits[field] = {"overhead_s": overhead, "samples": [[w, t] for (w, _), t in zip(samples, times)]}
+    # Fields not measured keep the table's achievable rate (peak x its efficiency).
+    for key in ("peak_flops_fp32", "peak_flops_bf16", "peak_flops_fp8", "peak_flops_fp64"):
+        fields.setdefault(key, table_figures[key] * table_figures["compute_efficiency"])
+    copy_bytes = (256 << 20) if device.type == "cuda" else (8 << 20)
+    src = torch.ones(copy_bytes // 4, device=device)
+    dst = torch.empty_like(src)
+    copy_s, node_s = _max_over_ranks([_per_call_seconds(lambda: dst.copy_(src), device), _fx_node_seconds(device)],
+                                     device)
+    fields["memory_bandwidth"] = 2 * copy_bytes / copy_s
+    fields["kernel_overhead_s"] = node_s
+    del src, dst
+
+    hosts = _hosts(device)
+    coords = mesh.mesh.flatten().tolist()  # global ranks in mesh order
+    rows = []
+    for dim in range(mesh.ndim):
+        group = mesh.get_group(dim)
+        n = mesh.size(dim)
+        if n < 2:
+            continue
+        members = dist.get_process_group_ranks(group)
+        link = "intra" if len({hosts[r] for r in members}) == 1 else "inter"
+        for name in ("all_gather", "reduce_scatter", "all_reduce", "all_to_all"):
+            for nbytes in COLLECTIVE_SIZES:
+                fn, size = _collective(name, group, nbytes, n, device)
+                seconds = _max_over_ranks([_per_call_seconds(fn, device, group)], device)[0]
+                rows.append({"collective": name, "group_size": n, "bytes": int(size), "seconds": seconds,
+                             "link": link})
+    profile = {
+        "version": PROFILE_VERSION,
+        "meta": {"how": "torch_localmap._live_calibration.measure_mesh", "key": _key(mesh),
+                 "table_device": table, "matmul_fits": fits, "statistic":
+                 "median of timed rounds run by every rank together, then the slowest rank's",
+                 "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S")},
+        "device": fields,
+        "collectives": rows,
+    }
+    ranks_here = hosts.count(hosts[coords[0]])
+    if ranks_here < len(hosts):  # several hosts: which mesh dims cross them follows from ranks per node
+        profile["topology"] = {"ranks_per_node": ranks_here}
+    return profile
+
+
+def _key(mesh) -> dict:
+    dist = _dist()
+    device = _device_of(mesh)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else (platform.processor() or "cpu")
+    return {"host": socket.gethostname(), "device": f"{device.type}:{name}", "cpus": os.cpu_count(),
+            "torch": torch.__version__, "backend": str(dist.get_backend()), "world": dist.get_world_size(),
+            "mesh": list(mesh.shape), "threads": torch.get_num_threads(), "version": PROFILE_VERSION}
+
+
+def cache_dir() -> str:
+    return os.environ.get("TLM_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "torch_localmap")
+
+
+def cache_path(mesh, table: str, directory: str | None = None) -> str:
+    """Where the live profile of `mesh` (priced for device `table`) is cached on this machine."""
+    key = dict(_key(mesh), table=table)
+    digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return os.path.join(directory or cache_dir(), f"calibration-{digest}.json")
+
+
+def _read_valid(path: str, table: str):
+    from .cost_model import load_cost_model
+
+    try:
+        with open(path) as f:
+            text = f.read()
+        load_cost_model(table, text)  # a damaged or outdated file is measured afresh
+        return text
+    except (OSError, ValueError):
+        return None
+
+
+def live_profile(mesh, table: str, directory: str | None = None, refresh: bool = False) -> dict:
+    """The calibration profile of `mesh` priced for `table`: rank 0's cached file when it has
+    one (and not `refresh`), else measured now by every rank and cached by rank 0. Every rank
+    of the mesh calls this; all return rank 0's profile."""
+    dist = _dist()
+    if not dist.is_available() or not dist.is_initialized():
+        raise ValueError("calibration='live' measures the mesh's process groups: call it on a mesh whose "
+                         "process group is initialized (torch.distributed.init_process_group)")
+    if mesh.size() != dist.get_world_size():
+        raise ValueError(f"calibration='live' needs a mesh over every rank: the mesh has {mesh.size()} ranks, "
+                         f"the process group {dist.get_world_size()}; pass a profile file instead")
+    path = cache_path(mesh, table, directory)
+    first = mesh.mesh.flatten().tolist()[0]
+    found = [_read_valid(path, table) if dist.get_rank() == first and not refresh else None]
+    dist.broadcast_object_list(found, src=first)
+    if found[0] is not None:
+        return json.loads(found[0])
+    profile = measure_mesh(mesh, table)
+    box = [profile]
+    dist.broadcast_object_list(box, src=first)
+    profile = box[0]
+    if dist.get_rank() == first:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(profile, f, indent=1)
+        os.replace(tmp, path)  # readers never see half a file
+    return profile
