@@ -13,6 +13,8 @@ down as they do in training):
 - copy bandwidth (a tensor copy, read + write);
 - the time of one node of an FX graph of tiny ops: the per-op Python and dispatch cost of
   our runtime, which runs each rank's program as FX graphs (kernel_overhead_s);
+- AdamW's step over small DTensor parameters, per kernel beyond a graph node's
+  (optimizer_kernel_overhead_s: the optimizer runs eagerly on the DTensor parameters);
 - all_gather / reduce_scatter / all_reduce / all_to_all on every mesh dim's process group at
   sizes from 16 KiB to 16 MiB (the C++ side fits latency and bandwidth per collective).
 
@@ -134,6 +136,22 @@ def _fx_node_seconds(device) -> float:
     return _per_call_seconds(lambda: gm(tiny), device) / nodes
 
 
+def _optimizer_kernel_seconds(mesh, device, node_s: float) -> float:
+    """Seconds per optimizer kernel beyond a graph node's: AdamW's step over small DTensor
+    parameters on the mesh, as the user's optimizer runs on a planned module's parameters
+    (cost_model.h: optimizer_kernel_overhead_s; AdamW runs 7 kernels per parameter)."""
+    from torch.distributed.tensor import Replicate, distribute_tensor
+
+    params = []
+    for _ in range(8):
+        p = torch.nn.Parameter(distribute_tensor(torch.zeros(16, device=device), mesh, [Replicate()] * mesh.ndim))
+        p.grad = distribute_tensor(torch.ones(16, device=device), mesh, [Replicate()] * mesh.ndim)
+        params.append(p)
+    opt = torch.optim.AdamW(params, lr=1e-3)
+    per_param = _per_call_seconds(opt.step, device) / len(params)
+    return max(per_param / 7 - node_s, 0.0)
+
+
 def _collective(name, group, nbytes, world, device):
     dist = _dist()
     numel = max(world, nbytes // 4 // world * world)
@@ -189,6 +207,8 @@ def measure_mesh(mesh, table: str) -> dict:
                                      device)
     fields["memory_bandwidth"] = 2 * copy_bytes / copy_s
     fields["kernel_overhead_s"] = node_s
+    fields["optimizer_kernel_overhead_s"] = _max_over_ranks([_optimizer_kernel_seconds(mesh, device, node_s)],
+                                                            device)[0]
     del src, dst
 
     hosts = _hosts(device)

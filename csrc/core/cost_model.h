@@ -29,6 +29,10 @@ struct DeviceProfile {
   double compute_efficiency = 0.7;  // achievable fraction of peak FLOP/s
   double memory_efficiency = 0.8;   // achievable fraction of peak bandwidth
   double kernel_overhead_s = 0;     // fixed launch cost per op
+  // Beyond kernel_overhead_s, per kernel of the optimizer step: it runs eagerly on the
+  // parameters as the user holds them (DTensors), whose dispatch costs more per op than a
+  // planned graph node. 0 in the table; live calibration measures it.
+  double optimizer_kernel_overhead_s = 0;
 };
 
 struct Topology {

@@ -26,6 +26,7 @@ py::dict device_dict(const DeviceProfile& d) {
   out["compute_efficiency"] = d.compute_efficiency;
   out["memory_efficiency"] = d.memory_efficiency;
   out["kernel_overhead_s"] = d.kernel_overhead_s;
+  out["optimizer_kernel_overhead_s"] = d.optimizer_kernel_overhead_s;
   return out;
 }
 

@@ -51,6 +51,7 @@ def test_live_calibration_round_trips_through_its_file(tmp_path):
         assert r["first"] == r0["first"] and r["fresh"] == r0["fresh"]
     p = r0["first"]
     assert p["device"]["peak_flops_fp32"] > 0 and p["device"]["kernel_overhead_s"] > 0
+    assert p["device"]["optimizer_kernel_overhead_s"] >= 0
     kinds = {(c["collective"], c["group_size"]) for c in p["collectives"]}
     assert kinds == {(k, 2) for k in ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")}
     # The file is an ordinary profile: loaded by path it prices as the cached one does (the
