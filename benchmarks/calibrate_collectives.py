@@ -31,42 +31,23 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# The buffers and calls are the live calibration's (the same sizes convention).
+from torch_localmap._calibrate import _sync  # noqa: E402
+from torch_localmap._live_calibration import collective_call  # noqa: E402
+
 COLLECTIVES = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
 DEFAULT_SIZES = (64 * 1024, 1024 * 1024, 4 * 1024 * 1024)
-
-
-def _run_collective(name: str, buf: torch.Tensor, out: torch.Tensor) -> None:
-    if name == "all_gather":
-        dist.all_gather_into_tensor(out, buf)
-    elif name == "reduce_scatter":
-        dist.reduce_scatter_tensor(out, buf)
-    elif name == "all_reduce":
-        dist.all_reduce(buf)
-    else:
-        dist.all_to_all_single(out, buf)
-
-
-def _buffers(name: str, nbytes: int, world: int, device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
-    numel = max(world, nbytes // 4 // world * world)  # float32, divisible by the group size
-    if name == "all_gather":
-        return torch.ones(numel // world, device=device), torch.empty(numel, device=device)
-    if name == "reduce_scatter":
-        return torch.ones(numel, device=device), torch.empty(numel // world, device=device)
-    return torch.ones(numel, device=device), torch.empty(numel, device=device)
-
-
-def _sync(device: str) -> None:
-    if device != "cpu":
-        torch.cuda.synchronize()
 
 
 def _worker(rank: int, world: int, port: int, sizes, reps: int, timeout_s: float, results,
             backend: str = "gloo") -> None:
     try:
-        device = "cpu"
+        device = torch.device("cpu")
         if backend == "nccl":  # one GPU per rank
             torch.cuda.set_device(rank)
-            device = f"cuda:{rank}"
+            device = torch.device("cuda", rank)
         dist.init_process_group(
             backend,
             init_method=f"tcp://127.0.0.1:{port}",
@@ -77,15 +58,15 @@ def _worker(rank: int, world: int, port: int, sizes, reps: int, timeout_s: float
         rows = []
         for name in COLLECTIVES:
             for nbytes in sizes:
-                buf, out = _buffers(name, nbytes, world, device)
-                _run_collective(name, buf, out)  # warm-up: connections, allocations
+                call, size = collective_call(name, nbytes, world, device)
+                call()  # warm-up: connections, allocations
                 _sync(device)
                 times = []
                 for _ in range(reps):
                     dist.barrier()
                     _sync(device)
                     t0 = time.perf_counter()
-                    _run_collective(name, buf, out)
+                    call()
                     _sync(device)
                     times.append(time.perf_counter() - t0)
                 # Best of the repetitions rejects interference from other
@@ -97,7 +78,7 @@ def _worker(rank: int, world: int, port: int, sizes, reps: int, timeout_s: float
                     {
                         "collective": name,
                         "group_size": world,
-                        "bytes": int(buf.numel() * 4 if name != "all_gather" else out.numel() * 4),
+                        "bytes": int(size),
                         "seconds": float(t.item()),
                         "link": "intra",
                     }

@@ -38,7 +38,9 @@ import warnings
 
 import torch
 
-__all__ = ["live_profile", "cache_path", "measure_mesh"]
+from ._calibrate import _sync
+
+__all__ = ["live_profile", "cache_path", "measure_mesh", "collective_call"]
 
 PROFILE_VERSION = 1
 COLLECTIVE_SIZES = (16 << 10, 256 << 10, 2 << 20, 16 << 20)
@@ -57,11 +59,6 @@ def _device_of(mesh) -> torch.device:
     if mesh.device_type == "cuda":
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device(mesh.device_type)
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _max_over_ranks(values, device) -> list:
@@ -152,7 +149,10 @@ def _optimizer_kernel_seconds(mesh, device, node_s: float) -> float:
     return max(per_param / 7 - node_s, 0.0)
 
 
-def _collective(name, group, nbytes, world, device):
+def collective_call(name: str, nbytes: int, world: int, device, group=None):
+    """(a call of collective `name` on float32 buffers of about `nbytes` over `group` of
+    `world` ranks, its size in the cost model's convention: the whole buffer -- gathered
+    output, unreduced input, all-reduce buffer, all-to-all send buffer)."""
     dist = _dist()
     numel = max(world, nbytes // 4 // world * world)
     if name == "all_gather":
@@ -173,7 +173,7 @@ def _collective(name, group, nbytes, world, device):
     return (lambda: dist.all_to_all_single(dst, src, group=group)), numel * 4
 
 
-def _hosts(device) -> list:
+def _hosts() -> list:
     dist = _dist()
     names = [None] * dist.get_world_size()
     dist.all_gather_object(names, socket.gethostname())
@@ -211,7 +211,7 @@ def measure_mesh(mesh, table: str) -> dict:
                                                             device)[0]
     del src, dst
 
-    hosts = _hosts(device)
+    hosts = _hosts()
     coords = mesh.mesh.flatten().tolist()  # global ranks in mesh order
     rows = []
     for dim in range(mesh.ndim):
@@ -223,7 +223,7 @@ def measure_mesh(mesh, table: str) -> dict:
         link = "intra" if len({hosts[r] for r in members}) == 1 else "inter"
         for name in ("all_gather", "reduce_scatter", "all_reduce", "all_to_all"):
             for nbytes in COLLECTIVE_SIZES:
-                fn, size = _collective(name, group, nbytes, n, device)
+                fn, size = collective_call(name, nbytes, n, device, group)
                 seconds = _max_over_ranks([_per_call_seconds(fn, device, group)], device)[0]
                 rows.append({"collective": name, "group_size": n, "bytes": int(size), "seconds": seconds,
                              "link": link})

@@ -82,10 +82,14 @@ def _module_entries(plan, params: dict) -> list:
 
     # The optimizer's update of each parameter shard (train plans price it on the parameter's
     # node): counted in the calls whose module owns the parameter.
+    by_fqn = defaultdict(list)
+    for e in entries.values():
+        by_fqn[e["fqn"]].append(e)
     for n in nodes:
         if n.phase == "input" and n.role == "param" and n.compute_s:
-            for e in entries.values():
-                if not e["fqn"] or n.target.startswith(e["fqn"] + "."):
+            parts = n.target.split(".")
+            for k in range(len(parts)):  # "", "layers", "layers.0", ... : the module and its ancestors
+                for e in by_fqn.get(".".join(parts[:k]), ()):
                     e["optimizer_s"] += n.compute_s
 
     # Inputs: tensors a call's forward nodes take from outside it (parameters and buffers
