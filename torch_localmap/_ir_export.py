@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.fx as fx
 
-from ._torch_private import descriptors, op_types
+from ._torch_private import descriptors, node_meta, op_types
 from ._torch_private.pytrees import pytree
 
 
@@ -221,6 +221,8 @@ def export_graph(gm: fx.GraphModule, mesh_shape, mesh_dim_names=None, node_extra
             if reads:
                 fields["extra"] = {"subgraph_reads": reads,
                                    "subgraph_index_buffers": _subgraph_index_buffers(gm, node, ex.subgraphs)}
+            if node_meta.is_backward_node(node):  # the planner's recompute choices need the phase
+                fields["extra"] = {**fields.get("extra", {}), "backward": True}
             if fields["op"] in STORAGE_READING_OPS:
                 fields["extra"] = {**fields.get("extra", {}), "contiguous_inputs": _contiguous_inputs(node)}
         else:

@@ -65,6 +65,7 @@ class _Options:
     optimizer_states: int = 2  # for the plan's memory estimate (AdamW keeps 2 tensors per parameter)
     plan: object = None  # a saved Plan for the first call signature (applied, not solved)
     like: str | None = None  # torch's plan to follow ("ddp" | "fsdp2"), None: the planner's own
+    recompute: bool = False  # the solver may recompute values backward reads (core/recompute.h)
     plan_cache_size: int = 16  # planned call signatures kept (least recently used dropped first)
     replan_tolerance: float = 0.05  # a call at new sizes solves afresh only if that is this much cheaper
 
@@ -239,6 +240,7 @@ class ParallelModule(nn.Module):
                            input_specs={str(i): s for i, s in input_specs.items()},
                            root_hooks=False,  # forward() runs them around the program
                            mp_policy=o.mp_policy, optimizer_states=o.optimizer_states, plan=saved, like=o.like,
+                           recompute=o.recompute,
                            previous=None if saved is not None else previous,
                            replan_tolerance=o.replan_tolerance)
         if not self._distributed:
@@ -249,7 +251,8 @@ class ParallelModule(nn.Module):
         program = RankProgram(trace_rank_program(plan, self.mesh, coord, fake_inputs), joint.num_fwd_outputs,
                               backward=joint.backward, tangent_outputs=_tangent_outputs(plan),
                               grad_slots=_grad_slots(plan), param_placeholders=_param_placeholders(plan),
-                              options=o.execution, memory_room=_memory_room(o.memory_limit, plan))
+                              options=o.execution, memory_room=_memory_room(o.memory_limit, plan),
+                              recompute_nodes=plan.recomputed_nodes())
         sources = []
         all_specs = {}
         for (i, node), spec in zip(plan.graph.placeholders(), plan.placeholder_specs()):
@@ -452,7 +455,7 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
                 timeout=DEFAULT_TIMEOUT, input_placements=None, mp_policy=None, compile=None,
                 reshard_after_forward=None, overlap=None, optimizer_states=2, plan=None,
                 like=None, bucket_cap_mb=DEFAULT_BUCKET_CAP_MB, plan_cache_size=16,
-                replan_tolerance=0.05, measure_candidates=0, measure_steps=3) -> ParallelModule:
+                replan_tolerance=0.05, measure_candidates=0, measure_steps=3, recompute=False) -> ParallelModule:
     """Plans `model(*example_args, **example_kwargs)` on `mesh` and returns the parallel
     module. Parameters and buffers become DTensors in the planned placements; every rank must
     call this with the same model state and example arguments.
@@ -506,7 +509,12 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
     (like="ddp", like="fsdp2"), run up to k distinct candidates for `measure_steps` forward +
     backward steps each on the real mesh (on copies of the model) and keep the fastest
     measured one; `plan.measurements` holds every candidate's measured and estimated step
-    (_measure.py). Costs a plan and a few steps per candidate, once."""
+    (_measure.py). Costs a plan and a few steps per candidate, once.
+
+    `recompute`: the solver may also choose, per value backward reads, to recompute it in
+    backward instead of keeping it from forward -- jointly with the placements, under the
+    memory limit (activation checkpointing chosen by cost, core/recompute.h); the plan's
+    nodes say which (`plan.recomputed_nodes()`, the report per module)."""
     if measure_candidates:
         return _parallelize_measured(model, mesh, example_args, example_kwargs, measure_candidates, measure_steps,
                                      dict(device=device, time_limit=time_limit, memory_limit=memory_limit,
@@ -516,7 +524,7 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
                                           reshard_after_forward=reshard_after_forward, overlap=overlap,
                                           optimizer_states=optimizer_states, plan=plan, like=like,
                                           bucket_cap_mb=bucket_cap_mb, plan_cache_size=plan_cache_size,
-                                          replan_tolerance=replan_tolerance))
+                                          replan_tolerance=replan_tolerance, recompute=recompute))
     _check_mesh(mesh)
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -535,7 +543,8 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
                        optimizer_states=_check_count(optimizer_states, "optimizer_states"),
                        plan=None if plan is None else as_saved_plan(plan), like=_check_like(like),
                        plan_cache_size=_check_count(plan_cache_size, "plan_cache_size", minimum=1),
-                       replan_tolerance=_check_fraction(replan_tolerance, "replan_tolerance"))
+                       replan_tolerance=_check_fraction(replan_tolerance, "replan_tolerance"),
+                       recompute=_check_flag(recompute, "recompute"))
     pmodel = ParallelModule(model, mesh, options)
     args = example_args if isinstance(example_args, (tuple, list)) else (example_args,)
     pmodel._compiled_for(tuple(args), dict(example_kwargs or {}))  # plans and shards the state; runs nothing
@@ -589,6 +598,12 @@ def _check_fraction(value, name: str) -> float:
 def _check_count(value, name: str, minimum: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise TypeError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+def _check_flag(value, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
     return value
 
 

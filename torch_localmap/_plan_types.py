@@ -41,6 +41,10 @@ class NodePlan:
     family: str = ""
     num_strategies: int = 0
     fell_back: bool = False
+    # Backward recomputes this value instead of keeping it from forward (core/recompute.h),
+    # for recompute_s more compute.
+    recompute: bool = False
+    recompute_s: float = 0.0
     bytes: int = 0  # its outputs per rank (parameters: with their optimizer state)
     # Inputs the plan moves: {"input", "producer" (IR index), "from", "to", "seconds", "collectives"}.
     redistributions: tuple = ()
@@ -109,6 +113,7 @@ class PlanSummary:
     # (parameters and optimizer state come on top); the solve's (seconds, cost s, bound s).
     memory_timeline: tuple = ((), ())
     solver_progress: tuple = ()
+    recompute_s: float = 0.0  # backward's recompute of values not kept (in estimated_step_s)
 
 
 def _timeline_of(doc) -> tuple:
@@ -169,6 +174,10 @@ class Plan:
         """The spec each graph output leaves in (None: not a tensor)."""
         return self.nodes[-1].inputs
 
+    def recomputed_nodes(self) -> list:
+        """Indices of the nodes backward recomputes instead of forward keeping them."""
+        return [i for i, n in enumerate(self.nodes) if n.recompute]
+
     def param_placements(self) -> dict:
         """{parameter FQN: spec string} in parameter order (a plan read from a file: from the
         placeholders' labels it was saved with)."""
@@ -217,6 +226,7 @@ class Plan:
                               outputs=tuple(n["strategy"]["outputs"]), compute_s=float(n["compute_s"]),
                               comm_s=float(n["comm_s"]), family=n.get("family", ""),
                               num_strategies=int(n.get("num_strategies", 0)), fell_back=bool(n.get("fell_back")),
+                              recompute=bool(n.get("recompute")), recompute_s=float(n.get("recompute_s", 0.0)),
                               bytes=int(n.get("bytes", 0)),
                               redistributions=tuple(dict(r) for r in n.get("redistributions", ())),
                               region=str(n.get("region", "")), module=str(n.get("module", "")),
@@ -241,7 +251,8 @@ class Plan:
                 memory_limit=int(s.get("memory_limit", 0)), memory_limit_source=str(s.get("memory_limit_source", "")),
                 build_seconds=float(s.get("build_seconds", 0.0)),
                 memory_timeline=_timeline_of(s.get("memory_timeline")),
-                solver_progress=_progress_of(s.get("solver_progress")))
+                solver_progress=_progress_of(s.get("solver_progress")),
+                recompute_s=float(s.get("recompute_s", 0.0)))
             return cls(mesh_shape=tuple(mesh["shape"]), mesh_dim_names=tuple(mesh.get("dim_names") or ()) or None,
                        nodes=nodes, summary=summary, options=str(doc.get("options", "")),
                        module_calls=[dict(c) for c in doc.get("module_calls", ())],
@@ -266,6 +277,8 @@ class Plan:
                 d["bytes"] = n.bytes
                 if n.fell_back:
                     d["fell_back"] = True
+                if n.recompute:
+                    d["recompute"], d["recompute_s"] = True, n.recompute_s
             for key in ("region", "module", "phase", "role", "target"):
                 if getattr(n, key):
                     d[key] = getattr(n, key)
@@ -283,6 +296,7 @@ class Plan:
                 "fingerprint": dict(self.fingerprint),
                 "nodes": nodes,
                 "summary": {"estimated_step_s": s.estimated_step_s, "compute_s": s.compute_s, "comm_s": s.comm_s,
+                            "recompute_s": s.recompute_s,
                             "peak_bytes": s.peak_bytes, "solver": solver, "fallback_ops": list(s.fallback_ops),
                             "strategy_counts": {k: {"nodes": a, "strategies": b}
                                                 for k, (a, b) in s.strategy_counts.items()},

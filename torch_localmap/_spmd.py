@@ -23,6 +23,7 @@ from ._runtime.failures import failure_scope
 from ._runtime.random_ops import is_random, run_sharded
 from ._runtime.compile import ExecutionOptions, CompiledOnFirstCall
 from ._runtime.redistribute import redistribute_local
+from ._runtime.recompute import mark_planned_recompute
 from ._runtime.reshard import kept_gather_bytes, mark_reshard_after_forward
 from ._runtime.bucketing import bucket_collectives
 from ._runtime.fuse_reductions import fuse_mesh_dim_reductions
@@ -229,10 +230,12 @@ class RankProgram:
     `options` (ExecutionOptions): reshard after forward (`param_placeholders`: the joint
     graph's parameter inputs, name -> FQN, which also groups their gathers into buckets;
     `memory_room`: bytes the memory limit leaves above the plan's estimate, None without a
-    limit), overlap scheduling, Inductor compilation."""
+    limit), overlap scheduling, Inductor compilation. `recompute_nodes`: the plan nodes
+    backward recomputes instead of forward saving them (Plan.recomputed_nodes)."""
 
     def __init__(self, joint_spmd: fx.GraphModule, num_fwd_outputs: int, backward: bool = True,
-                 tangent_outputs=None, grad_slots=None, param_placeholders=(), options=None, memory_room=None):
+                 tangent_outputs=None, grad_slots=None, param_placeholders=(), options=None, memory_room=None,
+                 recompute_nodes=()):
         self.joint = joint_spmd
         self.num_fwd_outputs = num_fwd_outputs
         self.backward = backward
@@ -241,12 +244,14 @@ class RankProgram:
         n_inputs = sum(1 for n in joint_spmd.graph.nodes if n.op == "placeholder") - len(self.tangent_outputs)
         self.grad_slots = list(grad_slots) if grad_slots is not None else list(range(n_inputs))
         self.resharded = False
+        self.recomputed_ops = 0
         if backward:
             params = set(param_placeholders)
             reshard = self.options.reshard_after_forward
             if reshard is None:  # keep gathered parameters only where the memory limit has room for them
                 reshard = memory_room is None or kept_gather_bytes(joint_spmd, params) > memory_room
             self.resharded = bool(reshard) and mark_reshard_after_forward(joint_spmd, params) > 0
+            self.recomputed_ops = mark_planned_recompute(joint_spmd, recompute_nodes)
             self.fw, self.bw = partition.partition_joint(joint_spmd, num_fwd_outputs)
         else:
             self.fw, self.bw = joint_spmd, None

@@ -21,11 +21,13 @@ _log = get_logger(__name__)
 
 def plan_options(mode="train", device="H100", time_limit=10.0, memory_limit="device", fixed_params=None,
                  calibration=None, fallback_replicate=True, seed=0, input_specs=None, outputs="free",
-                 optimizer_states=2, gap_tolerance=1e-3, replicated_outputs=(), like=None) -> str:
+                 optimizer_states=2, gap_tolerance=1e-3, replicated_outputs=(), like=None, recompute=False) -> str:
     opts = {"mode": mode, "device": device, "time_limit": float(time_limit), "seed": int(seed),
             "fallback_replicate": bool(fallback_replicate), "outputs": outputs,
             "optimizer_states": int(optimizer_states), "gap_tolerance": float(gap_tolerance),
             "memory_limit": memory_limit_option(memory_limit)}
+    if recompute:  # the solver may recompute values backward reads (core/recompute.h)
+        opts["recompute"] = True
     if like is not None:
         opts["like"] = like  # torch's plan to follow: "ddp" | "fsdp2" (the planner checks the name)
     if replicated_outputs:

@@ -65,10 +65,15 @@ def _module_entries(plan, params: dict) -> list:
                            "parent": c["parent"], "depth": c["depth"], "params": {}, "inputs": [], "outputs": [],
                            "forward": _empty_phase(), "backward": _empty_phase(), "optimizer_s": 0.0,
                            "activation_bytes": 0,
+                           # Forward values backward reads: kept from forward, or recomputed in
+                           # backward for recompute_s (the solver's choice, core/recompute.h).
+                           "kept": {"count": 0, "bytes": 0},
+                           "recomputed": {"count": 0, "bytes": 0, "seconds": 0.0},
                            "share": {}, "differs_from": None, "difference": ""}
                for c in calls.calls}
     members = defaultdict(list)  # call name -> IR indices made inside it (its sub-calls included)
     inside = [set() for _ in nodes]  # IR index -> the calls containing it
+    read_by_backward = _read_by_backward(plan)
     for i, n in enumerate(nodes):
         if n.phase not in ("forward", "backward"):
             continue
@@ -77,6 +82,12 @@ def _module_entries(plan, params: dict) -> list:
             _add_node(e[n.phase], n)
             if n.phase == "forward":
                 e["activation_bytes"] += n.bytes
+                if n.recompute:
+                    r = e["recomputed"]
+                    r["count"], r["bytes"], r["seconds"] = r["count"] + 1, r["bytes"] + n.bytes, r["seconds"] + n.recompute_s
+                elif i in read_by_backward:
+                    e["kept"]["count"] += 1
+                    e["kept"]["bytes"] += n.bytes
             members[name].append(i)
             inside[i].add(name)
 
@@ -130,6 +141,17 @@ def _module_entries(plan, params: dict) -> list:
                       "memory": e["activation_bytes"] / made if made > 0 else 0.0}
     _compare_repeated_calls(entries, members, nodes)
     return [entries[c["name"]] for c in calls.calls]
+
+
+def _read_by_backward(plan) -> set:
+    """IR indices of the forward values a backward node reads."""
+    graph, out = plan.graph, set()
+    if graph is None:
+        return out
+    for j, ir in enumerate(graph.nodes):
+        if j < len(plan.nodes) and plan.nodes[j].phase == "backward":
+            out.update(_tensor_inputs(ir))
+    return out
 
 
 def _params(plan) -> dict:
@@ -287,6 +309,7 @@ def build_report(plan, title: str | None = None) -> dict:
         "title": title or f"{root['type'] if root else 'model'} on mesh {mesh} ({s.device})",
         "mesh": {"shape": list(plan.mesh_shape), "dim_names": list(plan.mesh_dim_names or ())},
         "summary": {"estimated_step_s": s.estimated_step_s, "compute_s": s.compute_s, "comm_s": s.comm_s,
+                    "recompute_s": s.recompute_s,
                     "memory": {"parameters": s.memory.parameters, "gradients": s.memory.gradients,
                                "optimizer_state": s.memory.optimizer_state, "activations": s.memory.activations,
                                "peak": s.memory.peak},
@@ -345,6 +368,13 @@ def format_modules(report: dict, max_depth: int | None = None) -> str:
         lines.append(f"{pad}  backward compute {_time(b['compute_s'])}, comm {_time(b['comm_s'])}: {_collectives(b)}")
         if e.get("optimizer_s"):
             lines.append(f"{pad}  optimizer step on its parameter shards {_time(e['optimizer_s'])}")
+        kept, rc = e.get("kept"), e.get("recomputed")
+        if kept and (kept["count"] or rc["count"]):
+            line = f"{pad}  for backward: kept {kept['count']} values ({_bytes(kept['bytes'])})"
+            if rc["count"]:
+                line += (f", recomputed {rc['count']} ({_bytes(rc['bytes'])} not held, "
+                         f"{_time(rc['seconds'])} more compute)")
+            lines.append(line)
         lines.append(f"{pad}  share: compute {100 * sh['compute']:.1f}%, comm {100 * sh['comm']:.1f}%, activations "
                      f"made {_bytes(e['activation_bytes'])} ({100 * sh['memory']:.1f}% of the step's)")
         own = {k: v for k, v in e["params"].items() if k.rpartition(".")[0] == e["fqn"]}

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <tuple>
 
+#include "core/recompute.h"
 #include "core/solver/trace.h"
 
 namespace tlm {
@@ -573,6 +574,10 @@ void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat,
   }
   solver::trace("tables: edges (%lld computed redistribution costs)", (long long)t.redist.size());
   add_sinks(g, strat, policy, placeholders, ids, edges, t);
+  if (policy.recompute && policy.train && policy.like.empty() && materialize_edges) {
+    add_recompute_choices(g, recompute_candidates(g, strat), t);
+    solver::trace("tables: %zu values backward may recompute", t.recompute.size());
+  }
   if (memory_limit) t.problem.usage_limit = *memory_limit;
 }
 

@@ -60,6 +60,9 @@ struct BoundaryPolicy {
   // whose batch shard made them and parameter gradients are reduced into their
   // sinks. "": no such restriction.
   std::string like;
+  // Train mode: the solver may recompute values backward reads instead of keeping
+  // them (recompute.h). Never under `like` (torch's plans keep every value).
+  bool recompute = false;
 };
 
 // The torch plans a BoundaryPolicy::like may name (Python's parallelize(like=) reads this list).
@@ -133,12 +136,21 @@ struct OutputSink {
   int coupled_param = -1;  // IR node whose spec this sink's spec equals: parameter, buffer or tangent
 };
 
+// A value the solver may recompute in backward (recompute.h): its three problem nodes.
+struct RecomputeSite {
+  int node = -1;  // IR node (and its own problem node: the forward span)
+  int hold = -1;  // problem node: strategy 2s keeps strategy s, 2s + 1 recomputes it
+  int tail = -1;  // problem node: its bytes while backward reads it
+};
+
 struct CostTables {
-  // Problem node i < graph nodes - 1 is IR node i; sinks follow. Strategy k of
+  // Problem node i < graph nodes - 1 is IR node i; sinks follow, then the
+  // recompute sites' hold and tail nodes. Strategy k of
   // node i is strategies[i].strategies[k]; its cost is compute, its usage bytes.
   solver::Problem problem;
   std::vector<OutputSink> sinks;
   std::vector<int> sink_of_output;  // graph output j -> index into sinks, or -1 (not a tensor)
+  std::vector<RecomputeSite> recompute;  // BoundaryPolicy::recompute: values backward may recompute
   RedistCostCache redist;
   // Counts for benchmarks (also without dense matrices, see build_only).
   int64_t edge_count = 0;

@@ -5,6 +5,7 @@
 
 #include "core/layout.h"
 #include "core/placement.h"
+#include "core/recompute.h"
 
 namespace tlm {
 namespace {
@@ -21,10 +22,13 @@ bool is_state(const IrNode& node) {
 
 }  // namespace
 
-MemoryEstimate estimate_memory(const Graph& g, const std::vector<OpStrategy>& chosen, int optimizer_states) {
+MemoryEstimate estimate_memory(const Graph& g, const std::vector<OpStrategy>& chosen, int optimizer_states,
+                               const std::vector<char>& recomputed) {
   if (optimizer_states < 0) throw InvalidArgument("optimizer_states must be >= 0");
   const int n = static_cast<int>(g.nodes.size());
   if (static_cast<int>(chosen.size()) != n) throw InvalidArgument("estimate_memory: one strategy per node expected");
+  if (!recomputed.empty() && static_cast<int>(recomputed.size()) != n)
+    throw InvalidArgument("estimate_memory: one recompute flag per node expected");
   const IrNode& out = g.nodes.back();
   MemoryEstimate m;
   auto bytes_of = [&](const TensorRef& r, const PlacementSpec& spec) {
@@ -53,12 +57,32 @@ MemoryEstimate estimate_memory(const Graph& g, const std::vector<OpStrategy>& ch
   for (int i = 0; i < n; ++i)
     for (const auto& r : g.nodes[i].tensor_inputs) last_use[r.node] = std::max(last_use[r.node], i);
 
+  auto own_bytes = [&](int i) {
+    int64_t own = 0;
+    for (size_t k = 0; k < g.nodes[i].outputs.size(); ++k)
+      own += bytes_of(TensorRef{i, static_cast<int>(k)}, chosen[i].outputs.at(k));
+    return own;
+  };
+  // A recomputed value is freed after its last forward read and made again just before
+  // backward's first read of it (recompute.h).
+  std::vector<int64_t> remade_bytes(n, 0);
+  std::vector<int> freed_at = last_use;
+  if (!recomputed.empty()) {
+    const std::vector<ValueUses> uses = value_uses(g);
+    const std::vector<int> remade = tlm::remade_at(g, uses, recomputed);
+    for (int i = 0; i + 1 < n; ++i) {
+      if (remade[i] < 0 || remade[i] <= uses[i].last_forward) continue;  // made once, held throughout
+      freed_at[i] = uses[i].last_forward;
+      remade_bytes[remade[i]] += own_bytes(i);
+    }
+  }
+
   std::vector<int64_t> frees_after(n, 0);
   int64_t live = 0, live_grads = 0, best = -1, best_grads = 0;
   for (int i = 0; i + 1 < n; ++i) {
     const IrNode& node = g.nodes[i];
-    int64_t own = 0;
-    for (size_t k = 0; k < node.outputs.size(); ++k) own += bytes_of(TensorRef{i, static_cast<int>(k)}, chosen[i].outputs.at(k));
+    const int64_t own = own_bytes(i);
+    live += remade_bytes[i];
     if (is_state(node)) {
       m.parameters += own;
       if (node.role == "param") m.optimizer_state += static_cast<int64_t>(optimizer_states) * own;
@@ -79,6 +103,9 @@ MemoryEstimate estimate_memory(const Graph& g, const std::vector<OpStrategy>& ch
       best_grads = live_grads;
     }
     if (last_use[i] < n - 1 || node.users.empty()) frees_after[std::max(last_use[i], i)] += own;
+    if (freed_at[i] != last_use[i] && last_use[i] < n - 1) {  // recomputed: freed twice, once per span
+      frees_after[std::max(freed_at[i], i)] += own;
+    }
     live -= frees_after[i];
   }
   best = std::max<int64_t>(best, 0);

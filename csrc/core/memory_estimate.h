@@ -30,7 +30,10 @@ struct MemoryEstimate {
 };
 
 // `chosen`: the strategy per node, the output node's (its inputs: each graph
-// output's spec) last.
-MemoryEstimate estimate_memory(const Graph& g, const std::vector<OpStrategy>& chosen, int optimizer_states);
+// output's spec) last. `recomputed` (per node, or empty): values backward
+// recomputes (recompute.h), held over their forward span and again from backward's
+// first read of them, not in between.
+MemoryEstimate estimate_memory(const Graph& g, const std::vector<OpStrategy>& chosen, int optimizer_states,
+                               const std::vector<char>& recomputed = {});
 
 }  // namespace tlm

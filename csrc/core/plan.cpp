@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/recompute.h"
 #include "core/redistribute.h"
 
 namespace tlm {
@@ -39,6 +40,7 @@ Plan make_plan(const Graph& g, const std::vector<NodeStrategies>& strat, CostTab
   Plan plan;
   plan.mesh = g.mesh;
   PlanSummary& sum = plan.summary;
+  const std::vector<char> recomputed = recomputed_nodes(t, g.nodes.size(), sol);
   for (int i = 0; i + 1 < n; ++i) {
     PlannedNode pn;
     pn.name = g.nodes[i].name;
@@ -59,7 +61,10 @@ Plan make_plan(const Graph& g, const std::vector<NodeStrategies>& strat, CostTab
     pn.family = strat[i].family;
     pn.num_strategies = static_cast<int64_t>(strat[i].strategies.size());
     pn.fell_back = strat[i].fell_back;
+    pn.recompute = recomputed[static_cast<size_t>(i)] != 0;
+    if (pn.recompute) pn.recompute_s = pn.compute_s;
     sum.compute_s += pn.compute_s;
+    sum.recompute_s += pn.recompute_s;
     sum.comm_s += pn.comm_s;
     FamilyCount& fc = sum.strategy_counts[pn.family.empty() ? std::string("other") : pn.family];
     fc.nodes += 1;
@@ -91,11 +96,11 @@ Plan make_plan(const Graph& g, const std::vector<NodeStrategies>& strat, CostTab
   sum.comm_s += out.comm_s;
   plan.nodes.push_back(std::move(out));
 
-  sum.estimated_step_s = sum.compute_s + sum.comm_s;
+  sum.estimated_step_s = sum.compute_s + sum.comm_s + sum.recompute_s;
   sum.peak_bytes = solver::evaluate(t.problem, sol).peak_usage;
   std::vector<OpStrategy> strategies;
   for (const PlannedNode& pn : plan.nodes) strategies.push_back(pn.strategy);
-  sum.memory = estimate_memory(g, strategies, optimizer_states);
+  sum.memory = estimate_memory(g, strategies, optimizer_states, recomputed);
   sum.solver = SolverSummary{res.cost, res.bound, res.gap, res.seconds, res.status, res.milp_note};
   sum.device = device;
   sum.mode = mode;

@@ -42,6 +42,10 @@ struct PlannedNode {
   std::string family;
   int64_t num_strategies = 0;
   bool fell_back = false;  // no sharding rule: replicate-only
+  // Backward recomputes this value instead of keeping it from forward (recompute.h),
+  // for recompute_s more compute.
+  bool recompute = false;
+  double recompute_s = 0;
   std::vector<PlannedRedistribution> redistributions;  // inputs whose spec changes, for reports
 };
 
@@ -64,6 +68,7 @@ struct FamilyCount {
 
 struct PlanSummary {
   double estimated_step_s = 0, compute_s = 0, comm_s = 0;
+  double recompute_s = 0;  // backward's recompute of values not kept (in estimated_step_s, not in compute_s)
   int64_t peak_bytes = 0;  // the solver's memory model (what memory_limit bounds)
   int64_t memory_limit = 0;         // per rank, bytes; 0: planned without one
   std::string memory_limit_source;  // e.g. "device H100: 74.5 GiB minus 10% headroom"

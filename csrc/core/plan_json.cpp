@@ -61,6 +61,7 @@ PlanOptions read_plan_options(const json::Value& v) {
   if (auto* x = v.find("replicated_outputs"))
     for (const auto& t : x->as_array("options.replicated_outputs"))
       o.replicated_outputs.insert(t.as_string("options.replicated_outputs[]"));
+  if (auto* x = v.find("recompute"); x && !x->is_null()) o.recompute = x->as_bool("options.recompute");
   if (auto* x = v.find("like"); x && !x->is_null()) {
     o.like = x->as_string("options.like");
     if (!known_like(o.like))
@@ -117,6 +118,10 @@ json::Value node_json(const PlannedNode& n, bool output_node) {
   jn.set("num_strategies", n.num_strategies);
   jn.set("bytes", n.bytes);
   if (n.fell_back) jn.set("fell_back", true);
+  if (n.recompute) {
+    jn.set("recompute", true);
+    jn.set("recompute_s", n.recompute_s);
+  }
   return jn;
 }
 
@@ -125,6 +130,7 @@ json::Value summary_json(const PlanSummary& s) {
   j.set("estimated_step_s", s.estimated_step_s);
   j.set("compute_s", s.compute_s);
   j.set("comm_s", s.comm_s);
+  j.set("recompute_s", s.recompute_s);
   j.set("peak_bytes", s.peak_bytes);
   j.set("memory_limit", s.memory_limit);
   j.set("memory_limit_source", s.memory_limit_source);
@@ -211,6 +217,7 @@ Plan plan_from_json(const json::Value& doc) {
     const json::Value& st = nodes[i].at("strategy", w);
     pn.strategy.inputs = read_specs(st.at("inputs", w + ".strategy"), w + ".strategy.inputs");
     pn.strategy.outputs = read_specs(st.at("outputs", w + ".strategy"), w + ".strategy.outputs");
+    if (const auto* rc = nodes[i].find("recompute"); rc && !rc->is_null()) pn.recompute = rc->as_bool(w + ".recompute");
     plan.nodes.push_back(std::move(pn));
   }
   return plan;

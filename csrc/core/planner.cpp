@@ -14,7 +14,7 @@ namespace {
 
 BoundaryPolicy policy_of(const PlanOptions& o) {
   return BoundaryPolicy{o.mode == "train", o.fixed_params, o.input_specs, o.outputs == "replicated",
-                        o.replicated_outputs, o.optimizer_states, o.like};
+                        o.replicated_outputs, o.optimizer_states, o.like, o.recompute};
 }
 
 StrategyOptions strategy_options(const PlanOptions& o) {
@@ -159,6 +159,11 @@ std::string previous_labels(const Graph& g, const Priced& p, const Plan& previou
     labels[static_cast<size_t>(sink.problem_node)] = spec_index(sink.specs, leaving[j]);
     if (labels[static_cast<size_t>(sink.problem_node)] < 0)
       return "output " + std::to_string(j) + " cannot leave in its planned spec at the new sizes";
+  }
+  for (const RecomputeSite& r : p.tables.recompute) {  // kept or recomputed as planned
+    const int s = labels[static_cast<size_t>(r.node)];
+    labels[static_cast<size_t>(r.hold)] = 2 * s + (previous.nodes[static_cast<size_t>(r.node)].recompute ? 1 : 0);
+    labels[static_cast<size_t>(r.tail)] = s;
   }
   for (size_t i = 0; i < labels.size(); ++i)
     if (labels[i] < 0) return "problem node " + std::to_string(i) + " has no label from the plan";

@@ -58,6 +58,9 @@ struct PlanOptions {
   // can be measured on torch's own plan (cost_tables.h, BoundaryPolicy::like):
   // "" (free), "ddp" or "fsdp2".
   std::string like;
+  // The solver may recompute values backward reads instead of keeping them
+  // (recompute.h), when a plan keeping them all would not fit or cost more.
+  bool recompute = false;
   // "free": forward outputs leave in any R/S spec (parallelize returns DTensors);
   // "replicated": whole on every rank (the compile backend hands plain tensors
   // back to the Python code around the graph).

@@ -1,0 +1,106 @@
+"""Activation recompute chosen by the solver (core/recompute.h): a memory limit no plan
+keeping every value meets is met by recomputing some in backward; the rank program really
+recomputes them (the partitioner's tags), and its numbers equal one process's."""
+import pytest
+import torch
+
+from dist_utils import make_mesh, run_distributed
+from torch_localmap import models
+from torch_localmap.plan import plan_module
+
+MESH = (2,)
+LIMIT_SHARE = 0.4  # of the peak with no limit: below what keeping every value needs (checked)
+
+
+def _model():
+    torch.manual_seed(0)
+    model, inputs = models.build("llama", models.tiny_config("llama"), batch=8)
+    return model.double(), inputs
+
+
+def _limit(model, inputs) -> int:
+    free = plan_module(model, MESH, inputs, time_limit=5, memory_limit=None)
+    return int(free.summary.peak_bytes * LIMIT_SHARE)
+
+
+def test_recompute_meets_a_limit_keeping_everything_cannot():
+    model, inputs = _model()
+    limit = _limit(model, inputs)
+    from torch_localmap import solver
+
+    with pytest.raises(solver.InfeasibleError, match="memory limit"):
+        plan_module(model, MESH, inputs, time_limit=5, memory_limit=limit)
+    plan = plan_module(model, MESH, inputs, time_limit=5, memory_limit=limit, recompute=True)
+    recomputed = plan.recomputed_nodes()
+    assert recomputed, "the limit is only met by recomputing"
+    assert plan.summary.peak_bytes <= limit
+    assert all(plan.nodes[i].phase == "forward" for i in recomputed)
+    # Recomputing costs compute: some recomputed op is real work, and the estimate counts it.
+    assert plan.summary.recompute_s > 0
+    assert plan.summary.recompute_s == pytest.approx(sum(plan.nodes[i].recompute_s for i in recomputed))
+    # The plan file keeps the choice.
+    again = type(plan).from_document(plan.to_document())
+    assert again.recomputed_nodes() == recomputed
+    # The report says per module what is kept and what is recomputed, and what that costs.
+    from torch_localmap.report import build_report, format_modules
+
+    report = build_report(plan)
+    root = next(e for e in report["modules"] if e["name"] == "")
+    assert root["recomputed"]["count"] == len(recomputed)
+    assert root["recomputed"]["seconds"] == pytest.approx(plan.summary.recompute_s)
+    assert root["kept"]["count"] > 0
+    layers = [e for e in report["modules"] if e["recomputed"]["count"]]
+    assert any(e["name"] for e in layers), "recomputed values belong to the layers that made them"
+    assert "recomputed" in format_modules(report)
+
+
+def test_no_recompute_without_memory_pressure():
+    model, inputs = _model()
+    plan = plan_module(model, MESH, inputs, time_limit=5, memory_limit=None, recompute=True)
+    assert plan.recomputed_nodes() == []  # recomputing only ever costs time
+
+
+def _train(model, inputs, steps=2):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses, grads = [], None
+    for step in range(steps):
+        opt.zero_grad()
+        loss = model(*inputs)
+        loss.backward()
+        if step == 0:
+            grads = {k: _full(p.grad) for k, p in model.named_parameters()}
+        opt.step()
+        losses.append(_full(loss.detach()))
+    return torch.stack(losses), grads
+
+
+def _full(t):
+    from torch.distributed.tensor import DTensor
+
+    return t.full_tensor() if isinstance(t, DTensor) else t.clone()
+
+
+def _rank(rank, world):
+    from torch_localmap import parallelize
+    from torch_localmap._torch_private import node_meta
+
+    model, inputs = _model()
+    limit = _limit(model, inputs)
+    pm = parallelize(model, make_mesh(MESH), inputs, time_limit=5, memory_limit=limit, recompute=True)
+    recomputed = set(pm.plan.recomputed_nodes())
+    program = pm._program
+    # Ops of recomputed plan nodes that backward runs again (collectives never are).
+    in_backward = {node_meta.plan_node_of(n) for n in program.bw.graph.nodes if n.op == "call_function"}
+    costly = {i for i in recomputed if pm.plan.nodes[i].recompute_s > 0}
+    return _train(pm, inputs), len(recomputed), program.recomputed_ops, costly, costly & in_backward
+
+
+def test_recomputed_plan_trains_like_one_process():
+    model, inputs = _model()
+    ref_losses, ref_grads = _train(model, inputs)
+    for (losses, grads), n_recomputed, tagged, costly, rerun in run_distributed(_rank, 2, timeout=300):
+        assert n_recomputed > 0 and tagged > 0
+        assert costly and rerun == costly, f"backward must recompute {sorted(costly)}, runs {sorted(rerun)}"
+        torch.testing.assert_close(losses, ref_losses, rtol=1e-10, atol=1e-12)
+        for k, g in ref_grads.items():
+            torch.testing.assert_close(grads[k], g, rtol=1e-10, atol=1e-12, msg=lambda m: f"grad of {k}: {m}")
