@@ -46,5 +46,5 @@ cd "$DIR"
 T="$ROOT/test/python"
 "$VENV/bin/pytest" -q -p no:cacheprovider -n "$JOBS" --rootdir "$ROOT" -c "$ROOT/pyproject.toml" \
   "$T/test_solver.py" "$T/test_torch_compat.py" "$T/test_localmap_ops.py" "$T/test_parallelize.py" \
-  "$T/test_plan_reuse.py" "$T/test_ops_on_import.py" "$T/test_live_calibration.py" "$T/test_zoo.py::test_zoo_model_trains_like_one_process[hf_llama]"
+  "$T/test_plan_reuse.py" "$T/test_ops_on_import.py" "$T/test_live_calibration.py" "$T/test_recompute.py" "$T/test_zoo.py::test_zoo_model_trains_like_one_process[hf_llama]"
 echo "test-compat torch $TORCH: passed (install ${t_install} s, build ${t_build} s, total $((SECONDS - t0)) s)"
