@@ -65,7 +65,7 @@ class _Options:
     optimizer_states: int = 2  # for the plan's memory estimate (AdamW keeps 2 tensors per parameter)
     plan: object = None  # a saved Plan for the first call signature (applied, not solved)
     like: str | None = None  # torch's plan to follow ("ddp" | "fsdp2"), None: the planner's own
-    recompute: bool = False  # the solver may recompute values backward reads (core/recompute.h)
+    recompute: object = False  # True: the solver may recompute values backward reads; "full" / "selective": AC modes
     plan_cache_size: int = 16  # planned call signatures kept (least recently used dropped first)
     replan_tolerance: float = 0.05  # a call at new sizes solves afresh only if that is this much cheaper
 
@@ -514,7 +514,10 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
     `recompute`: the solver may also choose, per value backward reads, to recompute it in
     backward instead of keeping it from forward -- jointly with the placements, under the
     memory limit (activation checkpointing chosen by cost, core/recompute.h); the plan's
-    nodes say which (`plan.recomputed_nodes()`, the report per module)."""
+    nodes say which (`plan.recomputed_nodes()`, the report per module). `"full"` or
+    `"selective"`: torchtitan's activation checkpointing modes as fixed policies instead
+    (_ac_policy.py), priced and applied the same way."""
+    _check_recompute(recompute)
     if measure_candidates:
         return _parallelize_measured(model, mesh, example_args, example_kwargs, measure_candidates, measure_steps,
                                      dict(device=device, time_limit=time_limit, memory_limit=memory_limit,
@@ -544,7 +547,7 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
                        plan=None if plan is None else as_saved_plan(plan), like=_check_like(like),
                        plan_cache_size=_check_count(plan_cache_size, "plan_cache_size", minimum=1),
                        replan_tolerance=_check_fraction(replan_tolerance, "replan_tolerance"),
-                       recompute=_check_flag(recompute, "recompute"))
+                       recompute=_check_recompute(recompute))
     pmodel = ParallelModule(model, mesh, options)
     args = example_args if isinstance(example_args, (tuple, list)) else (example_args,)
     pmodel._compiled_for(tuple(args), dict(example_kwargs or {}))  # plans and shards the state; runs nothing
@@ -601,9 +604,12 @@ def _check_count(value, name: str, minimum: int = 0) -> int:
     return value
 
 
-def _check_flag(value, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
+def _check_recompute(value):
+    from ._ac_policy import MODES
+
+    if not isinstance(value, bool) and value not in MODES:
+        raise ValueError(f"recompute: expected True (the solver chooses), False or one of {list(MODES)} "
+                         f"(torchtitan's activation checkpointing modes), got {value!r}")
     return value
 
 

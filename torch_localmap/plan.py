@@ -21,12 +21,15 @@ _log = get_logger(__name__)
 
 def plan_options(mode="train", device="H100", time_limit=10.0, memory_limit="device", fixed_params=None,
                  calibration=None, fallback_replicate=True, seed=0, input_specs=None, outputs="free",
-                 optimizer_states=2, gap_tolerance=1e-3, replicated_outputs=(), like=None, recompute=False) -> str:
+                 optimizer_states=2, gap_tolerance=1e-3, replicated_outputs=(), like=None, recompute=False,
+                 recompute_only=None) -> str:
     opts = {"mode": mode, "device": device, "time_limit": float(time_limit), "seed": int(seed),
             "fallback_replicate": bool(fallback_replicate), "outputs": outputs,
             "optimizer_states": int(optimizer_states), "gap_tolerance": float(gap_tolerance),
             "memory_limit": memory_limit_option(memory_limit)}
-    if recompute:  # the solver may recompute values backward reads (core/recompute.h)
+    if recompute_only is not None:  # a fixed policy: these nodes are recomputed (_ac_policy.py)
+        opts["recompute_only"] = [str(n) for n in recompute_only]
+    elif recompute:  # the solver may recompute values backward reads (core/recompute.h)
         opts["recompute"] = True
     if like is not None:
         opts["like"] = like  # torch's plan to follow: "ddp" | "fsdp2" (the planner checks the name)
@@ -202,6 +205,10 @@ def plan_joint(joint: JointGraph, mesh, *, node_extra=None, timeout=None, progre
 
     shape, names = mesh_shape_and_names(mesh)
     exported = export_graph(joint.gm, shape, names, node_extra=node_extra)
+    if isinstance(options.get("recompute"), str):  # torchtitan's AC modes as fixed policies
+        from ._ac_policy import recompute_policy_nodes
+
+        options["recompute_only"] = recompute_policy_nodes(exported, options.pop("recompute"))
     if options.get("outputs", "free") == "free" and "replicated_outputs" not in options:
         options["replicated_outputs"] = _outputs_in_computing_containers(joint, exported)
     timeout = DEFAULT_TIMEOUT if timeout is None else as_timeout(timeout)

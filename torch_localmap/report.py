@@ -82,9 +82,10 @@ def _module_entries(plan, params: dict) -> list:
             _add_node(e[n.phase], n)
             if n.phase == "forward":
                 e["activation_bytes"] += n.bytes
-                if n.recompute:
+                if n.recompute:  # bytes: of values backward reads (the others were never held)
                     r = e["recomputed"]
-                    r["count"], r["bytes"], r["seconds"] = r["count"] + 1, r["bytes"] + n.bytes, r["seconds"] + n.recompute_s
+                    held = n.bytes if i in read_by_backward else 0
+                    r["count"], r["bytes"], r["seconds"] = r["count"] + 1, r["bytes"] + held, r["seconds"] + n.recompute_s
                 elif i in read_by_backward:
                     e["kept"]["count"] += 1
                     e["kept"]["bytes"] += n.bytes

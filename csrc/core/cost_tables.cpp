@@ -574,8 +574,17 @@ void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat,
   }
   solver::trace("tables: edges (%lld computed redistribution costs)", (long long)t.redist.size());
   add_sinks(g, strat, policy, placeholders, ids, edges, t);
-  if (policy.recompute && policy.train && policy.like.empty() && materialize_edges) {
-    add_recompute_choices(g, recompute_candidates(g, strat), t);
+  // Never the solver's choice under `like` (torch's plans keep every value); a fixed
+  // policy there prices torch's plan with its activation checkpointing.
+  if (policy.recompute && policy.train && (policy.like.empty() || policy.recompute_only) && materialize_edges) {
+    std::vector<int> candidates = recompute_candidates(g, strat);
+    if (policy.recompute_only) {  // a fixed policy: the named candidates are recomputed, the rest kept
+      std::vector<int> named;
+      for (int a : candidates)
+        if (policy.recompute_only->count(g.nodes[static_cast<size_t>(a)].name)) named.push_back(a);
+      candidates = std::move(named);
+    }
+    add_recompute_choices(g, strat, candidates, t, policy.recompute_only.has_value());
     solver::trace("tables: %zu values backward may recompute", t.recompute.size());
   }
   if (memory_limit) t.problem.usage_limit = *memory_limit;

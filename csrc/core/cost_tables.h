@@ -61,8 +61,12 @@ struct BoundaryPolicy {
   // sinks. "": no such restriction.
   std::string like;
   // Train mode: the solver may recompute values backward reads instead of keeping
-  // them (recompute.h). Never under `like` (torch's plans keep every value).
+  // them (recompute.h). Not under `like` unless with recompute_only.
   bool recompute = false;
+  // With `recompute`: a fixed policy instead of the solver's choice (activation
+  // checkpointing as torchtitan's full / selective modes run it): exactly the
+  // candidates named here (IR node names) are recomputed, every other value is kept.
+  std::optional<std::set<std::string>> recompute_only;
 };
 
 // The torch plans a BoundaryPolicy::like may name (Python's parallelize(like=) reads this list).
@@ -136,11 +140,12 @@ struct OutputSink {
   int coupled_param = -1;  // IR node whose spec this sink's spec equals: parameter, buffer or tangent
 };
 
-// A value the solver may recompute in backward (recompute.h): its three problem nodes.
+// A value the solver may recompute in backward (recompute.h): a candidate's problem
+// nodes, or a need node of a value only recomputed for a candidate (tail -1).
 struct RecomputeSite {
   int node = -1;  // IR node (and its own problem node: the forward span)
-  int hold = -1;  // problem node: strategy 2s keeps strategy s, 2s + 1 recomputes it
-  int tail = -1;  // problem node: its bytes while backward reads it
+  int hold = -1;  // problem node: strategy 2s keeps (is not needed) in strategy s, 2s + 1 recomputes it
+  int tail = -1;  // problem node: its bytes while backward reads it; -1 for a need node
 };
 
 struct CostTables {

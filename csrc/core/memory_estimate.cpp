@@ -71,7 +71,8 @@ MemoryEstimate estimate_memory(const Graph& g, const std::vector<OpStrategy>& ch
     const std::vector<ValueUses> uses = value_uses(g);
     const std::vector<int> remade = tlm::remade_at(g, uses, recomputed);
     for (int i = 0; i + 1 < n; ++i) {
-      if (remade[i] < 0 || remade[i] <= uses[i].last_forward) continue;  // made once, held throughout
+      // Made once and held throughout, or recomputed only for a user (a transient, not counted).
+      if (remade[i] < 0 || uses[i].first_backward < 0 || remade[i] <= uses[i].last_forward) continue;
       freed_at[i] = uses[i].last_forward;
       remade_bytes[remade[i]] += own_bytes(i);
     }

@@ -41,6 +41,7 @@ Plan make_plan(const Graph& g, const std::vector<NodeStrategies>& strat, CostTab
   plan.mesh = g.mesh;
   PlanSummary& sum = plan.summary;
   const std::vector<char> recomputed = recomputed_nodes(t, g.nodes.size(), sol);
+  const std::vector<solver::Cost> recompute_cost = recompute_costs(t, g.nodes.size(), sol);
   for (int i = 0; i + 1 < n; ++i) {
     PlannedNode pn;
     pn.name = g.nodes[i].name;
@@ -62,7 +63,7 @@ Plan make_plan(const Graph& g, const std::vector<NodeStrategies>& strat, CostTab
     pn.num_strategies = static_cast<int64_t>(strat[i].strategies.size());
     pn.fell_back = strat[i].fell_back;
     pn.recompute = recomputed[static_cast<size_t>(i)] != 0;
-    if (pn.recompute) pn.recompute_s = pn.compute_s;
+    if (pn.recompute) pn.recompute_s = to_seconds(recompute_cost[static_cast<size_t>(i)]);
     sum.compute_s += pn.compute_s;
     sum.recompute_s += pn.recompute_s;
     sum.comm_s += pn.comm_s;

@@ -62,6 +62,11 @@ PlanOptions read_plan_options(const json::Value& v) {
     for (const auto& t : x->as_array("options.replicated_outputs"))
       o.replicated_outputs.insert(t.as_string("options.replicated_outputs[]"));
   if (auto* x = v.find("recompute"); x && !x->is_null()) o.recompute = x->as_bool("options.recompute");
+  if (auto* x = v.find("recompute_only"); x && !x->is_null()) {
+    o.recompute_only.emplace();
+    for (const auto& name : x->as_array("options.recompute_only"))
+      o.recompute_only->insert(name.as_string("options.recompute_only[]"));
+  }
   if (auto* x = v.find("like"); x && !x->is_null()) {
     o.like = x->as_string("options.like");
     if (!known_like(o.like))

@@ -14,7 +14,8 @@ namespace {
 
 BoundaryPolicy policy_of(const PlanOptions& o) {
   return BoundaryPolicy{o.mode == "train", o.fixed_params, o.input_specs, o.outputs == "replicated",
-                        o.replicated_outputs, o.optimizer_states, o.like, o.recompute};
+                        o.replicated_outputs, o.optimizer_states, o.like, o.recompute || o.recompute_only.has_value(),
+                        o.recompute_only};
 }
 
 StrategyOptions strategy_options(const PlanOptions& o) {

@@ -61,6 +61,9 @@ struct PlanOptions {
   // The solver may recompute values backward reads instead of keeping them
   // (recompute.h), when a plan keeping them all would not fit or cost more.
   bool recompute = false;
+  // A fixed recompute policy (BoundaryPolicy::recompute_only): these IR nodes are
+  // recomputed where they may be, every other value is kept; implies `recompute`.
+  std::optional<std::set<std::string>> recompute_only;
   // "free": forward outputs leave in any R/S spec (parallelize returns DTensors);
   // "replicated": whole on every rank (the compile backend hands plain tensors
   // back to the Python code around the graph).

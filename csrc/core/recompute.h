@@ -8,28 +8,35 @@
 // sharding, with the same certified gap.
 //
 // The decision is written in the solver's own terms (strategies with usages
-// over intervals), so every solver phase applies unchanged. A candidate value A
-// (IR node a) whose liveness [a, last use] spans forward and backward is split
-// into three problem nodes:
+// over intervals, edges, couplings), so every solver phase applies unchanged. A
+// candidate value A (IR node a) whose liveness [a, last use] spans forward and
+// backward is split into three problem nodes:
 //   - A itself, over its forward span [a, last forward use];
-//   - a hold node over the gap until backward first reads it (or recomputes a
-//     user that reads it, when that user is a candidate too): strategy 2s keeps
+//   - a hold node over the gap until backward makes it again: strategy 2s keeps
 //     A's strategy s (its bytes, no cost), 2s + 1 recomputes it (no bytes, A's
 //     compute under s as cost); a coupling makes A take strategy s;
-//   - a tail node over its backward span [first backward use, last use]: A's
-//     bytes under s again (kept or recomputed, backward holds it while it reads
-//     it); a coupling ties it to A.
+//   - a tail node from then until its last use: A's bytes under s again (kept
+//     or recomputed, backward holds it while it reads it); a coupling ties it to A.
 // Kept everywhere, the three hold exactly the bytes A alone held before.
 //
-// Which values may be recomputed: single-output aten ops of forward, not random
-// (a redraw would change the mask), not a local_map region, with a sharding
-// rule, whose every tensor input is a placeholder or a value backward reads
-// too (kept or recomputed, it is there when A is recomputed, so recomputing A
-// never keeps another value alive). A recomputed value is recomputed from its
-// inputs as the producer left them: the hold node's recompute strategies are
-// forbidden with any producer strategy whose move into A's input spec costs
-// something (a collective, recomputed in backward, would be a second
-// communication the runtime's partitioner saves instead).
+// Recomputing A needs its inputs in backward. An input backward reads anyway
+// (kept or recomputed in turn), a parameter or an input is there. Any other
+// input X -- the matmul under a linear's output view, say -- is recomputed with
+// A: X gets a "need" node of 2 |S_X| strategies (2x: not needed, 2x + 1: made
+// again in backward for X's compute under x), coupled to X, that A's recompute
+// strategies require; X's own inputs follow the same rule. A value is a
+// candidate if that closure reaches only such inputs through recomputable ops:
+// single-output aten ops of forward, not random (a redraw would change the
+// mask), not a local_map region, with a sharding rule.
+//
+// Inputs' moves. Each recomputed value takes its inputs as its producers left
+// them: between a producer and the value's hold or need node, the recompute
+// strategies are forbidden wherever the producer's value needs a move into the
+// value's input spec (a collective recomputed in backward would be a second
+// communication the runtime's partitioner saves instead). A fixed policy
+// (BoundaryPolicy::recompute_only: torchtitan's AC modes priced) recomputes its
+// values with any move: an activation's move is paid again, a parameter's
+// gather is the one backward makes anyway.
 #pragma once
 
 #include <cstdint>
@@ -57,12 +64,18 @@ std::vector<int> remade_at(const Graph& g, const std::vector<ValueUses>& uses, c
 // IR nodes that may be recomputed (see above), ascending.
 std::vector<int> recompute_candidates(const Graph& g, const std::vector<NodeStrategies>& strategies);
 
-// Splits each candidate's liveness into the three problem nodes above (appended
-// after the problem's existing nodes) and records them in `t.recompute`.
-// Requires the candidates' problem nodes to hold their full liveness (add_nodes).
-void add_recompute_choices(const Graph& g, const std::vector<int>& candidates, CostTables& t);
+// Splits each candidate's liveness into the three problem nodes above and adds the
+// need nodes of their closures (appended after the problem's existing nodes), recorded
+// in `t.recompute`. Requires the candidates' problem nodes to hold their full liveness
+// (add_nodes). `forced`: each candidate is recomputed (its hold node may hold nothing).
+void add_recompute_choices(const Graph& g, const std::vector<NodeStrategies>& strategies,
+                           const std::vector<int>& candidates, CostTables& t, bool forced = false);
 
 // Per IR node: whether the solver's labelling recomputes it.
 std::vector<char> recomputed_nodes(const CostTables& t, size_t graph_nodes, const std::vector<int>& solution);
+
+// Per IR node: what recomputing it costs under the labelling (its compute, and the
+// moves of its inputs a fixed policy repeats); 0 where it is kept.
+std::vector<solver::Cost> recompute_costs(const CostTables& t, size_t graph_nodes, const std::vector<int>& solution);
 
 }  // namespace tlm

@@ -99,3 +99,45 @@ TEST(Recompute, EstimateCountsARecomputedValueTwice) {
   EXPECT_EQ(estimate_memory(g, rep, 2, a_and_b).peak, kept - 64 * 64 * 4);
   EXPECT_THROW(estimate_memory(g, rep, 2, std::vector<char>(3, 0)), InvalidArgument);
 }
+
+namespace {
+
+// Forward: m = x @ w, v = view(m), loss = sum(v); backward reads v (not m) after a large
+// d * d: recomputing v needs m made again too (its closure), and fits 100 KiB.
+std::string view_graph() {
+  const std::string t = R"({"shape": [64, 64], "dtype": "float32"})";
+  const std::string s = R"({"shape": [], "dtype": "float32"})";
+  auto node = [&](const char* name, const char* op, const char* args, const std::string& out, bool bwd) {
+    return std::string(R"({"name": ")") + name + R"(", "op": ")" + op + R"(", "args": )" + args +
+           R"(, "outputs": [)" + out + "]" + (bwd ? R"(, "extra": {"backward": true}})" : "}");
+  };
+  return R"({"mesh": {"shape": [1]}, "nodes": [
+    {"name": "w", "op": "placeholder", "role": "param", "extra": {"target": "w"}, "outputs": [)" + t + R"(]},
+    {"name": "x", "op": "placeholder", "role": "input", "extra": {"target": "0"}, "outputs": [)" + t + R"(]},)" +
+         node("m", "aten.mm.default", R"([{"t": [1, 0]}, {"t": [0, 0]}])", t, false) + "," +
+         node("v", "aten.view.default", R"([{"t": [2, 0]}, [64, 64]])", t, false) + "," +
+         node("loss", "aten.sum.default", R"([{"t": [3, 0]}])", s, false) + "," +
+         node("d", "aten.mm.default", R"([{"t": [1, 0]}, {"t": [0, 0]}])", t, true) + "," +
+         node("dd", "aten.mul.Tensor", R"([{"t": [5, 0]}, {"t": [5, 0]}])", t, true) + "," +
+         node("sd", "aten.sum.default", R"([{"t": [6, 0]}])", s, true) + "," +
+         node("e", "aten.mul.Tensor", R"([{"t": [1, 0]}, {"t": [3, 0]}])", t, true) + "," +
+         node("gw", "aten.mm.default", R"([{"t": [1, 0]}, {"t": [8, 0]}])", t, true) + "," +
+         R"({"name": "output", "op": "output", "args": [[{"t": [4, 0]}, {"t": [9, 0]}]],
+             "extra": {"roles": ["output", "grad"], "targets": ["0", "w"]}}]})";
+}
+
+}  // namespace
+
+TEST(Recompute, AValueIsRecomputedWithTheInputsBackwardDoesNotKeep) {
+  const Graph g = read_graph(view_graph());
+  PlanOptions o;
+  o.memory_limit_bytes = 100 * 1024;
+  o.time_limit_s = 5;
+  EXPECT_THROW(plan_graph(g, o), solver::InfeasibleError);
+  o.recompute = true;
+  const Plan plan = plan_graph(g, o);
+  EXPECT_TRUE(plan.nodes[3].recompute) << "v must be recomputed to fit";
+  EXPECT_TRUE(plan.nodes[2].recompute) << "and the matmul it views with it";
+  EXPECT_GT(plan.nodes[2].recompute_s, 0);  // the matmul's compute, paid again
+  EXPECT_LE(plan.summary.memory.peak, 100 * 1024);
+}
