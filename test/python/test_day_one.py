@@ -46,7 +46,13 @@ def test_sizes_are_the_real_presets_and_an_unknown_size_names_the_known_ones():
     with torch.device("meta"):
         model, _ = models.build("llama", models.sized_config("llama", "8b"), batch=1)
     assert 8.0e9 < sum(p.numel() for p in model.parameters()) < 8.1e9  # Llama-3-8B: 8.03 B
-    with pytest.raises(ValueError, match=r"no size '13b'; expected one of \['tiny', '8b', '70b'\]"):
+    c405 = models.sized_config("llama", "405b")
+    with torch.device("meta"):
+        m70, _ = models.build("llama", c70, batch=1)
+        m405, _ = models.build("llama", c405, batch=1)
+    assert 70.4e9 < sum(p.numel() for p in m70.parameters()) < 70.7e9  # Llama-3-70B: 70.6 B
+    assert 405.5e9 < sum(p.numel() for p in m405.parameters()) < 406.5e9  # Llama-3.1-405B: 405.9 B
+    with pytest.raises(ValueError, match=r"no size '13b'; expected one of \['tiny', '8b', '70b', '405b'\]"):
         models.sized_config("llama", "13b")
 
 

@@ -40,7 +40,8 @@ REGISTRY = {
 # llama_tied differs only in its config: tied embedding/output weights.
 _TIED = {"llama_tied": {"tie_embeddings": True}}
 # Sizes by the name users know them (`plan --size 8b`) -> the config preset; "tiny" is every model's.
-SIZES = {"llama": {"8b": "llama3_8b", "70b": "llama3_70b"}, "llama_tied": {"8b": "llama3_8b", "70b": "llama3_70b"},
+SIZES = {"llama": {"8b": "llama3_8b", "70b": "llama3_70b", "405b": "llama3_405b"},
+         "llama_tied": {"8b": "llama3_8b", "70b": "llama3_70b", "405b": "llama3_405b"},
          "moe": {"8x7b": "mixtral_8x7b"}, "vit": {"b16": "vit_b16"}, "cnn": {"imagenet": "imagenet"}}
 
 

@@ -38,6 +38,10 @@ class LlamaConfig:
         return cls(dim=8192, n_layers=80, n_heads=64, n_kv_heads=8, ffn_dim=28672)
 
     @classmethod
+    def llama3_405b(cls) -> "LlamaConfig":
+        return cls(dim=16384, n_layers=126, n_heads=128, n_kv_heads=8, ffn_dim=53248)
+
+    @classmethod
     def tiny(cls, **overrides) -> "LlamaConfig":
         # Odd-ish sizes on purpose (vocab 96, seq 12): exercises uneven shards on small meshes.
         return replace(cls(dim=32, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=48, vocab_size=96, seq_len=12),
