@@ -3,7 +3,7 @@
 Instances come from benchmarks/iopddl_generate.py on its *evaluation* seeds (the solver's
 schedule is tuned only on tuning seeds). Each instance class is a structure the twelve
 contest files under-represent (cyclic cores that do not fold, dense edge matrices, tight
-memory, ...). Per instance:
+memory, memory-bound knapsacks over time, ...). Per instance:
 
 - ours: `torch_localmap.solve` with the time limit T (gap tolerance 0: it searches to T);
 - the reference: the best of ours with 10x T and plain HiGHS (the whole MILP, no
@@ -45,6 +45,8 @@ CLASSES = {
     "cyclic-dense-loose": dict(topology="cyclic", density="dense", memory="loose", nodes=3000),
     "mixed-sparse-tight": dict(topology="mixed", density="sparse", memory="tight", nodes=12000),
     "mixed-dense-tight": dict(topology="mixed", density="dense", memory="tight", nodes=8000),
+    # Issue 33: keep-or-recompute choices under a limit 1.08x the least peak (iopddl_generate.py).
+    "islands-sparse-bound": dict(topology="islands", density="sparse", memory="bound", nodes=3000, strategies=(2, 6)),
 }
 
 

@@ -55,3 +55,25 @@ def test_instances_load_and_solve_feasibly_under_their_limit(memory, density):
     if memory != "none":
         assert gen.peak_usage(p, result.solution) <= p["usage_limit"]
     assert result.bound <= result.cost
+
+
+def test_memory_bound_instances_are_knapsacks_over_time_with_a_feasible_labelling():
+    """Issue 33: keep-or-recompute choices, coupled almost only through memory."""
+    from torch_localmap.solver import load_problem
+
+    n = 600
+    doc = gen.generate(gen.EVAL_SEEDS.start + 3, "eval", nodes=n, topology="islands", memory="bound", strategies=(2, 6))
+    p = doc["problem"]
+    usages, costs = p["nodes"]["usages"], p["nodes"]["costs"]
+    leanest = [min(range(len(u)), key=u.__getitem__) for u in usages]
+    least_peak = gen.peak_usage(p, leanest)
+    assert least_peak <= p["usage_limit"] <= 1.10 * least_peak
+    # The cheapest strategy (keep: cost 0) uses the most memory, and all of them need twice the limit.
+    assert all(c[0] == 0 and u[0] == max(u) for c, u in zip(costs, usages))
+    assert 1.9 <= gen.peak_usage(p, [0] * n) / p["usage_limit"] <= 2.1
+    # Along each node's strategies memory falls and cost rises: no strategy is dominated for free.
+    assert all(u[s] >= u[s + 1] and c[s] <= c[s + 1] for c, u in zip(costs, usages) for s in range(len(u) - 1))
+    assert len(_degrees(doc)) < n // 4  # most nodes share no edge
+    lives = [b - a for a, b in p["nodes"]["intervals"]]
+    assert sum(lives) / n > 100  # long lives: each point is shared by many nodes
+    assert load_problem(doc).evaluate(leanest)["feasible"]
