@@ -228,6 +228,9 @@ def export_graph(gm: fx.GraphModule, mesh_shape, mesh_dim_names=None, node_extra
         else:
             raise ValueError(f"unsupported FX node '{node.name}' ({node.op}); the planner takes flat aten graphs")
         fields["outputs"] = () if node.op == "output" else _outputs(ex, node, fields)
+        block = _block_of(node, fields)
+        if block:  # repeated blocks are placed alike (core/symmetry.h)
+            fields["extra"] = {**fields.get("extra", {}), "block": block}
         if node_extra is not None and node.op != "output":
             more = dict(node_extra(node) or {})
             if "fixed" in more:
@@ -239,6 +242,18 @@ def export_graph(gm: fx.GraphModule, mesh_shape, mesh_dim_names=None, node_extra
         ex.fx_nodes.append(node)
         ex.index_of[node] = len(ex.nodes) - 1
     return ex
+
+
+def _block_of(node: fx.Node, fields: dict) -> str:
+    """The repeated block ("layers.3") a node or parameter belongs to, or ""."""
+    from ._ac_policy import block_of  # noqa: PLC0415
+    from ._trace import MODULE_ANNOTATION  # noqa: PLC0415
+
+    if node.op == "placeholder":
+        return block_of(fields.get("target") or "") if fields.get("role") in ("param", "buffer") else ""
+    if node.op != "call_function":
+        return ""
+    return block_of(node_meta.node_annotations(node).get(MODULE_ANNOTATION) or "")
 
 
 # Ops whose result depends on their inputs' memory layout, not only their values: the

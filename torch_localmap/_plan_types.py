@@ -114,6 +114,8 @@ class PlanSummary:
     memory_timeline: tuple = ((), ())
     solver_progress: tuple = ()
     recompute_s: float = 0.0  # backward's recompute of values not kept (in estimated_step_s)
+    # Repeated blocks (core/symmetry.h): {"repeated": n, "alike": bool, "asymmetry_gain_s": s}.
+    blocks: dict = dataclasses.field(default_factory=dict)
 
 
 def _timeline_of(doc) -> tuple:
@@ -252,7 +254,7 @@ class Plan:
                 build_seconds=float(s.get("build_seconds", 0.0)),
                 memory_timeline=_timeline_of(s.get("memory_timeline")),
                 solver_progress=_progress_of(s.get("solver_progress")),
-                recompute_s=float(s.get("recompute_s", 0.0)))
+                recompute_s=float(s.get("recompute_s", 0.0)), blocks=dict(s.get("blocks") or {}))
             return cls(mesh_shape=tuple(mesh["shape"]), mesh_dim_names=tuple(mesh.get("dim_names") or ()) or None,
                        nodes=nodes, summary=summary, options=str(doc.get("options", "")),
                        module_calls=[dict(c) for c in doc.get("module_calls", ())],
@@ -296,7 +298,7 @@ class Plan:
                 "fingerprint": dict(self.fingerprint),
                 "nodes": nodes,
                 "summary": {"estimated_step_s": s.estimated_step_s, "compute_s": s.compute_s, "comm_s": s.comm_s,
-                            "recompute_s": s.recompute_s,
+                            "recompute_s": s.recompute_s, "blocks": dict(s.blocks),
                             "peak_bytes": s.peak_bytes, "solver": solver, "fallback_ops": list(s.fallback_ops),
                             "strategy_counts": {k: {"nodes": a, "strategies": b}
                                                 for k, (a, b) in s.strategy_counts.items()},

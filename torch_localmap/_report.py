@@ -67,6 +67,13 @@ def format_plan(plan, max_ops: int = 40) -> str:
     lines.append(memory_verdict(s)[1])
     lines.append(f"Solver: cost={sol.cost} bound={sol.bound:.6g} gap={100 * sol.gap:.3f}% "
                  f"({sol.status}, {sol.seconds:.3f} s)")
+    blocks = s.blocks or {}
+    if blocks.get("repeated", 0) > 1:
+        gain = blocks.get("asymmetry_gain_s", 0)
+        lines.append(f"Repeated blocks: {blocks['repeated']}, " + (
+            "placed alike" if blocks.get("alike", True) else
+            "placed differently: no plan placing them alike fits the memory limit" if gain < 0 else
+            f"placed differently: {_us(gain).strip()} per step cheaper than the best plan placing them alike"))
     if sol.note:
         lines.append(f"Solver note: {sol.note.splitlines()[0]}")
     if plan.measurements:

@@ -69,6 +69,11 @@ struct FamilyCount {
 struct PlanSummary {
   double estimated_step_s = 0, compute_s = 0, comm_s = 0;
   double recompute_s = 0;  // backward's recompute of values not kept (in estimated_step_s, not in compute_s)
+  // Repeated blocks (symmetry.h): how many, whether placed alike, and when not, how much
+  // cheaper the plan is than the best alike labelling (-1: no alike labelling fits).
+  int repeated_blocks = 0;
+  bool blocks_alike = true;
+  double asymmetry_gain_s = 0;
   int64_t peak_bytes = 0;  // the solver's memory model (what memory_limit bounds)
   int64_t memory_limit = 0;         // per rank, bytes; 0: planned without one
   std::string memory_limit_source;  // e.g. "device H100: 74.5 GiB minus 10% headroom"

@@ -136,6 +136,11 @@ json::Value summary_json(const PlanSummary& s) {
   j.set("compute_s", s.compute_s);
   j.set("comm_s", s.comm_s);
   j.set("recompute_s", s.recompute_s);
+  json::Value blocks;
+  blocks.set("repeated", s.repeated_blocks);
+  blocks.set("alike", s.blocks_alike);
+  blocks.set("asymmetry_gain_s", s.asymmetry_gain_s);
+  j.set("blocks", blocks);
   j.set("peak_bytes", s.peak_bytes);
   j.set("memory_limit", s.memory_limit);
   j.set("memory_limit_source", s.memory_limit_source);

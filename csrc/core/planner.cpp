@@ -7,6 +7,7 @@
 
 #include "core/solver/solver.h"
 #include "core/solver/trace.h"
+#include "core/symmetry.h"
 
 namespace tlm {
 
@@ -107,7 +108,11 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt) {
                                   "(memory_limit=None plans without one).");
   }
   solver::trace("planner: solved");
+  const SymmetryResult alike = place_blocks_alike(g, p.tables, result);
   Plan plan = make_plan(g, p.strategies, p.tables, result, opt.device, opt.mode, opt.optimizer_states);
+  plan.summary.repeated_blocks = alike.blocks;
+  plan.summary.blocks_alike = alike.alike;
+  plan.summary.asymmetry_gain_s = std::isfinite(alike.asymmetry_gain_s) ? alike.asymmetry_gain_s : -1;
   solver::trace("planner: plan assembled");
   plan.summary.memory_limit = p.limit.bytes;
   plan.summary.memory_limit_source = p.limit.source;
