@@ -65,6 +65,8 @@ def main(argv=None):
     p.add_argument("--seq", type=int, default=8192)
     p.add_argument("--layers", type=int, default=None, help="fewer layers (a quick look)")
     p.add_argument("--time-limit", type=float, default=30.0)
+    p.add_argument("--fp32", action="store_true", help="compute in float32 (default: bf16 compute, float32 parameters, "
+                   "gradients reduced in float32, as torchtitan's FSDP2 mixed precision)")
     p.add_argument("--rows", default="ours,fsdp,fsdp_selective,fsdp_full,fsdp_tp,fsdp_tp_selective,fsdp_tp_full")
     a = p.parse_args(argv)
     mesh = tuple(int(x) for x in a.mesh.split("x"))
@@ -74,8 +76,21 @@ def main(argv=None):
     with FakeTensorMode():
         model, inputs = models.build("llama", config=cfg, batch=a.local_batch * dp)
     t0 = time.perf_counter()
-    joint = trace_joint(model, inputs)
-    print(f"Llama-3 {a.size} ({cfg.n_layers} layers), mesh {a.mesh}, global batch {a.local_batch * dp} x seq {a.seq}: "
+    node_extra = None
+    if a.fp32:
+        joint = trace_joint(model, inputs)
+    else:  # as plan_module(mp_policy=...) traces it
+        from torch.distributed.fsdp import MixedPrecisionPolicy
+
+        from torch_localmap import _mixed_precision as mp
+        from torch_localmap._local_map import node_extra as region_extra
+
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        joint = trace_joint(mp.CastParameters(model, policy), inputs)
+        mp.mark_gradient_upcasts(joint, policy)
+        node_extra = mp.node_extra_with_upcasts(region_extra)
+    print(f"Llama-3 {a.size} ({cfg.n_layers} layers, {'fp32' if a.fp32 else 'bf16 compute'}), mesh {a.mesh}, "
+          f"global batch {a.local_batch * dp} x seq {a.seq}: "
           f"traced in {time.perf_counter() - t0:.1f} s ({len(joint.gm.graph.nodes)} nodes)\n", flush=True)
     tp = tp_fsdp_placements(model, mesh)
     batch_spec = {str(i): "S(0)" * (len(mesh) - 1) + "R" for i in range(len(inputs))}
@@ -94,9 +109,12 @@ def main(argv=None):
     for row in a.rows.split(","):
         t0 = time.perf_counter()
         try:
-            plan = plan_joint(joint, mesh, time_limit=a.time_limit, progress=False, **configs[row])
+            plan = plan_joint(joint, mesh, node_extra=node_extra, time_limit=a.time_limit, progress=False,
+                              **configs[row])
         except Exception as e:  # noqa: BLE001  (a torchtitan config that fits in no way is a result)
-            print(f"| {row} | does not fit: {str(e).splitlines()[0][:110]} | | | | | | {time.perf_counter() - t0:.1f} s |",
+            why = str(e).splitlines()[0]
+            short = why[why.find("below the smallest"):][:90] if "below the smallest" in why else why[:90]
+            print(f"| {row} | does not fit: {short} | | | | | | {time.perf_counter() - t0:.1f} s |",
                   flush=True)
             continue
         s = plan.summary
