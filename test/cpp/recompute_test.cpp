@@ -10,33 +10,44 @@ using namespace tlm;
 
 namespace {
 
+// Graphs of one rank over two placeholders, w (param, 0) and x (input, 1), each value a
+// 64 x 64 float32 tile (T) or a scalar (S); a node marked backward carries the IR's mark.
+const std::string T = R"({"shape": [64, 64], "dtype": "float32"})";
+const std::string S = R"({"shape": [], "dtype": "float32"})";
+
+std::string ir_node(const char* name, const char* op, const char* args, const std::string& out, bool bwd) {
+  return std::string(R"({"name": ")") + name + R"(", "op": ")" + op + R"(", "args": )" + args +
+         R"(, "outputs": [)" + out + "]" + (bwd ? R"(, "extra": {"backward": true}})" : "}");
+}
+
+// The document around `nodes` (comma-separated, after w and x): `loss` and `grad` are the
+// node indices of the loss and of w's gradient.
+std::string one_rank_graph(const std::string& nodes, int loss, int grad) {
+  return R"({"mesh": {"shape": [1]}, "nodes": [
+    {"name": "w", "op": "placeholder", "role": "param", "extra": {"target": "w"}, "outputs": [)" + T + R"(]},
+    {"name": "x", "op": "placeholder", "role": "input", "extra": {"target": "0"}, "outputs": [)" + T + R"(]},)" +
+         nodes + R"(, {"name": "output", "op": "output", "args": [[{"t": [)" + std::to_string(loss) +
+         R"(, 0]}, {"t": [)" + std::to_string(grad) + R"(, 0]}]],
+             "extra": {"roles": ["output", "grad"], "targets": ["0", "w"]}}]})";
+}
+
 // One rank. Forward: a = x @ w, b = a * a, loss = sum(b @ w). Backward (marked): a large
 // d = x @ w and d * d while a and b wait, then e = x * b, f = e * a, gw = x @ f.
 // Each value is 64 x 64 float32 (16 KiB); w and its two optimizer states 48 KiB.
 // Keeping everything peaks at 128 KiB + 4 bytes when d * d is made (w, x, a, b, d, d*d);
 // recomputing a or b frees it over that span (112 KiB), which a limit of 115 KiB needs.
 std::string graph() {
-  const std::string t = R"({"shape": [64, 64], "dtype": "float32"})";
-  const std::string s = R"({"shape": [], "dtype": "float32"})";
-  auto node = [&](const char* name, const char* op, const char* args, const std::string& out, bool bwd) {
-    return std::string(R"({"name": ")") + name + R"(", "op": ")" + op + R"(", "args": )" + args +
-           R"(, "outputs": [)" + out + "]" + (bwd ? R"(, "extra": {"backward": true}})" : "}");
-  };
-  return R"({"mesh": {"shape": [1]}, "nodes": [
-    {"name": "w", "op": "placeholder", "role": "param", "extra": {"target": "w"}, "outputs": [)" + t + R"(]},
-    {"name": "x", "op": "placeholder", "role": "input", "extra": {"target": "0"}, "outputs": [)" + t + R"(]},)" +
-         node("a", "aten.mm.default", R"([{"t": [1, 0]}, {"t": [0, 0]}])", t, false) + "," +
-         node("b", "aten.mul.Tensor", R"([{"t": [2, 0]}, {"t": [2, 0]}])", t, false) + "," +
-         node("c", "aten.mm.default", R"([{"t": [3, 0]}, {"t": [0, 0]}])", t, false) + "," +
-         node("loss", "aten.sum.default", R"([{"t": [4, 0]}])", s, false) + "," +
-         node("d", "aten.mm.default", R"([{"t": [1, 0]}, {"t": [0, 0]}])", t, true) + "," +
-         node("dd", "aten.mul.Tensor", R"([{"t": [6, 0]}, {"t": [6, 0]}])", t, true) + "," +
-         node("sd", "aten.sum.default", R"([{"t": [7, 0]}])", s, true) + "," +
-         node("e", "aten.mul.Tensor", R"([{"t": [1, 0]}, {"t": [3, 0]}])", t, true) + "," +
-         node("f", "aten.mul.Tensor", R"([{"t": [9, 0]}, {"t": [2, 0]}])", t, true) + "," +
-         node("gw", "aten.mm.default", R"([{"t": [1, 0]}, {"t": [10, 0]}])", t, true) + "," +
-         R"({"name": "output", "op": "output", "args": [[{"t": [5, 0]}, {"t": [11, 0]}]],
-             "extra": {"roles": ["output", "grad"], "targets": ["0", "w"]}}]})";
+  return one_rank_graph(ir_node("a", "aten.mm.default", R"([{"t": [1, 0]}, {"t": [0, 0]}])", T, false) + "," +
+                        ir_node("b", "aten.mul.Tensor", R"([{"t": [2, 0]}, {"t": [2, 0]}])", T, false) + "," +
+                        ir_node("c", "aten.mm.default", R"([{"t": [3, 0]}, {"t": [0, 0]}])", T, false) + "," +
+                        ir_node("loss", "aten.sum.default", R"([{"t": [4, 0]}])", S, false) + "," +
+                        ir_node("d", "aten.mm.default", R"([{"t": [1, 0]}, {"t": [0, 0]}])", T, true) + "," +
+                        ir_node("dd", "aten.mul.Tensor", R"([{"t": [6, 0]}, {"t": [6, 0]}])", T, true) + "," +
+                        ir_node("sd", "aten.sum.default", R"([{"t": [7, 0]}])", S, true) + "," +
+                        ir_node("e", "aten.mul.Tensor", R"([{"t": [1, 0]}, {"t": [3, 0]}])", T, true) + "," +
+                        ir_node("f", "aten.mul.Tensor", R"([{"t": [9, 0]}, {"t": [2, 0]}])", T, true) + "," +
+                        ir_node("gw", "aten.mm.default", R"([{"t": [1, 0]}, {"t": [10, 0]}])", T, true),
+                        5, 11);
 }
 
 constexpr int64_t kLimit = 115 * 1024;
@@ -105,25 +116,15 @@ namespace {
 // Forward: m = x @ w, v = view(m), loss = sum(v); backward reads v (not m) after a large
 // d * d: recomputing v needs m made again too (its closure), and fits 100 KiB.
 std::string view_graph() {
-  const std::string t = R"({"shape": [64, 64], "dtype": "float32"})";
-  const std::string s = R"({"shape": [], "dtype": "float32"})";
-  auto node = [&](const char* name, const char* op, const char* args, const std::string& out, bool bwd) {
-    return std::string(R"({"name": ")") + name + R"(", "op": ")" + op + R"(", "args": )" + args +
-           R"(, "outputs": [)" + out + "]" + (bwd ? R"(, "extra": {"backward": true}})" : "}");
-  };
-  return R"({"mesh": {"shape": [1]}, "nodes": [
-    {"name": "w", "op": "placeholder", "role": "param", "extra": {"target": "w"}, "outputs": [)" + t + R"(]},
-    {"name": "x", "op": "placeholder", "role": "input", "extra": {"target": "0"}, "outputs": [)" + t + R"(]},)" +
-         node("m", "aten.mm.default", R"([{"t": [1, 0]}, {"t": [0, 0]}])", t, false) + "," +
-         node("v", "aten.view.default", R"([{"t": [2, 0]}, [64, 64]])", t, false) + "," +
-         node("loss", "aten.sum.default", R"([{"t": [3, 0]}])", s, false) + "," +
-         node("d", "aten.mm.default", R"([{"t": [1, 0]}, {"t": [0, 0]}])", t, true) + "," +
-         node("dd", "aten.mul.Tensor", R"([{"t": [5, 0]}, {"t": [5, 0]}])", t, true) + "," +
-         node("sd", "aten.sum.default", R"([{"t": [6, 0]}])", s, true) + "," +
-         node("e", "aten.mul.Tensor", R"([{"t": [1, 0]}, {"t": [3, 0]}])", t, true) + "," +
-         node("gw", "aten.mm.default", R"([{"t": [1, 0]}, {"t": [8, 0]}])", t, true) + "," +
-         R"({"name": "output", "op": "output", "args": [[{"t": [4, 0]}, {"t": [9, 0]}]],
-             "extra": {"roles": ["output", "grad"], "targets": ["0", "w"]}}]})";
+  return one_rank_graph(ir_node("m", "aten.mm.default", R"([{"t": [1, 0]}, {"t": [0, 0]}])", T, false) + "," +
+                        ir_node("v", "aten.view.default", R"([{"t": [2, 0]}, [64, 64]])", T, false) + "," +
+                        ir_node("loss", "aten.sum.default", R"([{"t": [3, 0]}])", S, false) + "," +
+                        ir_node("d", "aten.mm.default", R"([{"t": [1, 0]}, {"t": [0, 0]}])", T, true) + "," +
+                        ir_node("dd", "aten.mul.Tensor", R"([{"t": [5, 0]}, {"t": [5, 0]}])", T, true) + "," +
+                        ir_node("sd", "aten.sum.default", R"([{"t": [6, 0]}])", S, true) + "," +
+                        ir_node("e", "aten.mul.Tensor", R"([{"t": [1, 0]}, {"t": [3, 0]}])", T, true) + "," +
+                        ir_node("gw", "aten.mm.default", R"([{"t": [1, 0]}, {"t": [8, 0]}])", T, true),
+                        4, 9);
 }
 
 }  // namespace
