@@ -308,6 +308,17 @@ def _program_collectives(program) -> dict:
     return out
 
 
+def _param_groups(module) -> list:
+    """The parameters in two groups, DTensors and plain tensors: a TP-only model keeps its
+    untouched parameters (norms, embeddings) plain, and the CUDA AdamW's foreach kernels
+    refuse a list mixing the two within one group."""
+    from torch.distributed.tensor import DTensor
+
+    params = list(module.parameters())
+    groups = [[p for p in params if isinstance(p, DTensor)], [p for p in params if not isinstance(p, DTensor)]]
+    return [{"params": g} for g in groups if g]
+
+
 def _rank(rank, world, row, name, mesh_shape, steps, warmup, calibration, plan_dir, device="cpu"):
     if device == "cpu":
         torch.set_num_threads(1)  # 4 ranks share the machine's cores
@@ -321,7 +332,7 @@ def _rank(rank, world, row, name, mesh_shape, steps, warmup, calibration, plan_d
         if device == "cuda":
             model, batch = model.cuda(), tuple(t.cuda() for t in batch)
         module, args, read, plan = _setup(row, name, model, batch, mesh_shape, calibration, plan_dir, device)
-        opt = torch.optim.AdamW(module.parameters(), lr=1e-3)
+        opt = torch.optim.AdamW(_param_groups(module), lr=1e-3)
 
         def step():
             loss = _loss_of(module, args)

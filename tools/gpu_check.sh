@@ -9,6 +9,8 @@
 #   PYTHON       the interpreter that holds torch (default python3)
 #   STEPS        which steps to run (default: all of them, in order)
 #   STEP_TIMEOUT seconds one step may run (default 900)
+#   STEP_TIME_ARGS the step-time benchmark's arguments (default: llama and the MLP, one run a
+#                row: the whole check then fits a 15-minute device lease)
 #   JOBS         pytest workers for the CUDA tests (default 4: their ranks share the GPUs)
 set -u
 cd "$(dirname "$0")/.."
@@ -98,7 +100,7 @@ step plan "$PY" -c "$PLAN_SMOKE" || backtrace "$PY" -c "$PLAN_SMOKE"
 step tests "$PY" -m pytest -q -p no:cacheprovider -o addopts="" --timeout 900 -v -rs -n "${JOBS:-4}" test/python/test_cuda.py \
   test/python/test_localmap_ops.py test/python/test_flex_attention.py test/python/test_device.py -k "cuda or gpu or nccl"
 step calibrate "$PY" -m torch_localmap calibrate --device cuda --out "$DIR/cuda_profile.json"
-step step_time "$PY" benchmarks/step_time.py --device cuda --json "$DIR/step_time.json" ${STEP_TIME_ARGS:-}
+step step_time "$PY" benchmarks/step_time.py --device cuda --json "$DIR/step_time.json" ${STEP_TIME_ARGS:---models llama,mlp --repeats 1}
 
 echo "report: $REPORT"
 exit $failed
