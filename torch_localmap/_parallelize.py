@@ -19,7 +19,7 @@ import dataclasses
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-from torch.distributed.tensor import DTensor, distribute_tensor
+from torch.distributed.tensor import DTensor, Replicate, distribute_tensor
 
 from . import _C
 from ._torch_private import descriptors, dtensor, fake_tensors, flex_attention
@@ -114,6 +114,7 @@ class ParallelModule(nn.Module):
         self._plans = PlanCache(options.plan_cache_size)  # planned call signatures (_plan_cache.py)
         self._last: _Compiled | None = None
         self._distributed = False
+        self._plain_state = False  # like="ddp": plain replicated parameters and buffers (_distribute_state)
 
     def __getattr__(self, name: str):
         # Attributes the model has and we do not (a Hugging Face model's .config, what its
@@ -194,7 +195,8 @@ class ParallelModule(nn.Module):
         inputs = []
         for kind, what in c.sources:
             if kind == "param":
-                inputs.append(self.get_parameter(what).to_local())
+                p = self.get_parameter(what)
+                inputs.append(p.to_local() if isinstance(p, DTensor) else p)  # plain: like="ddp"
             elif kind == "buffer":
                 b = self.get_buffer(what)
                 inputs.append(b.to_local() if isinstance(b, DTensor) else b)
@@ -295,11 +297,20 @@ class ParallelModule(nn.Module):
 
     def _distribute_state(self, plan: Plan) -> None:
         """Parameters and buffers become DTensors in the planned placements (every alias of a
-        tied weight points at the same DTensor)."""
-        placements = plan.state_placements()
-        for name, spec in placements.items():
+        tied weight points at the same DTensor). Under like="ddp", unless fixed_params shards
+        some of them, they stay plain tensors as DDP's are, made equal on every rank: a plain
+        parameter spares each optimizer kernel DTensor's dispatch and each step the
+        per-parameter to_local (docs/benchmarks.md, issue 30)."""
+        placements = {name: spec_to_placements(spec, mesh_ndim=self.mesh.ndim)
+                      for name, spec in plan.state_placements().items()}
+        self._plain_state = self._options.like == "ddp" and all(
+            p.is_replicate() for placement in placements.values() for p in placement)
+        for name, placement in placements.items():
             p_or_b = _get_tensor(self, name)
-            dt = distribute_tensor(p_or_b.detach(), self.mesh, spec_to_placements(spec, mesh_ndim=self.mesh.ndim))
+            if self._plain_state:
+                dt = self._replicated_plain(p_or_b.detach())
+            else:
+                dt = distribute_tensor(p_or_b.detach(), self.mesh, placement)
             new = nn.Parameter(dt, requires_grad=p_or_b.requires_grad) if isinstance(p_or_b, nn.Parameter) else dt
             for root in (self, self._model):  # root-level entries live on both; submodules are shared
                 for alias in _aliases(root, p_or_b):
@@ -311,13 +322,24 @@ class ParallelModule(nn.Module):
                         mod._buffers[leaf] = new
         self._distributed = True
 
+    def _replicated_plain(self, t: torch.Tensor) -> torch.Tensor:
+        """`t` on this rank's device with rank 0's values, as DDP broadcasts its state."""
+        t = t.to(self.device)
+        group = world_group(self._options.timeout)
+        if group is not None:
+            dist.broadcast(t, src=0, group=group)
+        return t
+
     def _set_buffer(self, name: str, local) -> None:
         """A buffer's new value (BatchNorm running stats, counters), as the model wrote it. The
         buffer becomes a new DTensor: the old one may be saved for backward, and writing into
         it would change what backward reads (functional semantics, as the traced graph has)."""
         old = self.get_buffer(name)
-        new = DTensor.from_local(local, self.mesh, old.placements, run_check=False, shape=old.shape,
-                                 stride=old.stride())
+        if isinstance(old, DTensor):
+            new = DTensor.from_local(local, self.mesh, old.placements, run_check=False, shape=old.shape,
+                                     stride=old.stride())
+        else:  # like="ddp": the state is plain and replicated
+            new = local
         for root in (self, self._model):
             for alias in _aliases(root, old):
                 owner, _, leaf = alias.rpartition(".")
@@ -328,6 +350,8 @@ class ParallelModule(nn.Module):
         for name, t in list(self.named_parameters()) + list(self.named_buffers()):
             if isinstance(t, DTensor):
                 out[name] = as_spec(list(t.placements), self.mesh.ndim, t.dim(), name)
+            elif self._plain_state:  # plain and replicated (_distribute_state)
+                out[name] = as_spec([Replicate()] * self.mesh.ndim, self.mesh.ndim, t.dim(), name)
         return out
 
 
@@ -495,8 +519,9 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
     `like` ("ddp" or "fsdp2"): plan exactly as that torch wrapper runs the step -- parameters
     replicated (DDP) or sharded on their first dim over every mesh dim (FSDP2), activations
     kept on the rank whose batch shard made them, parameter gradients reduced -- to compare
-    our runtime with torch's on torch's own plan. `fixed_params` still overrides single
-    parameters. A model with an op that cannot run on a local batch shard is refused.
+    our runtime with torch's on torch's own plan. Under "ddp" the parameters and buffers stay
+    plain tensors, as DDP's do (rank 0's values broadcast). `fixed_params` still overrides
+    single parameters (then all of them are DTensors). A model with an op that cannot run on a local batch shard is refused.
 
     Calls whose sizes change (sequence length, a smaller last batch): the first call of a
     new size keeps the plan of the previous size, priced at the new sizes, unless a short

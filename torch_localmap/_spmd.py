@@ -27,6 +27,7 @@ from ._runtime.recompute import mark_planned_recompute
 from ._runtime.reshard import kept_gather_bytes, mark_reshard_after_forward
 from ._runtime.bucketing import bucket_collectives
 from ._runtime.fuse_reductions import fuse_mesh_dim_reductions
+from ._runtime.transposed_products import contiguous_transposed_products
 from ._runtime.schedule import schedule_overlap
 
 
@@ -256,13 +257,16 @@ class RankProgram:
         else:
             self.fw, self.bw = joint_spmd, None
         self.buckets = 0
+        if self.bw is not None:  # gradients bucketed and accumulated without copies
+            contiguous_transposed_products(self.bw)
         for gm in (self.fw, self.bw):  # before bucketing: the merged reductions bucket together
             if gm is not None:
                 fuse_mesh_dim_reductions(gm)
         if self.options.bucket_bytes:
             for gm in (self.fw, self.bw):
                 if gm is not None:
-                    self.buckets += bucket_collectives(gm, self.options.bucket_bytes, param_placeholders)
+                    self.buckets += bucket_collectives(gm, self.options.bucket_bytes, param_placeholders,
+                                                       in_place=not self.options.compile)
         if self.options.overlap:
             for gm in (self.fw, self.bw):
                 if gm is not None:

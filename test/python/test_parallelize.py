@@ -42,7 +42,7 @@ def _reference():
 
 
 _COLLECTIVE_KINDS = {"all_gather_into_tensor": "all_gather", "reduce_scatter_tensor": "reduce_scatter",
-                     "all_reduce": "all_reduce", "all_to_all_single": "all_to_all"}
+                     "all_reduce": "all_reduce", "all_reduce_": "all_reduce", "all_to_all_single": "all_to_all"}
 
 
 def _collectives_of(node) -> list:

@@ -45,9 +45,10 @@ def _grads(module):
 
 
 def _collectives(gm):
-    """(kind, elements) of each collective a rank-program graph issues, in graph order."""
+    """(kind, elements) of each collective a rank-program graph issues, in graph order (a
+    bucket's in-place all_reduce_ counted as the all_reduce it is)."""
     gm = getattr(gm, "graph_module", gm)
-    return [(n.target._opname, n.args[0].meta["val"].numel()) for n in gm.graph.nodes
+    return [(n.target._opname.rstrip("_"), n.args[0].meta["val"].numel()) for n in gm.graph.nodes
             if n.op == "call_function" and getattr(n.target, "namespace", "") == "_c10d_functional"
             and n.target._opname != "wait_tensor"]
 
@@ -66,7 +67,8 @@ def _rank_like(rank, world, cases):
         loss.backward()
         out.append({"loss": loss.full_tensor().detach(), "grads": _grads(pm), "placements": pm.plan.param_placements(),
                     "fw": _collectives(pm._program.fw), "bw": _collectives(pm._program.bw),
-                    "buckets": pm._program.buckets})
+                    "buckets": pm._program.buckets,
+                    "dtensor_params": {hasattr(p, "placements") for p in pm.parameters()}})
     return out
 
 
@@ -91,6 +93,8 @@ def test_like_ddp_and_fsdp2_run_torchs_plan_and_train_like_one_process():
             # Activations never leave their rank: the only forward collective besides
             # parameter gathers is the loss scalar's reduction.
             assert [c for c in r["fw"] if c[0] != "all_gather_into_tensor" and c[1] > 1] == [], (what, r["fw"])
+            # DDP's parameters are plain tensors (no DTensor dispatch in the optimizer), FSDP2's DTensors
+            assert r["dtensor_params"] == {like == "fsdp2"}, (what, r["dtensor_params"])
             if like == "ddp":
                 assert set(r["placements"].values()) == {"R"}, r["placements"]
                 assert {c[0] for c in r["bw"]} == {"all_reduce"}, r["bw"]
@@ -190,7 +194,7 @@ def _rank_2d(rank, world):
     loss.backward()
     return {"loss": loss.full_tensor().detach(), "grads": _grads(pm), "bw": _collectives(pm._program.bw),
             "groups": {n.args[2] for n in getattr(pm._program.bw, "graph_module", pm._program.bw).graph.nodes
-                       if n.op == "call_function" and getattr(n.target, "_opname", "") == "all_reduce"}}
+                       if n.op == "call_function" and getattr(n.target, "_opname", "").rstrip("_") == "all_reduce"}}
 
 
 @pytest.mark.timeout(600)
@@ -260,7 +264,8 @@ def _rank_measured(rank, world):
     loss.backward()
     return {"loss": loss.full_tensor().detach(), "grads": _grads(pm), "m": pm.plan.measurements,
             "placements": pm.plan.param_placements(), "report": format_plan(pm.plan),
-            "model_is_module": all(hasattr(p, "placements") for p in model.parameters())}
+            "model_is_module": [id(p) for p in model.parameters()] == [id(p) for p in pm.parameters()],
+            "dtensor_params": all(hasattr(p, "placements") for p in model.parameters())}
 
 
 @pytest.mark.timeout(600)
@@ -280,6 +285,7 @@ def test_measure_candidates_keeps_the_fastest_measured_plan_and_trains_like_one_
         assert set(results[0]["placements"].values()) == {"S(0)"}, results[0]["placements"]
     assert f"kept: {m['kept']}" in results[0]["report"] and "measured" in results[0]["report"]
     assert results[0]["model_is_module"]  # the kept plan was applied to the user's model itself
+    assert results[0]["dtensor_params"] == (m["kept"] != "like=ddp")  # DDP's plan keeps DDP's plain parameters
     for r in results:
         torch.testing.assert_close(r["loss"], ref_loss, **TOL)
         for k, g in ref_grads.items():

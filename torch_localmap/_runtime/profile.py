@@ -20,7 +20,7 @@ from .._torch_private import node_meta
 from .schedule import is_wait, node_kind
 
 _KIND_NAMES = {"all_gather_into_tensor": "all_gather", "reduce_scatter_tensor": "reduce_scatter",
-               "all_reduce": "all_reduce", "all_to_all_single": "all_to_all"}
+               "all_reduce": "all_reduce", "all_reduce_": "all_reduce", "all_to_all_single": "all_to_all"}
 
 
 class _Timed(fx.Interpreter):
