@@ -242,7 +242,7 @@ class ParallelModule(nn.Module):
                            input_specs={str(i): s for i, s in input_specs.items()},
                            root_hooks=False,  # forward() runs them around the program
                            mp_policy=o.mp_policy, optimizer_states=o.optimizer_states, plan=saved, like=o.like,
-                           recompute=o.recompute,
+                           recompute=o.recompute, bucket_bytes=o.execution.bucket_bytes,
                            previous=None if saved is not None else previous,
                            replan_tolerance=o.replan_tolerance)
         if not self._distributed:

@@ -22,7 +22,7 @@ _log = get_logger(__name__)
 def plan_options(mode="train", device="H100", time_limit=10.0, memory_limit="device", fixed_params=None,
                  calibration=None, fallback_replicate=True, seed=0, input_specs=None, outputs="free",
                  optimizer_states=2, gap_tolerance=1e-3, replicated_outputs=(), like=None, recompute=False,
-                 recompute_only=None) -> str:
+                 recompute_only=None, bucket_bytes=None) -> str:
     opts = {"mode": mode, "device": device, "time_limit": float(time_limit), "seed": int(seed),
             "fallback_replicate": bool(fallback_replicate), "outputs": outputs,
             "optimizer_states": int(optimizer_states), "gap_tolerance": float(gap_tolerance),
@@ -31,6 +31,8 @@ def plan_options(mode="train", device="H100", time_limit=10.0, memory_limit="dev
         opts["recompute_only"] = [str(n) for n in recompute_only]
     elif recompute:  # the solver may recompute values backward reads (core/recompute.h)
         opts["recompute"] = True
+    if bucket_bytes is not None:  # the runtime's gradient bucket cap (else the planner's: 25 MiB, as the runtime's)
+        opts["bucket_bytes"] = int(bucket_bytes)
     if like is not None:
         opts["like"] = like  # torch's plan to follow: "ddp" | "fsdp2" (the planner checks the name)
     if replicated_outputs:

@@ -374,7 +374,7 @@ void add_sinks(const Graph& g, const std::vector<NodeStrategies>& strat, const B
     std::vector<int> dst_ids;
     for (const auto& sp : s.specs) dst_ids.push_back(t.redist.spec_id(sp));
     edges.add(s.ref.node, s.problem_node,
-              edges.matrices().get(t.redist.meta_id(g.meta(s.ref)), column(ids[s.ref.node].out, s.ref.output), dst_ids,
+              edges.matrices().get(t.redist.meta_id(g.meta(s.ref), s.bucketed()), column(ids[s.ref.node].out, s.ref.output), dst_ids,
                                    InputEdgeRule::Any));
     if (s.coupled_param >= 0) {  // the sink's choice k is the coupled placeholder's choice k
       solver::Coupling c;
@@ -426,11 +426,15 @@ int RedistCostCache::spec_id(const PlacementSpec& s) {
   return id;
 }
 
-int RedistCostCache::meta_id(const TensorMeta& t) {
-  std::string key = to_string(t.dtype);
+int RedistCostCache::meta_id(const TensorMeta& t, bool bucketed) {
+  std::string key = bucketed ? "b:" : "";
+  key += to_string(t.dtype);
   for (auto d : t.shape) key += "," + std::to_string(d);
   const int id = intern(meta_ids_, key);
-  if (id == static_cast<int>(metas_.size())) metas_.push_back(t);
+  if (id == static_cast<int>(metas_.size())) {
+    metas_.push_back(t);
+    bucketed_.push_back(bucketed ? 1 : 0);
+  }
   return id;
 }
 
@@ -510,10 +514,21 @@ solver::Cost RedistCostCache::price(int meta, MetaTable& t, int src, int dst) {
     return to_cost(cm_.redistribute_seconds(tm, mesh_, specs_[static_cast<size_t>(src)], specs_[static_cast<size_t>(dst)]));
   const PairPlan& plan = pair_plan(src, dst);
   if (plan.refused) return solver::kInfiniteCost;
+  const bool bucketed = bucketed_[static_cast<size_t>(meta)] && bucket_bytes_ > 0;
   double total = 0;
-  for (const PairStep& st : plan.steps)
-    total += cm_.step_seconds(st.kind, st.mesh_dim, st.reduce, static_cast<double>(local_bytes(meta, t, st.before)),
-                              static_cast<double>(local_bytes(meta, t, st.after)), mesh_, tm.dtype);
+  for (const PairStep& st : plan.steps) {
+    const double before = static_cast<double>(local_bytes(meta, t, st.before));
+    const double after = static_cast<double>(local_bytes(meta, t, st.after));
+    double seconds = cm_.step_seconds(st.kind, st.mesh_dim, st.reduce, before, after, mesh_, tm.dtype);
+    if (bucketed && is_communicating(st.kind)) {
+      // One collective of the bucket carries this tensor: the bucket pays the fixed cost
+      // (a byte's worth of collective: its latency) once, each member its share by bytes.
+      const double fixed = cm_.step_seconds(st.kind, st.mesh_dim, st.reduce, 1, 1, mesh_, tm.dtype);
+      const double share = std::min(1.0, std::max(before, after) / static_cast<double>(bucket_bytes_));
+      seconds -= (1 - share) * std::min(fixed, seconds);
+    }
+    total += seconds;
+  }
   return to_cost(total);
 }
 
@@ -540,11 +555,45 @@ bool local_under_like(const BoundaryPolicy& policy, const Graph& g, const Tensor
 }
 }  // namespace
 
+// The nodes whose value only becomes parameter gradients: single-input ops (views, casts,
+// transposes) all of whose readers are such nodes or gradient outputs. The runtime buckets
+// the reductions of gradients wherever on that chain they happen (bucketing.py buckets
+// every reduction of a kind, dtype and group whose inputs are ready one after another):
+// a weight gradient reduced in bf16 before its fp32 upcast is bucketed as one reduced
+// after it, so both are priced alike.
+static std::vector<char> gradient_tails(const Graph& g) {
+  const int n = static_cast<int>(g.nodes.size());
+  std::vector<char> tail(static_cast<size_t>(n), 0), grad_out(static_cast<size_t>(n), 0), other_out(static_cast<size_t>(n), 0);
+  const IrNode& out = g.nodes.back();
+  std::vector<std::string> roles;
+  if (const auto* ex = out.extra.find("roles"))
+    for (const auto& x : ex->as_array()) roles.push_back(x.as_string());
+  const auto& out_args = out.args.as_array().at(0).as_array("output.args[0]");
+  for (size_t j = 0; j < out_args.size(); ++j) {
+    std::vector<TensorRef> refs;
+    collect_tensor_refs(out_args[j], refs);
+    const bool grad = j < roles.size() && roles[j] == "grad";
+    for (const TensorRef& r : refs) (grad ? grad_out : other_out)[static_cast<size_t>(r.node)] = 1;
+  }
+  for (int v = n - 2; v >= 0; --v) {
+    const IrNode& node = g.nodes[static_cast<size_t>(v)];
+    if (node.op == "placeholder" || node.tensor_inputs.size() != 1 || node.users.empty()) continue;
+    bool only_gradients = true;
+    for (int u : node.users)
+      only_gradients = only_gradients && (u == n - 1 ? grad_out[static_cast<size_t>(v)] && !other_out[static_cast<size_t>(v)]
+                                                     : tail[static_cast<size_t>(u)] != 0);
+    tail[static_cast<size_t>(v)] = only_gradients ? 1 : 0;
+  }
+  return tail;
+}
+
 void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat, const CostModel& cm,
                        const BoundaryPolicy& policy, std::optional<int64_t> memory_limit, bool materialize_edges,
                        CostTables& t) {
   if (!known_like(policy.like))
     throw InvalidArgument("like: expected '', 'ddp' or 'fsdp2', got '" + policy.like + "'");
+  t.redist.set_bucket_bytes(policy.bucket_bytes);
+  t.bucketed_inputs = policy.train ? gradient_tails(g) : std::vector<char>(g.nodes.size(), 0);
   const int n = static_cast<int>(g.nodes.size());
   t.problem.name = "plan";
   std::vector<SpecIds> ids(n);
@@ -569,7 +618,8 @@ void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat,
       const TensorRef& r = node.tensor_inputs[k];
       const auto src = column(ids[r.node].out, r.output), dst = column(ids[v].in, k);
       const InputEdgeRule edge_rule = local_under_like(policy, g, r) ? InputEdgeRule::AsProduced : rule;
-      edges.add(r.node, v, edges.matrices().get(t.redist.meta_id(g.meta(r)), src, dst, edge_rule));
+      const bool bucketed = t.bucketed_inputs[static_cast<size_t>(v)] != 0;
+      edges.add(r.node, v, edges.matrices().get(t.redist.meta_id(g.meta(r), bucketed), src, dst, edge_rule));
     }
   }
   solver::trace("tables: edges (%lld computed redistribution costs)", (long long)t.redist.size());

@@ -67,6 +67,11 @@ struct BoundaryPolicy {
   // checkpointing as torchtitan's full / selective modes run it): exactly the
   // candidates named here (IR node names) are recomputed, every other value is kept.
   std::optional<std::set<std::string>> recompute_only;
+  // The runtime's gradient bucket cap in bytes (parallelize's bucket_cap_mb, DDP's
+  // name; 0: no buckets). Gradients are reduced in buckets of up to this many bytes,
+  // so a gradient's reduction pays its share of one collective's fixed cost, by bytes,
+  // not a fixed cost of its own (RedistCostCache::meta_id's `bucketed`).
+  int64_t bucket_bytes = 25 << 20;
 };
 
 // The torch plans a BoundaryPolicy::like may name (Python's parallelize(like=) reads this list).
@@ -80,7 +85,12 @@ class RedistCostCache {
  public:
   RedistCostCache(const CostModel& cm, const Mesh& mesh) : cm_(cm), mesh_(mesh) {}
   int spec_id(const PlacementSpec& s);
-  int meta_id(const TensorMeta& t);
+  // `bucketed`: the tensor's collectives are merged into buckets of bucket_bytes
+  // (set_bucket_bytes) with others of their kind, as the runtime does with gradient
+  // reductions: each pays latency x min(1, bytes / bucket_bytes) instead of the whole
+  // latency. A bucketed meta is a meta of its own (its own cost rows and matrices).
+  int meta_id(const TensorMeta& t, bool bucketed = false);
+  void set_bucket_bytes(int64_t bytes) { bucket_bytes_ = bytes; }
   solver::Cost get(int meta, int src, int dst);
   solver::Cost get(const TensorMeta& t, const PlacementSpec& src, const PlacementSpec& dst) {
     return get(meta_id(t), spec_id(src), spec_id(dst));
@@ -97,6 +107,8 @@ class RedistCostCache {
   std::unordered_map<uint64_t, int> packed_ids_;  // specs that pack into one integer (cost_tables.cpp)
   std::vector<PlacementSpec> specs_;
   std::vector<TensorMeta> metas_;
+  std::vector<char> bucketed_;  // by meta id
+  int64_t bucket_bytes_ = 0;
   // Per meta, a dense table over the specs seen with that meta: edge loops
   // look up tens of millions of pairs on 3-D meshes, and a hash lookup per
   // pair was most of the table build. -1 marks a pair (or bytes) not computed yet.
@@ -138,6 +150,8 @@ struct OutputSink {
   int problem_node = -1;
   std::vector<PlacementSpec> specs;
   int coupled_param = -1;  // IR node whose spec this sink's spec equals: parameter, buffer or tangent
+  // A parameter's gradient: its reduction is bucketed with the others' (BoundaryPolicy::bucket_bytes).
+  bool bucketed() const { return role == "grad"; }
 };
 
 // A value the solver may recompute in backward (recompute.h): a candidate's problem
@@ -156,6 +170,9 @@ struct CostTables {
   std::vector<OutputSink> sinks;
   std::vector<int> sink_of_output;  // graph output j -> index into sinks, or -1 (not a tensor)
   std::vector<RecomputeSite> recompute;  // BoundaryPolicy::recompute: values backward may recompute
+  // By IR node: its input's value only becomes parameter gradients (gradient_tails in
+  // cost_tables.cpp), so a reduction on the edge into it is bucketed with theirs.
+  std::vector<char> bucketed_inputs;
   RedistCostCache redist;
   // Counts for benchmarks (also without dense matrices, see build_only).
   int64_t edge_count = 0;

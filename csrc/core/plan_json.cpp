@@ -52,6 +52,10 @@ PlanOptions read_plan_options(const json::Value& v) {
     if (k < 0 || k > 16) throw InvalidArgument("options.optimizer_states: expected 0..16 tensors per parameter");
     o.optimizer_states = static_cast<int>(k);
   }
+  if (auto* x = v.find("bucket_bytes")) {
+    o.bucket_bytes = x->as_int("options.bucket_bytes");
+    if (o.bucket_bytes < 0) throw InvalidArgument("options.bucket_bytes: expected a byte count >= 0 (0: no buckets)");
+  }
   if (auto* x = v.find("fixed_params"))
     for (const auto& kv : x->as_object("options.fixed_params"))
       o.fixed_params[kv.first] = parse_spec(kv.second.as_string("options.fixed_params." + kv.first));

@@ -16,7 +16,7 @@ namespace {
 BoundaryPolicy policy_of(const PlanOptions& o) {
   return BoundaryPolicy{o.mode == "train", o.fixed_params, o.input_specs, o.outputs == "replicated",
                         o.replicated_outputs, o.optimizer_states, o.like, o.recompute || o.recompute_only.has_value(),
-                        o.recompute_only};
+                        o.recompute_only, o.bucket_bytes};
 }
 
 StrategyOptions strategy_options(const PlanOptions& o) {

@@ -73,6 +73,8 @@ struct PlanOptions {
   // Tensors of a parameter's size the optimizer keeps per parameter (AdamW: 2, SGD
   // with momentum: 1): the plan's memory estimate counts them.
   int optimizer_states = 2;
+  // The runtime's gradient bucket cap in bytes (BoundaryPolicy::bucket_bytes; 0: none).
+  int64_t bucket_bytes = 25 << 20;
   // The solve stops once its certified gap is at most this (solver.h).
   double gap_tolerance = 1e-3;
   // Called as the solve improves (seconds, best cost in seconds, bound in seconds),

@@ -81,6 +81,33 @@ TEST(RedistCostCache, NegativeDimsAndOutOfRangeDimsTakeTheCheckedPath) {
   EXPECT_THROW(cache.get(t, out_of_range, first), InvalidArgument);
 }
 
+TEST(RedistCostCache, ABucketedReductionPaysItsShareOfOneCollectivesLatencyByBytes) {
+  // A gradient the runtime reduces in a bucket of B bytes: its all-reduce costs the
+  // bandwidth term plus latency x bytes / B, never more than unbucketed, and the
+  // same once it fills a bucket alone (or without buckets).
+  const CostModel cm = make_cost_model("H100");
+  const Mesh mesh = make_mesh({8});
+  const PlacementSpec partial{Placement::partial(ReduceOp::Sum)}, rep{Placement::replicate()};
+  const TensorMeta small{{256, 256}, DType::Float32}, big{{4096, 4096}, DType::Float32};  // 256 KiB, 64 MiB
+  const double bucket = 25 << 20;
+  RedistCostCache cache(cm, mesh);
+  cache.set_bucket_bytes(static_cast<int64_t>(bucket));
+  auto bucketed = [&](const TensorMeta& t) {
+    return cache.get(cache.meta_id(t, true), cache.spec_id(partial), cache.spec_id(rep));
+  };
+  const double latency = cm.collective_seconds(CollectiveKind::AllReduce, mesh, 0, 1);
+  ASSERT_GT(latency, 0);
+  const double whole = cm.redistribute_seconds(small, mesh, partial, rep);
+  EXPECT_EQ(cache.get(small, partial, rep), to_cost(whole));  // the plain meta is unchanged
+  EXPECT_NEAR(to_seconds(bucketed(small)), whole - (1 - 256.0 * 1024 / bucket) * latency, 1e-9);
+  EXPECT_LT(bucketed(small), cache.get(small, partial, rep));
+  EXPECT_EQ(bucketed(big), cache.get(big, partial, rep));  // 64 MiB fills a bucket of its own
+
+  RedistCostCache unbucketed(cm, mesh);  // bucket_bytes 0: the runtime merges nothing
+  EXPECT_EQ(unbucketed.get(unbucketed.meta_id(small, true), unbucketed.spec_id(partial), unbucketed.spec_id(rep)),
+            to_cost(whole));
+}
+
 }  // namespace
 }  // namespace tlm
 
