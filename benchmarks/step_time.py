@@ -499,7 +499,8 @@ def plan_checks(results, world: int) -> list:
         c, n = r["collectives"], r["n_params"]
         reduced = c.get(reduce_kind, [0, 0])[1] - (c.get("all_reduce", [0, 0])[0] if reduce_kind == "all_reduce" else 0)
         # Besides the gradients only scalars (the loss and its count, one bucket of them or several)
-        scalars_only = reduce_kind != "all_reduce" and c.get("all_reduce", [0, 0])[1] <= 8 * c.get("all_reduce", [0, 0])[0]
+        count, elements = c.get("all_reduce", [0, 0])
+        scalars_only = reduce_kind != "all_reduce" and elements <= 8 * count
         if set(c) - allowed or abs(reduced - n) > 0.05 * n or (reduce_kind != "all_reduce" and not scalars_only):
             bad.append(f"{ours} issues {_collectives_text(c)}; torch's plan reduces {n / 1e6:.2f}M gradient "
                        f"elements once ({reduce_kind})")

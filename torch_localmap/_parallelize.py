@@ -194,12 +194,9 @@ class ParallelModule(nn.Module):
         """This rank's program inputs for a call: local shards of the state and the inputs."""
         inputs = []
         for kind, what in c.sources:
-            if kind == "param":
-                p = self.get_parameter(what)
-                inputs.append(p.to_local() if isinstance(p, DTensor) else p)  # plain: like="ddp"
-            elif kind == "buffer":
-                b = self.get_buffer(what)
-                inputs.append(b.to_local() if isinstance(b, DTensor) else b)
+            if kind in ("param", "buffer"):  # plain tensors under like="ddp" (_distribute_state)
+                t = self.get_parameter(what) if kind == "param" else self.get_buffer(what)
+                inputs.append(t.to_local() if isinstance(t, DTensor) else t)
             elif kind == "constant":
                 inputs.append(what)
             else:  # a user input
@@ -521,7 +518,8 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
     kept on the rank whose batch shard made them, parameter gradients reduced -- to compare
     our runtime with torch's on torch's own plan. Under "ddp" the parameters and buffers stay
     plain tensors, as DDP's do (rank 0's values broadcast). `fixed_params` still overrides
-    single parameters (then all of them are DTensors). A model with an op that cannot run on a local batch shard is refused.
+    single parameters (then all of them are DTensors). A model with an op that cannot run on
+    a local batch shard is refused.
 
     Calls whose sizes change (sequence length, a smaller last batch): the first call of a
     new size keeps the plan of the previous size, priced at the new sizes, unless a short

@@ -92,8 +92,8 @@ class RedistCostCache {
   int meta_id(const TensorMeta& t, bool bucketed = false);
   void set_bucket_bytes(int64_t bytes) { bucket_bytes_ = bytes; }
   solver::Cost get(int meta, int src, int dst);
-  solver::Cost get(const TensorMeta& t, const PlacementSpec& src, const PlacementSpec& dst) {
-    return get(meta_id(t), spec_id(src), spec_id(dst));
+  solver::Cost get(const TensorMeta& t, const PlacementSpec& src, const PlacementSpec& dst, bool bucketed = false) {
+    return get(meta_id(t, bucketed), spec_id(src), spec_id(dst));
   }
   // Bytes of the largest local shard of meta `meta` under spec `spec`, cached.
   int64_t shard_bytes(int meta, int spec) { return local_bytes(meta, table(meta), spec); }

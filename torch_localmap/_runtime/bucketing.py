@@ -30,7 +30,7 @@ import torch.fx as fx
 
 from .. import _C
 from .._torch_private import fake_tensors
-from .schedule import SAME_VALUES, apply_order, describe, is_wait
+from .schedule import REGION_META, SAME_VALUES, apply_order, describe, is_wait
 
 aten = torch.ops.aten
 _c10d = torch.ops._c10d_functional
@@ -112,18 +112,12 @@ def bucket_collectives(gm: fx.GraphModule, cap_bytes: int = DEFAULT_BUCKET_BYTES
     return len(buckets)
 
 
-# Node meta a bucket's nodes take from its first member: which part of the step they
-# belong to. torch's rematerialization pass (run when Inductor compiles a graph) needs the
-# backward's nodes to form one contiguous run of autograd_backward nodes.
-_REGION_META = ("autograd_backward", "custom")
-
-
 class _Builder:
     """Adds nodes after an anchor, each with its fake value and marked as data movement."""
 
     def __init__(self, graph: fx.Graph, anchor: fx.Node, mode, like: fx.Node):
         self.graph, self.anchor, self.mode = graph, anchor, mode
-        self.meta = {k: like.meta[k] for k in _REGION_META if k in like.meta}
+        self.meta = {k: like.meta[k] for k in REGION_META if k in like.meta}  # from the bucket's first member
 
     def __call__(self, target, *args, move=True):
         with self.graph.inserting_after(self.anchor):

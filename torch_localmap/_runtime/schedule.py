@@ -28,6 +28,11 @@ _MOVE_OPS = frozenset({
     aten.view_as_complex.default, aten._to_copy.default, aten.select.int, operator.getitem,
 })
 
+# Node meta a node added by a graph pass takes from the node it stands beside: which part of
+# the step it belongs to. torch's rematerialization pass (run when Inductor compiles a graph)
+# needs the backward's nodes to form one contiguous run of autograd_backward nodes.
+REGION_META = ("autograd_backward", "custom")
+
 # Ops whose result holds every element of their input, unchanged (views and plain copies):
 # a collective commutes with them (fuse_reductions.py) and a parameter read through them is
 # still that parameter (bucketing.py).

@@ -19,12 +19,10 @@ import torch
 import torch.fx as fx
 
 from .._torch_private import fake_tensors
+from .schedule import REGION_META
 
 aten = torch.ops.aten
 _TRANSPOSES = (aten.t.default,)
-# Node meta the new nodes take from the mm they replace: which part of the step they belong
-# to (torch's rematerialization, run when Inductor compiles, reads autograd_backward).
-_REGION_META = ("autograd_backward", "custom", "stack_trace")
 
 
 def _layout_free_reader(node: fx.Node) -> bool:
@@ -60,7 +58,7 @@ def contiguous_transposed_products(gm: fx.GraphModule) -> int:
             ta = gm.graph.call_function(aten.t.default, (a,))
             product = gm.graph.call_function(aten.mm.default, (tb, ta))
         for new in (tb, ta, product):
-            new.meta.update({k: mm.meta[k] for k in _REGION_META if k in mm.meta})
+            new.meta.update({k: mm.meta[k] for k in REGION_META if k in mm.meta})  # the mm's region
         if all(isinstance(x.meta.get("val"), torch.Tensor) for x in (a, b)):
             with mode:
                 tb.meta["val"] = b.meta["val"].t()
