@@ -32,6 +32,7 @@ from ._local_map import RegionMutationError
 from ._integrations import tracing_context
 from ._torch_private.pytrees import pytree
 from ._log import get_logger
+from ._value_lifetimes import tighten_value_lifetimes
 
 _log = get_logger(__name__)
 
@@ -326,6 +327,7 @@ def _joint_of(gm, leaves, in_spec, out_spec, training) -> JointGraph:
         elif role == "unknown":
             raise UnsupportedModelError(f"the traced graph has an input torch_localmap does not understand ({name})")
     backward = backward or any(r == "grad" for r, _ in roles)
+    tighten_value_lifetimes(gm, [r for r, _ in roles])
     return JointGraph(
         gm=gm,
         num_fwd_outputs=sum(1 for r, _ in roles if r in ("output", "mutation")),

@@ -320,6 +320,17 @@ class EdgeBuilder {
   std::map<std::pair<int, int>, size_t> index_;
 };
 
+// A parameter's gradient that nothing but its output reads (the usual case): the
+// memory model frees its unreduced value right after it is made (add_sinks).
+bool reduced_when_made(const Graph& g, const BoundaryPolicy& policy, const OutputSink& s,
+                       const std::vector<int>& sinks_reading, int out_node) {
+  if (!policy.train || s.role != "grad" || s.coupled_param < 0) return false;
+  const IrNode& producer = g.nodes[static_cast<size_t>(s.ref.node)];
+  if (producer.op == "placeholder" || producer.outputs.size() != 1 || sinks_reading[static_cast<size_t>(s.ref.node)] != 1)
+    return false;
+  return std::all_of(producer.users.begin(), producer.users.end(), [&](int u) { return u == out_node; });
+}
+
 // Graph outputs. Train mode: a forward output may leave in any R/S spec (the
 // caller gets a DTensor) and its gradient (tangent) arrives in the same spec; a
 // parameter's gradient and a buffer's new value leave in the parameter's or
@@ -341,6 +352,13 @@ void add_sinks(const Graph& g, const std::vector<NodeStrategies>& strat, const B
     return specs;
   };
   t.sink_of_output.assign(out_args.size(), -1);
+  const int out_node = static_cast<int>(g.nodes.size()) - 1;
+  std::vector<int> sinks_reading(g.nodes.size(), 0);
+  for (const auto& a : out_args) {
+    std::vector<TensorRef> refs;
+    collect_tensor_refs(a, refs);
+    if (!refs.empty()) sinks_reading[static_cast<size_t>(refs[0].node)] += 1;
+  }
   for (size_t j = 0; j < out_args.size(); ++j) {
     if (!is_tensor_ref(out_args[j])) continue;
     std::vector<TensorRef> refs;
@@ -370,9 +388,19 @@ void add_sinks(const Graph& g, const std::vector<NodeStrategies>& strat, const B
     pn.start = static_cast<int64_t>(g.nodes.size()) - 1;
     pn.end = static_cast<int64_t>(g.nodes.size());
     pn.strategies.resize(s.specs.size());
-    t.problem.nodes.push_back(pn);
     std::vector<int> dst_ids;
     for (const auto& sp : s.specs) dst_ids.push_back(t.redist.spec_id(sp));
+    if (reduced_when_made(g, policy, s, sinks_reading, out_node)) {
+      // The runtime reduces a gradient as soon as backward makes it (bucketing.py, the
+      // overlap schedule): its unreduced value (a Partial is the parameter's full size) is
+      // freed there and the reduced one, in the parameter's spec, is held to the end.
+      const int p = s.ref.node;
+      t.problem.nodes[static_cast<size_t>(p)].end = p + 1;
+      pn.start = p + 1;
+      const int meta = t.redist.meta_id(g.meta(s.ref));
+      for (size_t b = 0; b < s.specs.size(); ++b) pn.strategies[b].usage = t.redist.shard_bytes(meta, dst_ids[b]);
+    }
+    t.problem.nodes.push_back(pn);
     edges.add(s.ref.node, s.problem_node,
               edges.matrices().get(t.redist.meta_id(g.meta(s.ref), s.bucketed()), column(ids[s.ref.node].out, s.ref.output), dst_ids,
                                    InputEdgeRule::Any));

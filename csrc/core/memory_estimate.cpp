@@ -40,17 +40,29 @@ MemoryEstimate estimate_memory(const Graph& g, const std::vector<OpStrategy>& ch
   if (const auto* ex = out.extra.find("roles"))
     for (const auto& x : ex->as_array()) roles.push_back(x.as_string());
   std::vector<char> is_grad(n, 0);
+  std::vector<int> outputs_reading(n, 0);
+  std::vector<int64_t> reduced_bytes(n, 0);  // a gradient's bytes in its parameter's spec
   {
     const auto& out_args = out.args.as_array().at(0).as_array("output.args[0]");
     size_t k = 0;  // position among tensor outputs (chosen.back().inputs has one per output, tensors or not)
     for (size_t j = 0; j < out_args.size(); ++j, ++k) {
       std::vector<TensorRef> refs;
       collect_tensor_refs(out_args[j], refs);
-      if (refs.empty() || j >= roles.size() || roles[j] != "grad") continue;
+      if (refs.empty()) continue;
+      outputs_reading[refs[0].node] += 1;
+      if (j >= roles.size() || roles[j] != "grad") continue;
       is_grad[refs[0].node] = 1;
-      m.gradients += bytes_of(refs[0], chosen.back().inputs.at(k));
+      reduced_bytes[refs[0].node] = bytes_of(refs[0], chosen.back().inputs.at(k));
+      m.gradients += reduced_bytes[refs[0].node];
     }
   }
+  // A gradient nothing else reads is reduced as soon as it is made (the runtime's
+  // buckets under the overlap schedule): from then on it holds its reduced bytes.
+  auto reduced_when_made = [&](int i) {
+    const IrNode& node = g.nodes[i];
+    return is_grad[i] && !is_state(node) && node.outputs.size() == 1 && outputs_reading[i] == 1 &&
+           std::all_of(node.users.begin(), node.users.end(), [&](int u) { return u == n - 1; });
+  };
 
   std::vector<int> last_use(n);
   for (int i = 0; i < n; ++i) last_use[i] = i;
@@ -102,6 +114,10 @@ MemoryEstimate estimate_memory(const Graph& g, const std::vector<OpStrategy>& ch
     if (live + transient > best) {
       best = live + transient;
       best_grads = live_grads;
+    }
+    if (reduced_when_made(i)) {
+      live += reduced_bytes[i] - own;
+      live_grads += reduced_bytes[i] - own;
     }
     if (last_use[i] < n - 1 || node.users.empty()) frees_after[std::max(last_use[i], i)] += own;
     if (freed_at[i] != last_use[i] && last_use[i] < n - 1) {  // recomputed: freed twice, once per span

@@ -2,7 +2,9 @@
 // what measured peaks are compared with (benchmarks/step_time.py).
 //
 // The step is the joint graph in its order: every value lives from the node that
-// makes it to its last use (gradients to the end); a redistributed input lives
+// makes it to its last use; a parameter's gradient that nothing else reads is reduced
+// as soon as it is made (the runtime's buckets under the overlap schedule) and held
+// from then to the end in its parameter's spec; a redistributed input lives
 // while its consumer runs (gathered parameters are freed after use and gathered
 // again for backward, the runtime's reshard after forward). Parameters, buffers and
 // optimizer state persist across steps.

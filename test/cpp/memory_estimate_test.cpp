@@ -58,3 +58,28 @@ TEST(MemoryEstimate, RejectsAStrategyListOfTheWrongLength) {
   EXPECT_THROW(estimate_memory(g, {strat({}, {"R"})}, 2), InvalidArgument);
   EXPECT_THROW(estimate_memory(g, std::vector<OpStrategy>(6), -1), InvalidArgument);
 }
+
+TEST(MemoryEstimate, AGradientHoldsItsReducedBytesOnceMade) {
+  // As kGraph, with one more backward op (z = x * x) after the weight gradient: the runtime
+  // reduces gw (a Partial, w's full size) as soon as it is made, so from then on it holds
+  // its bytes in w's spec, a shard.
+  Graph g = read_graph(std::string(R"({"mesh": {"shape": [2]}, "nodes": [
+  {"name": "x", "op": "placeholder", "role": "input", "extra": {"target": "0"}, "outputs": [{"shape": [8, 16], "dtype": "float32"}]},
+  {"name": "w", "op": "placeholder", "role": "param", "extra": {"target": "w"}, "outputs": [{"shape": [16, 32], "dtype": "float32"}]},
+  {"name": "y", "op": "aten.mm.default", "args": [{"t": [0, 0]}, {"t": [1, 0]}], "outputs": [{"shape": [8, 32], "dtype": "float32"}]},
+  {"name": "loss", "op": "aten.sum.default", "args": [{"t": [2, 0]}], "outputs": [{"shape": [], "dtype": "float32"}]},
+  {"name": "gw", "op": "aten.mm.default", "args": [{"t": [0, 0]}, {"t": [2, 0]}], "outputs": [{"shape": [16, 32], "dtype": "float32"}]},
+  {"name": "z", "op": "aten.mul.Tensor", "args": [{"t": [0, 0]}, {"t": [0, 0]}], "outputs": [{"shape": [8, 16], "dtype": "float32"}]},
+  {"name": "output", "op": "output", "args": [[{"t": [3, 0]}, {"t": [4, 0]}]],
+   "extra": {"roles": ["output", "grad"], "targets": ["0", "w"]}}]})"));
+  std::vector<OpStrategy> chosen{strat({}, {"S(0)"}),           strat({}, {"S(0)"}),
+                                 strat({"S(0)", "R"}, {"S(0)"}), strat({"S(0)"}, {"P(sum)"}),
+                                 strat({"S(1)", "S(0)"}, {"P(sum)"}), strat({"S(0)", "S(0)"}, {"S(0)"}),
+                                 strat({"R", "S(0)"}, {})};
+  const MemoryEstimate m = estimate_memory(g, chosen, 2);
+  ASSERT_EQ(m.timeline_nodes.back(), 5);
+  const int64_t x = 4 * 16 * 4, gw_reduced = 8 * 32 * 4, z = 4 * 16 * 4, loss = 4;
+  // At z: x (read by z), loss (an output), gw reduced and z itself; y was freed after gw.
+  EXPECT_EQ(m.timeline_bytes.back(), x + loss + gw_reduced + z);
+  EXPECT_EQ(m.gradients, gw_reduced);
+}
