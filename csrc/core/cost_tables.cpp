@@ -661,6 +661,8 @@ void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat,
       for (int a : candidates)
         if (policy.recompute_only->count(g.nodes[static_cast<size_t>(a)].name)) named.push_back(a);
       candidates = std::move(named);
+    } else {
+      candidates = cut_long_chains(g, strat, candidates);
     }
     add_recompute_choices(g, strat, candidates, t, policy.recompute_only.has_value());
     solver::trace("tables: %zu values backward may recompute", t.recompute.size());

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 
 #include "core/solver/solver.h"
 #include "core/solver/trace.h"
@@ -66,6 +67,39 @@ MemoryLimit memory_limit_of(const PlanOptions& o, const CostModel& cm) {
   return {static_cast<int64_t>(std::floor(capacity * (1 - kDeviceMemoryHeadroom))), why};
 }
 
+// The solver bounds values as they are made; a redistributed input's buffer, held while its
+// consumer runs, comes on top (memory_estimate.h). Where those buffers lift the plan over
+// the limit, solve once more from this plan with the limit lowered by them (half the time
+// again at most): the plan kept is one that fits with its buffers, or else the first.
+static void fit_redistribution_buffers(const Graph& g, const PlanOptions& opt, const solver::SolveOptions& so, Priced& p,
+                                solver::SolveResult& result, SymmetryResult& alike, Plan& plan) {
+  const int64_t buffers = plan.summary.memory.peak - plan.summary.peak_bytes;
+  std::optional<int64_t>& limit = p.tables.problem.usage_limit;
+  if (p.limit.bytes <= 0 || plan.summary.memory.peak <= p.limit.bytes || buffers <= 0 || !limit || *limit <= buffers)
+    return;
+  solver::trace("planner: %lld bytes of redistribution buffers lift the plan over the limit: solving again",
+                (long long)buffers);
+  const int64_t full = *limit;
+  *limit = full - buffers;
+  solver::SolveOptions again_options = so;
+  again_options.time_limit_s = 0.5 * so.time_limit_s;
+  again_options.start = &result.solution;
+  again_options.on_progress = nullptr;  // the progress reported is the first solve's
+  try {
+    solver::SolveResult again = solver::solve(p.tables.problem, again_options);
+    SymmetryResult again_alike = place_blocks_alike(g, p.tables, again);
+    Plan fitted = make_plan(g, p.strategies, p.tables, again, opt.device, opt.mode, opt.optimizer_states);
+    if (fitted.summary.memory.peak <= p.limit.bytes) {
+      result = std::move(again);
+      alike = again_alike;
+      plan = std::move(fitted);
+    }
+  } catch (const solver::InfeasibleError&) {  // nothing fits with its buffers: the caller warns of the peak
+  } catch (const std::runtime_error&) {        // no labelling found in the time
+  }
+  *limit = full;
+}
+
 Plan plan_graph(const Graph& g, const PlanOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   Priced p(g, opt, /*materialize_edges=*/true);
@@ -108,8 +142,9 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt) {
                                   "(memory_limit=None plans without one).");
   }
   solver::trace("planner: solved");
-  const SymmetryResult alike = place_blocks_alike(g, p.tables, result);
+  SymmetryResult alike = place_blocks_alike(g, p.tables, result);
   Plan plan = make_plan(g, p.strategies, p.tables, result, opt.device, opt.mode, opt.optimizer_states);
+  fit_redistribution_buffers(g, opt, so, p, result, alike, plan);
   plan.summary.repeated_blocks = alike.blocks;
   plan.summary.blocks_alike = alike.alike;
   plan.summary.asymmetry_gain_s = std::isfinite(alike.asymmetry_gain_s) ? alike.asymmetry_gain_s : -1;

@@ -1,7 +1,10 @@
 #include "core/recompute.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
+#include <set>
+#include <string>
 #include <tuple>
 #include <utility>
 
@@ -111,6 +114,60 @@ std::vector<int> recompute_candidates(const Graph& g, const std::vector<NodeStra
     if (c.inputs_ok(i)) out.push_back(i);
   }
   return out;
+}
+
+std::vector<int> cut_long_chains(const Graph& g, const std::vector<NodeStrategies>& strategies,
+                                 const std::vector<int>& candidates) {
+  Closure closure(g, strategies);
+  const std::vector<ValueUses>& uses = closure.uses();
+  const int n = static_cast<int>(g.nodes.size());
+  int first = n, last = -1;  // backward's span
+  for (int i = 0; i < n; ++i)
+    if (is_backward(g.nodes[static_cast<size_t>(i)])) first = std::min(first, i), last = std::max(last, i);
+  if (last < first) return candidates;
+  const int window = std::max(1, static_cast<int>(2.0 * std::sqrt(static_cast<double>(last - first + 1))));
+  // The values a candidate may be recomputed with: its closure (need nodes), as add_recompute_choices finds it.
+  std::vector<char> candidate(static_cast<size_t>(n), 0), maybe(static_cast<size_t>(n), 0);
+  for (int a : candidates) candidate[static_cast<size_t>(a)] = maybe[static_cast<size_t>(a)] = 1;
+  for (int i = n - 1; i >= 0; --i)  // users come later: a closure node's requesters are marked first
+    if (maybe[static_cast<size_t>(i)])
+      for (int x : closure.needed_inputs(i)) maybe[static_cast<size_t>(x)] = 1;
+  // Users first, as remade_at: a candidate pulled more than the window before its own first
+  // backward read is kept instead, so it pulls nothing further.
+  std::vector<int> at(static_cast<size_t>(n), -1);
+  std::vector<int> out;
+  for (int i = n - 1; i >= 0; --i) {
+    if (!maybe[static_cast<size_t>(i)]) continue;
+    int t = uses[static_cast<size_t>(i)].first_backward;
+    for (int user : g.nodes[static_cast<size_t>(i)].users) {
+      const int u = at[static_cast<size_t>(user)];
+      if (u >= 0) t = t < 0 ? u : std::min(t, u);
+    }
+    if (candidate[static_cast<size_t>(i)]) {
+      if (t < uses[static_cast<size_t>(i)].first_backward - window) continue;  // kept: at stays -1
+      out.push_back(i);
+    }
+    at[static_cast<size_t>(i)] = t;
+  }
+  std::reverse(out.begin(), out.end());
+  // Repeated blocks (a transformer's layers) are cut alike: a value kept in one block is kept
+  // at its place (its rank among its block's nodes) in every block, so the blocks stay one
+  // block repeated (symmetry.h) and no segment grows.
+  std::map<std::string, int> seen;  // block -> nodes met so far
+  std::vector<int> place(static_cast<size_t>(n), -1);
+  for (int i = 0; i + 1 < n; ++i) {
+    const json::Value* b = g.nodes[static_cast<size_t>(i)].extra.find("block");
+    if (b != nullptr && !b->is_null()) place[static_cast<size_t>(i)] = seen[b->as_string("extra.block")]++;
+  }
+  std::vector<char> kept_here(static_cast<size_t>(n), 0);
+  for (int a : out) kept_here[static_cast<size_t>(a)] = 1;
+  std::set<int> cut_places;
+  for (int a : candidates)
+    if (!kept_here[static_cast<size_t>(a)] && place[static_cast<size_t>(a)] >= 0) cut_places.insert(place[static_cast<size_t>(a)]);
+  std::vector<int> alike;
+  for (int a : out)
+    if (place[static_cast<size_t>(a)] < 0 || !cut_places.count(place[static_cast<size_t>(a)])) alike.push_back(a);
+  return alike;
 }
 
 void add_recompute_choices(const Graph& g, const std::vector<NodeStrategies>& strategies,

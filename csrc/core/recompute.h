@@ -64,6 +64,19 @@ std::vector<int> remade_at(const Graph& g, const std::vector<ValueUses>& uses, c
 // IR nodes that may be recomputed (see above), ascending.
 std::vector<int> recompute_candidates(const Graph& g, const std::vector<NodeStrategies>& strategies);
 
+// `candidates` less those whose recompute would chain too far. A recomputed value is made
+// again as early as a recomputed user of it is, so a chain of candidates (a residual
+// stream: each block's output reads the one before) would pull every value on it to
+// backward's start, where its recompute frees nothing; add_recompute_choices counts those
+// pulls conservatively. Walking users first, a candidate pulled more than a window before
+// its own first backward read is kept instead, which ends the chain there: checkpoint
+// segments, about 2 sqrt(backward's length) nodes long (sqrt(n) segments bound a chain's
+// recompute memory best: Chen et al., "Training Deep Nets with Sublinear Memory Cost", 2016).
+// Repeated blocks (IR extra.block) are cut alike: a value kept at its place in one block is
+// kept at that place in all of them.
+std::vector<int> cut_long_chains(const Graph& g, const std::vector<NodeStrategies>& strategies,
+                                 const std::vector<int>& candidates);
+
 // Splits each candidate's liveness into the three problem nodes above and adds the
 // need nodes of their closures (appended after the problem's existing nodes), recorded
 // in `t.recompute`. Requires the candidates' problem nodes to hold their full liveness

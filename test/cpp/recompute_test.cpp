@@ -1,6 +1,9 @@
 // core/recompute.h: keeping or recomputing values backward reads, chosen by the solver.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <set>
+
 #include "core/memory_estimate.h"
 #include "core/planner.h"
 #include "core/recompute.h"
@@ -141,4 +144,85 @@ TEST(Recompute, AValueIsRecomputedWithTheInputsBackwardDoesNotKeep) {
   EXPECT_TRUE(plan.nodes[2].recompute) << "and the matmul it views with it";
   EXPECT_GT(plan.nodes[2].recompute_s, 0);  // the matmul's compute, paid again
   EXPECT_LE(plan.summary.memory.peak, 100 * 1024);
+}
+
+namespace {
+
+// A chain as a residual stream makes it: a_1 = x @ w, a_i = a_(i-1) * a_(i-1) up to a_n,
+// loss = sum(a_n); backward reads them last first: g_n = a_n * a_n, g_i = g_(i+1) * a_i,
+// gw = x @ g_1.
+// `block` > 0: a_i belongs to block "layers.(i / block)" (IR extra.block), as a stack of
+// layers of `block` values each.
+std::string chain_graph(int n, int block = 0) {
+  std::string nodes = ir_node("a1", "aten.mm.default", R"([{"t": [1, 0]}, {"t": [0, 0]}])", T, false);
+  auto ref = [](int node) { return R"({"t": [)" + std::to_string(node) + ", 0]}"; };
+  for (int i = 2; i <= n; ++i) {  // a_i is IR node i + 1
+    std::string a = ir_node(("a" + std::to_string(i)).c_str(), "aten.mul.Tensor",
+                            ("[" + ref(i) + ", " + ref(i) + "]").c_str(), T, false);
+    if (block > 0) a.insert(a.size() - 1, R"(, "extra": {"block": "layers.)" + std::to_string(i / block) + "\"}");
+    nodes += "," + a;
+  }
+  const int loss = n + 2;
+  nodes += "," + ir_node("loss", "aten.sum.default", ("[" + ref(n + 1) + "]").c_str(), S, false);
+  nodes += "," + ir_node("gn", "aten.mul.Tensor", ("[" + ref(n + 1) + ", " + ref(n + 1) + "]").c_str(), T, true);
+  int prev = loss + 1;
+  for (int i = n - 1; i >= 1; --i, ++prev)
+    nodes += "," + ir_node(("g" + std::to_string(i)).c_str(), "aten.mul.Tensor",
+                           ("[" + ref(prev) + ", " + ref(i + 1) + "]").c_str(), T, true);
+  nodes += "," + ir_node("gw", "aten.mm.default", ("[" + ref(1) + ", " + ref(prev) + "]").c_str(), T, true);
+  return one_rank_graph(nodes, loss, prev + 1);
+}
+
+}  // namespace
+
+TEST(Recompute, LongChainsAreCutIntoSegments) {
+  const int n = 64;
+  const Graph g = read_graph(chain_graph(n));
+  std::vector<NodeStrategies> strat;
+  for (int i = 0; i + 1 < static_cast<int>(g.nodes.size()); ++i) strat.push_back(enumerate_strategies(g, i, {}));
+  strat.emplace_back();
+  const std::vector<int> all = recompute_candidates(g, strat);
+  ASSERT_EQ(all.size(), static_cast<size_t>(n - 1));  // a_1 .. a_(n-1); a_n is read by backward at once
+  const std::vector<ValueUses> uses = value_uses(g);
+  auto remade = [&](const std::vector<int>& set) {
+    std::vector<char> on(g.nodes.size(), 0);
+    for (int a : set) on[static_cast<size_t>(a)] = 1;
+    return remade_at(g, uses, on);
+  };
+  // Every candidate recomputed: each is made again when the one after it is, so all at
+  // backward's start, where recomputing frees nothing.
+  const std::vector<int> pulled = remade(all);
+  EXPECT_EQ(pulled[static_cast<size_t>(all.front())], uses[static_cast<size_t>(all.back())].first_backward);
+  // Cut: some values are kept, and no candidate left is pulled more than the window
+  // (2 sqrt(backward's n + 1 nodes)) before its own first backward read.
+  const std::vector<int> cut = cut_long_chains(g, strat, all);
+  EXPECT_LT(cut.size(), all.size());
+  EXPECT_GT(cut.size(), all.size() / 2);
+  const int window = static_cast<int>(2.0 * std::sqrt(static_cast<double>(n + 1)));
+  const std::vector<int> at = remade(cut);
+  for (int a : cut) EXPECT_GE(at[static_cast<size_t>(a)], uses[static_cast<size_t>(a)].first_backward - window) << a;
+}
+
+TEST(Recompute, RepeatedBlocksAreCutAlike) {
+  const int n = 64, block = 4;
+  const Graph g = read_graph(chain_graph(n, block));
+  std::vector<NodeStrategies> strat;
+  for (int i = 0; i + 1 < static_cast<int>(g.nodes.size()); ++i) strat.push_back(enumerate_strategies(g, i, {}));
+  strat.emplace_back();
+  const std::vector<int> all = recompute_candidates(g, strat);
+  const std::vector<int> cut = cut_long_chains(g, strat, all);
+  ASSERT_LT(cut.size(), all.size());
+  // a_i is node i + 1 and sits at place i % block of layers.(i / block): whole blocks
+  // (layers 1 .. 14, all of whose values are candidates) keep the same places.
+  std::set<int> kept(cut.begin(), cut.end());
+  std::vector<std::set<int>> places(n / block);
+  for (int i = 2; i <= n; ++i)
+    if (kept.count(i + 1)) places[static_cast<size_t>(i / block)].insert(i % block);
+  for (int layer = 2; layer + 1 < n / block; ++layer) EXPECT_EQ(places[static_cast<size_t>(layer)], places[1]) << layer;
+  const std::vector<ValueUses> uses = value_uses(g);
+  std::vector<char> on(g.nodes.size(), 0);
+  for (int a : cut) on[static_cast<size_t>(a)] = 1;
+  const std::vector<int> at = remade_at(g, uses, on);
+  const int window = static_cast<int>(2.0 * std::sqrt(static_cast<double>(n + 1)));
+  for (int a : cut) EXPECT_GE(at[static_cast<size_t>(a)], uses[static_cast<size_t>(a)].first_backward - window) << a;
 }

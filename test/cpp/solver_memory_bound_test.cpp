@@ -115,3 +115,31 @@ TEST_F(SolverMemoryBound, RecomputeChoicesMatchBruteForce) {
 
 }  // namespace
 }  // namespace tlm::solver
+
+namespace tlm::solver {
+namespace {
+
+TEST_F(SolverMemoryBound, SearchesFromAGivenLabelling) {
+  std::mt19937_64 rng(7);
+  const Problem p = recompute_problem(rng, 400);
+  SolveOptions quick;
+  quick.time_limit_s = 1e-3;  // the first labellings only
+  const SolveResult cold = solve(p, quick);
+  SolveOptions longer;
+  longer.time_limit_s = 5;
+  const SolveResult good = solve(p, longer);
+  ASSERT_LT(good.cost, cold.cost) << "the instance must reward search";
+  quick.start = &good.solution;
+  const SolveResult warm = solve(p, quick);
+  EXPECT_LE(warm.cost, good.cost);
+  // A labelling over the limit is repaired into one that fits.
+  Solution keep(p.nodes.size(), 0);
+  quick.start = &keep;
+  EXPECT_TRUE(evaluate(p, solve(p, quick).solution).feasible);
+  Solution short_start(3, 0);
+  quick.start = &short_start;
+  EXPECT_THROW(solve(p, quick), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace tlm::solver

@@ -131,10 +131,12 @@ def test_recomputed_plan_trains_like_one_process():
 def test_llama_70b_plans_on_the_meta_device_and_fits_by_recomputing():
     """The Llama-3-70B shape, traced and planned on the meta device (no memory, no timing
     asserted): at batch 4, seq 8192 on 8x8 H100s, the plan fits the memory limit only by
-    recomputing."""
+    recomputing. The solver's first feasible labelling of this instance comes after about 8 s
+    of search on an idle 2-core machine (coupled keep/recompute choices defeat its one-node
+    repair), so the limit is 30 s, not the 10 s issue 33 aims at."""
     with torch.device("meta"):
         model, inputs = models.build("llama", models.sized_config("llama", "70b"), batch=4)
-    plan = plan_module(model, (8, 8), inputs, time_limit=10, recompute=True, progress=False)
+    plan = plan_module(model, (8, 8), inputs, time_limit=30, recompute=True, progress=False)
     s = plan.summary
     assert s.memory.peak <= s.memory_limit and s.peak_bytes <= s.memory_limit
     assert plan.recomputed_nodes() and s.recompute_s > 0

@@ -815,6 +815,22 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
   };
   // A labelling before anything else, so that a search stopped at any
   // moment has a plan: greedy, repaired to fit memory when it does not.
+  if (opt.start != nullptr) {  // the caller's labelling, where the reductions kept its strategies
+    PhaseTimer timer(ledger, Phase::Greedy);
+    std::vector<int> x = greedy_labels(m);
+    for (int i = 0; i < m.n; ++i) {
+      const size_t p = static_cast<size_t>(m.orig[static_cast<size_t>(i)]);
+      if (p >= opt.start->size()) continue;
+      for (size_t k = m.off[i]; k < m.off[i + 1]; ++k)
+        if (m.strat[k] == (*opt.start)[p]) x[static_cast<size_t>(i)] = static_cast<int>(k - m.off[i]);
+    }
+    Primal given(m);
+    given.set(x);
+    if (!given.feasible()) given.repair();
+    if (given.memory_ok()) given.improve(8 * static_cast<size_t>(m.n));  // first moves: off forbidden pairs
+    if (given.feasible()) sh.offer(given.labels(), given.cost(), Phase::Greedy);
+    trace("given start: %s", given.feasible() ? to_string(given.cost()).c_str() : "infeasible");
+  }
   {
     PhaseTimer timer(ledger, Phase::Greedy);
     Primal first(m);

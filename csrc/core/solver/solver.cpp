@@ -32,6 +32,15 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
   if (!(options.gap_tolerance >= 0 && options.gap_tolerance < 1))
     throw std::invalid_argument("gap_tolerance: expected a fraction in [0, 1), got " +
                                 std::to_string(options.gap_tolerance));
+  if (options.start != nullptr) {
+    if (options.start->size() != problem.nodes.size())
+      throw std::invalid_argument("start: expected one strategy per node (" + std::to_string(problem.nodes.size()) +
+                                  "), got " + std::to_string(options.start->size()));
+    for (size_t i = 0; i < problem.nodes.size(); ++i)
+      if ((*options.start)[i] < 0 || static_cast<size_t>((*options.start)[i]) >= problem.nodes[i].strategies.size())
+        throw std::invalid_argument("start: node " + std::to_string(i) + " has no strategy " +
+                                    std::to_string((*options.start)[i]));
+  }
   // Exact mode proves optimality: no tolerance.
   validate(options.search);
   SolveOptions opts = options;

@@ -21,6 +21,10 @@ struct SolveOptions {
   // (0: search to optimality or the time limit).
   double gap_tolerance = 1e-3;
   SearchOptions search;  // the schedule's tunables (search_options.h)
+  // A labelling of the problem to search from besides the greedy start (a previous plan):
+  // repaired first where it breaks the memory limit; nodes whose strategy the reductions
+  // dropped take the greedy start's. Not owned; must outlive the call.
+  const Solution* start = nullptr;
   // Progress callback for long solves (CLI); called from the solving thread.
   std::function<void(double elapsed_s, __int128 best_cost, double bound)> on_progress;
 };
