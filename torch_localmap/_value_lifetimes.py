@@ -12,8 +12,9 @@ the graph's order:
   everything with a higher sequence number, i.e. at the end of backward, so every layer's
   unreduced gradient would be held to the end; FSDP2 reduces each block's gradients when
   the block's backward is done. A cast or view whose value only becomes a parameter's
-  gradient, and which alone reads its input, therefore moves to just after that input (the runtime then reduces the gradient
-  right there: core/cost_tables.cpp, reduced_when_made).
+  gradient, and which alone reads its input, therefore moves to just after that input
+  (the runtime then reduces the gradient right there: core/cost_tables.cpp,
+  reduced_when_made).
 Only pure, deterministic ops move (no mutation, no random draw, no collective), and the
 order stays topological; compute order is otherwise unchanged.
 """
@@ -25,6 +26,7 @@ import torch
 import torch.fx as fx
 
 from ._torch_private import descriptors, node_meta
+from ._runtime.schedule import apply_order
 from ._torch_private.op_types import OpOverload
 
 
@@ -48,10 +50,7 @@ def tighten_value_lifetimes(gm: fx.GraphModule, output_roles: list) -> int:
     nodes = list(graph.nodes)
     out = nodes[-1]
     pos = {n: i for i, n in enumerate(nodes)}
-    grad_values = set()
-    for arg, role in zip(out.args[0], output_roles):
-        if isinstance(arg, fx.Node) and role == "grad":
-            grad_values.add(arg)
+    grad_values = {a for a, r in zip(out.args[0], output_roles) if isinstance(a, fx.Node) and r == "grad"}
     other_outputs = {a for a, r in zip(out.args[0], output_roles) if isinstance(a, fx.Node) and r != "grad"}
 
     state = {n for n in nodes if n.op == "placeholder" and descriptors.describe_input(n.meta.get("desc"))[0]
@@ -100,10 +99,7 @@ def tighten_value_lifetimes(gm: fx.GraphModule, output_roles: list) -> int:
         order.extend(sorted(after.get(n, ()), key=pos.__getitem__))
     moved = sum(1 for i, n in enumerate(order) if n is not nodes[i])
     if moved:
-        prev = order[0]
-        for n in order[1:]:
-            prev.append(n)
-            prev = n
+        apply_order(order)
         graph.lint()
         gm.recompile()
     return moved
