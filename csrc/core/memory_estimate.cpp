@@ -111,6 +111,7 @@ MemoryEstimate estimate_memory(const Graph& g, const std::vector<OpStrategy>& ch
     if (is_grad[i]) live_grads += own;
     m.timeline_nodes.push_back(i);
     m.timeline_bytes.push_back(live + transient);
+    m.timeline_buffers.push_back(transient);
     if (live + transient > best) {
       best = live + transient;
       best_grads = live_grads;

@@ -29,6 +29,7 @@ struct MemoryEstimate {
   // Parameters and optimizer state come on top, for the whole step.
   std::vector<int> timeline_nodes;
   std::vector<int64_t> timeline_bytes;
+  std::vector<int64_t> timeline_buffers;  // of timeline_bytes[k]: inputs redistributed for that node
 };
 
 // `chosen`: the strategy per node, the output node's (its inputs: each graph

@@ -68,36 +68,93 @@ MemoryLimit memory_limit_of(const PlanOptions& o, const CostModel& cm) {
 }
 
 // The solver bounds values as they are made; a redistributed input's buffer, held while its
-// consumer runs, comes on top (memory_estimate.h). Where those buffers lift the plan over
-// the limit, solve once more from this plan with the limit lowered by them (half the time
-// again at most): the plan kept is one that fits with its buffers, or else the first.
-static void fit_redistribution_buffers(const Graph& g, const PlanOptions& opt, const solver::SolveOptions& so, Priced& p,
-                                solver::SolveResult& result, SymmetryResult& alike, Plan& plan) {
-  const int64_t buffers = plan.summary.memory.peak - plan.summary.peak_bytes;
-  std::optional<int64_t>& limit = p.tables.problem.usage_limit;
-  if (p.limit.bytes <= 0 || plan.summary.memory.peak <= p.limit.bytes || buffers <= 0 || !limit || *limit <= buffers)
-    return;
-  solver::trace("planner: %lld bytes of redistribution buffers lift the plan over the limit: solving again",
-                (long long)buffers);
-  const int64_t full = *limit;
-  *limit = full - buffers;
-  solver::SolveOptions again_options = so;
-  again_options.time_limit_s = 0.5 * so.time_limit_s;
-  again_options.start = &result.solution;
-  again_options.on_progress = nullptr;  // the progress reported is the first solve's
-  try {
-    solver::SolveResult again = solver::solve(p.tables.problem, again_options);
-    SymmetryResult again_alike = place_blocks_alike(g, p.tables, again);
-    Plan fitted = make_plan(g, p.strategies, p.tables, again, opt.device, opt.mode, opt.optimizer_states);
-    if (fitted.summary.memory.peak <= p.limit.bytes) {
-      result = std::move(again);
-      alike = again_alike;
-      plan = std::move(fitted);
-    }
-  } catch (const solver::InfeasibleError&) {  // nothing fits with its buffers: the caller warns of the peak
-  } catch (const std::runtime_error&) {        // no labelling found in the time
+// consumer runs, comes on top (memory_estimate.h): it depends on two nodes' choices, which
+// the solver's per-strategy usages cannot say. Where the estimate is over the limit, each such
+// step gets a reserve of what the estimate holds there beyond the solver's own load (the
+// buffers, and where the two count a value differently, e.g. one made again for backward):
+// a fixed node alive at that step only, so every other step keeps its room. The solver then
+// starts again from the plan. A new plan may move its buffers elsewhere, so this repeats
+// (reserves only grow) up to four times within half the time again: the plan kept is the
+// first that fits, or else the first.
+
+// The solver's load at each time step of `problem` under `solution`.
+static std::vector<int64_t> load_by_step(const solver::Problem& problem, size_t nodes,
+                                         const solver::Solution& solution, size_t steps) {
+  std::vector<int64_t> load(steps + 1, 0);
+  for (size_t j = 0; j < nodes && j < solution.size(); ++j) {
+    const solver::Node& node = problem.nodes[j];
+    if (node.start >= node.end || solution[j] < 0) continue;
+    const int64_t u = node.strategies[static_cast<size_t>(solution[j])].usage;
+    load[static_cast<size_t>(std::min<int64_t>(node.start, static_cast<int64_t>(steps)))] += u;
+    load[static_cast<size_t>(std::min<int64_t>(node.end, static_cast<int64_t>(steps)))] -= u;
   }
-  *limit = full;
+  for (size_t t = 1; t <= steps; ++t) load[t] += load[t - 1];
+  return load;
+}
+
+static void fit_redistribution_buffers(const Graph& g, const PlanOptions& opt, const solver::SolveOptions& so, Priced& p,
+                                       solver::SolveResult& result, SymmetryResult& alike, Plan& plan) {
+  solver::Problem& problem = p.tables.problem;
+  if (p.limit.bytes <= 0 || plan.summary.memory.peak <= p.limit.bytes || !problem.usage_limit) return;
+  const size_t real_nodes = problem.nodes.size();
+  std::vector<int64_t> reserve(g.nodes.size(), 0);  // by step (IR node)
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(0.5 * so.time_limit_s);
+  const Plan* over = &plan;
+  solver::Solution over_labels = result.solution;
+  Plan fitted;
+  constexpr int kRounds = 4;
+  for (int round = 0; round < kRounds; ++round) {
+    const MemoryEstimate& m = over->summary.memory;
+    const int64_t state = m.parameters + m.optimizer_state;
+    const std::vector<int64_t> load = load_by_step(problem, real_nodes, over_labels, g.nodes.size());
+    bool grew = false;
+    for (size_t k = 0; k < m.timeline_nodes.size(); ++k) {
+      const size_t i = static_cast<size_t>(m.timeline_nodes[k]);
+      if (state + m.timeline_bytes[k] <= p.limit.bytes) continue;
+      const int64_t unseen = state + m.timeline_bytes[k] - load[i];
+      if (unseen > reserve[i]) reserve[i] = unseen, grew = true;
+    }
+    const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
+    if (!grew || left <= 0) break;
+    int64_t reserved = 0;
+    for (size_t i = 0; i < reserve.size(); ++i) {
+      if (reserve[i] <= 0) continue;
+      solver::Node hold;  // nothing to choose: one strategy, alive at step i only
+      hold.start = static_cast<int64_t>(i);
+      hold.end = hold.start + 1;
+      hold.strategies.push_back({0, reserve[i]});
+      problem.nodes.push_back(std::move(hold));
+      reserved += reserve[i];
+    }
+    solver::trace("planner: round %d: redistribution buffers lift the plan over the limit; %zu steps get a "
+                  "reserve (%lld bytes in all): solving again from the plan",
+                  round + 1, problem.nodes.size() - real_nodes, (long long)reserved);
+    solver::Solution start = over_labels;  // the last plan, over the limit by what is now reserved
+    start.resize(problem.nodes.size(), 0);
+    solver::SolveOptions again_options = so;
+    again_options.time_limit_s = round + 1 < kRounds ? 0.5 * left : left;
+    again_options.start = &start;
+    again_options.on_progress = nullptr;  // the progress reported is the first solve's
+    std::optional<solver::SolveResult> again;
+    try {
+      again = solver::solve(problem, again_options);
+    } catch (const solver::InfeasibleError&) {  // nothing fits with these reserves: the caller warns of the peak
+    } catch (const std::runtime_error&) {        // no labelling found in the time
+    }
+    problem.nodes.resize(real_nodes);
+    if (!again) break;
+    again->solution.resize(real_nodes);
+    SymmetryResult again_alike = place_blocks_alike(g, p.tables, *again);  // before the plan: it may relabel
+    over_labels = again->solution;
+    fitted = make_plan(g, p.strategies, p.tables, *again, opt.device, opt.mode, opt.optimizer_states);
+    if (fitted.summary.memory.peak <= p.limit.bytes) {
+      alike = again_alike;
+      result = std::move(*again);
+      plan = std::move(fitted);
+      return;
+    }
+    over = &fitted;
+  }
 }
 
 Plan plan_graph(const Graph& g, const PlanOptions& opt) {

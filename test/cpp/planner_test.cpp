@@ -158,3 +158,19 @@ TEST(Planner, ParametersCarryTheirShardsOptimizerStep) {
   opt.mode = "compile";  // no optimizer in a compiled forward
   EXPECT_EQ(node(plan_to_json(plan_graph(g, opt)), 0).at("compute_s").as_double(), 0.0);
 }
+
+TEST(Planner, RedistributionBuffersAreFittedUnderTheLimit) {
+  // The solver bounds values; an input redistributed for a node holds a buffer on top while
+  // that node runs. A limit between the cheapest plan's solver peak and its peak with
+  // buffers: the plan must fit with them (a reserve at the steps they lift over the limit).
+  for (const char* mesh : {"[4]", "[2, 2]", "[8]"}) {
+    Graph g = read_graph(training_graph(2048, mesh));
+    const Plan free = plan_graph(g, PlanOptions{});
+    ASSERT_GT(free.summary.memory.peak, free.summary.peak_bytes) << mesh << ": no buffers to fit";
+    PlanOptions opt;
+    opt.memory_limit_bytes = (free.summary.memory.peak + free.summary.peak_bytes) / 2;
+    const Plan fitted = plan_graph(g, opt);
+    EXPECT_LE(fitted.summary.memory.peak, *opt.memory_limit_bytes) << mesh;
+    EXPECT_LE(fitted.summary.peak_bytes, *opt.memory_limit_bytes) << mesh;
+  }
+}

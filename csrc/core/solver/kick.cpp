@@ -11,7 +11,7 @@ namespace {
 // After a kick: memory repair by groups (then by nodes), single-node moves
 // and a few exact forest sweeps (none past the deadline).
 bool settle(ForestMoves& moves, Primal& primal, std::mt19937_64& rng, Clock::time_point deadline) {
-  if (!primal.memory_ok() && !moves.repair(primal) && !primal.repair()) return false;
+  if (!primal.memory_ok() && !moves.repair(primal) && !primal.repair(deadline)) return false;
   primal.improve();
   for (int sw = 0; sw < 4 && Clock::now() < deadline && moves.sweep(primal, rng) > 0; ++sw) primal.improve();
   return primal.feasible();

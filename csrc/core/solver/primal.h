@@ -25,8 +25,13 @@ class Primal {
   bool feasible() const { return memory_ok() && conflicts() == 0; }
 
   // Greedy: at the most over-used point, move live nodes to smaller usage at
-  // the least cost per byte saved, until every point fits. False if stuck.
-  bool repair();
+  // the least cost per byte saved, until every point fits. False if stuck (or at `deadline`).
+  bool repair(Clock::time_point deadline = Clock::time_point::max());
+  // Moves nodes off forbidden entries: per forbidden entry, the cheapest chain move
+  // (chain_move) of one of its two nodes that leaves no point less slack than the least
+  // before, else the one that leaves the most, and then the memory repair; three rounds
+  // at most, until `deadline`. True when no forbidden entry is left.
+  bool clear_conflicts(Clock::time_point deadline = Clock::time_point::max());
   // Best-improvement single-node moves that keep memory feasible, until none
   // improves (or `max_moves` moves).
   void improve(size_t max_moves = SIZE_MAX);
@@ -34,6 +39,14 @@ class Primal {
   void move(int i, int s);
   // Exact cost change of moving node i to s (penalty for forbidden entries).
   __int128 delta(int i, int s) const;
+  // Moves node i to s, then each node that move leaves on a forbidden entry to its
+  // cheapest strategy given the rest, breadth-first, at most `max_nodes` nodes in all:
+  // couplings (a recompute candidate, its hold and tail nodes) change together, which
+  // single-node moves cannot do. False when a moved node is left on a forbidden entry;
+  // `change` gets the exact cost change, `undo` (node, old strategy), oldest first.
+  bool chain_move(int i, int s, std::vector<std::pair<int, int>>& undo, __int128& change, size_t max_nodes = 64);
+  void undo(const std::vector<std::pair<int, int>>& moves);
+  bool in_conflict(int i) const;  // on some forbidden edge entry
 
   // Least slack (capacity - load) over check points [l, r).
   __int128 slack_min(int l, int r) const { return slack_.min(l, r); }
