@@ -823,7 +823,8 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
     progress(now);
   };
   // A labelling before anything else, so that a search stopped at any
-  // moment has a plan: greedy, repaired to fit memory when it does not.
+  // moment has a plan: greedy, repaired to fit memory when it does not (that repair has
+  // no deadline: it is the plan of a search stopped at once).
   if (opt.start != nullptr) {  // the caller's labelling, where the reductions kept its strategies
     PhaseTimer timer(ledger, Phase::Greedy);
     std::vector<int> x = greedy_labels(m);
@@ -835,7 +836,7 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
     }
     Primal given(m);
     given.set(x);
-    if (!given.feasible()) given.repair(deadline);
+    if (!given.feasible()) given.repair();
     if (given.memory_ok() && given.conflicts() > 0) given.clear_conflicts(Clock::now() + (deadline - Clock::now()) / 10);
     if (given.memory_ok()) given.improve(8 * static_cast<size_t>(m.n));  // first moves: off forbidden pairs
     if (given.feasible()) sh.offer(given.labels(), given.cost(), Phase::Greedy);
@@ -845,7 +846,7 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
     PhaseTimer timer(ledger, Phase::Greedy);
     Primal first(m);
     first.set(greedy_labels(m));
-    if (!first.feasible()) first.repair(deadline);
+    if (!first.feasible()) first.repair();
     trace("greedy start: repaired (memory %s, %d forbidden entries)", first.memory_ok() ? "fits" : "over",
           first.conflicts());
     // Chain moves off what forbidden entries remain, in a tenth of the time at most: on a
