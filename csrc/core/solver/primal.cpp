@@ -75,14 +75,6 @@ void Primal::move(int i, int s) {
   x_[i] = s;
 }
 
-bool Primal::in_conflict(int i) const {
-  for (size_t k = m_.adj_off[i]; k < m_.adj_off[i + 1]; ++k) {
-    const auto& ed = m_.edges[m_.adj[k]];
-    if (entry(m_.adj[k], x_[ed.u], x_[ed.v]) == kConflict) return true;
-  }
-  return false;
-}
-
 bool Primal::chain_move(int i, int s, std::vector<std::pair<int, int>>& undo, __int128& change, size_t max_nodes) {
   undo.clear();
   change = delta(i, s);
@@ -159,6 +151,7 @@ bool Primal::repair(Clock::time_point deadline) {
       Usage cur = m_.usage[m_.off[i] + x_[i]];
       if (cur == 0) continue;
       Cand best{0, i, -1, false};
+      __int128 best_d = 0;  // best's cost change
       of_node.clear();
       for (int s = 0; s < m_.num_strategies(i); ++s) {
         Usage u = m_.usage[m_.off[i] + s];
@@ -166,10 +159,10 @@ bool Primal::repair(Clock::time_point deadline) {
         const __int128 d = delta(i, s);
         if (d >= kConflict / 2) of_node.push_back({d, i, s, cands.size()});  // a lone move of last resort, or a chain
         long double r = static_cast<long double>(d) / static_cast<long double>(std::min<__int128>(cur - u, over));
-        if (best.s < 0 || r < best.ratio) best = Cand{r, i, s, false};
+        if (best.s < 0 || r < best.ratio) best = Cand{r, i, s, false}, best_d = d;
       }
       if (best.s < 0) continue;
-      if (delta(i, best.s) < kConflict / 2) free_savings += cur - m_.usage[m_.off[i] + best.s];
+      if (best_d < kConflict / 2) free_savings += cur - m_.usage[m_.off[i] + best.s];
       // A chain costs a pass over each node it moves: only the kChains cheapest lone moves.
       const size_t tries = std::min(of_node.size(), kChains);
       std::partial_sort(of_node.begin(), of_node.begin() + static_cast<std::ptrdiff_t>(tries), of_node.end(),

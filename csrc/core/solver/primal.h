@@ -46,7 +46,6 @@ class Primal {
   // `change` gets the exact cost change, `undo` (node, old strategy), oldest first.
   bool chain_move(int i, int s, std::vector<std::pair<int, int>>& undo, __int128& change, size_t max_nodes = 64);
   void undo(const std::vector<std::pair<int, int>>& moves);
-  bool in_conflict(int i) const;  // on some forbidden edge entry
 
   // Least slack (capacity - load) over check points [l, r).
   __int128 slack_min(int l, int r) const { return slack_.min(l, r); }

@@ -847,8 +847,9 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
     Primal first(m);
     first.set(greedy_labels(m));
     if (!first.feasible()) first.repair();
-    trace("greedy start: repaired (memory %s, %d forbidden entries)", first.memory_ok() ? "fits" : "over",
-          first.conflicts());
+    if (trace_on())  // conflicts() reads every edge: only for the trace
+      trace("greedy start: repaired (memory %s, %d forbidden entries)", first.memory_ok() ? "fits" : "over",
+            first.conflicts());
     // Chain moves off what forbidden entries remain, in a tenth of the time at most: on a
     // 3-D mesh's recompute instance the memory repair between them is slow.
     if (first.memory_ok() && first.conflicts() > 0) first.clear_conflicts(Clock::now() + (deadline - Clock::now()) / 10);
@@ -863,9 +864,10 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
     }
     if (first.feasible()) sh.offer(first.labels(), first.cost(), Phase::Greedy);
     sh.raise_bound(std::floor(separable_bound(m)));
-    trace("greedy start: %s (memory %s, %d forbidden entries)",
-          first.feasible() ? to_string(first.cost()).c_str() : "infeasible", first.memory_ok() ? "fits" : "over",
-          first.conflicts());
+    if (trace_on())
+      trace("greedy start: %s (memory %s, %d forbidden entries)",
+            first.feasible() ? to_string(first.cost()).c_str() : "infeasible", first.memory_ok() ? "fits" : "over",
+            first.conflicts());
   }
   if (Clock::now() >= deadline) return finish(sh);
   const int max_stall = static_cast<int>(opt.search.stall_iterations);
