@@ -35,9 +35,16 @@ def check_policy(policy):
 class CastParameters(nn.Module):
     """`module` with its parameters cast to `policy.param_dtype` inside forward. It holds the
     module's own parameters and buffers under the module's FQNs, so tracing it gives the
-    model's graph with a cast after each parameter placeholder."""
+    model's graph with a cast after each parameter placeholder.
 
-    def __init__(self, module: nn.Module, policy):
+    Where the module holds a stack of alike layers (_trace_stamp.find_layer_stack: a
+    transformer's blocks), each layer's parameters are cast as that layer's forward starts,
+    as FSDP2 does with one fully_shard per block; the rest at the root's forward. The values
+    are the same either way; the casts then belong to the layers, so a stack traced four
+    layers deep stamps (_trace.py) instead of being traced whole. `layers` names the layers
+    to cast in (None: find the stack)."""
+
+    def __init__(self, module: nn.Module, policy, layers=None):
         super().__init__()
         object.__setattr__(self, "_inner", module)  # not a submodule: its state is registered below
         object.__setattr__(self, "policy", policy)
@@ -46,25 +53,74 @@ class CastParameters(nn.Module):
             attach_tensor(self, name, p, True)
         for name, b in module.named_buffers():
             attach_tensor(self, name, b, False)
+        if layers is None:
+            from ._trace_stamp import find_layer_stack
+
+            stack = find_layer_stack(module)
+            layers = stack.layers if stack is not None else []
+        object.__setattr__(self, "_cast_layers", list(layers))
+        ids = {id(p) for layer in self._cast_layers for p in layer.parameters()}
+        self._cast_at_root = [n for n, p in module.named_parameters() if id(p) not in ids]
 
     @property
     def _tlm_traced_module(self) -> nn.Module:
         """The model whose submodules run in forward (tracing labels nodes with their calls)."""
         return self._inner
 
+    def _tlm_rewrap(self, layers) -> "CastParameters":
+        """The same cast around `_inner` as it is now (a stack truncated for tracing), casting
+        inside `layers`."""
+        return CastParameters(self._inner, self.policy, layers)
+
     def forward(self, *args, **kwargs):
         pd, policy = self.policy.param_dtype, self.policy
-        state = {n: (p.to(pd) if pd is not None and p.is_floating_point() else p) for n, p in self.named_parameters()}
+        state = dict(self.named_parameters())
+        if pd is not None:
+            for n in self._cast_at_root:
+                if state[n].is_floating_point():
+                    state[n] = state[n].to(pd)
         state.update(dict(self.named_buffers()))
         if pd is not None and policy.cast_forward_inputs:
             args, kwargs = pytree.tree_map_only(torch.Tensor, lambda x: x.to(pd) if x.is_floating_point() else x,
                                                 (args, kwargs))
         self._inner.train(self.training)
-        out = torch.func.functional_call(self._inner, state, args, kwargs)
+        with _cast_inside(self._cast_layers if pd is not None else [], pd):
+            out = torch.func.functional_call(self._inner, state, args, kwargs)
         if policy.output_dtype is not None:
             out = pytree.tree_map_only(torch.Tensor,
                                        lambda x: x.to(policy.output_dtype) if x.is_floating_point() else x, out)
         return out
+
+
+@contextlib.contextmanager
+def _cast_inside(layers, dtype):
+    """While active, each of `layers` runs its forward with its floating parameters cast to
+    `dtype` (the cast is made as the layer starts, so it is the layer's own node)."""
+    from ._torch_private import tracing
+
+    open_casts = []
+
+    def enter(layer, _args):
+        cast = {n: p.to(dtype) if p.is_floating_point() else p for n, p in layer.named_parameters()}
+        ctx = tracing.reparametrized(layer, cast)
+        ctx.__enter__()
+        open_casts.append(ctx)
+
+    def leave(*_args):
+        if open_casts:
+            open_casts.pop().__exit__(None, None, None)
+
+    handles = []
+    for layer in layers:
+        handles.append(layer.register_forward_pre_hook(enter))
+        handles.append(layer.register_forward_hook(leave, always_call=True))
+    try:
+        yield
+    finally:
+        while open_casts:
+            open_casts.pop().__exit__(None, None, None)
+        for h in handles:
+            h.remove()
 
 
 def mark_gradient_upcasts(joint, policy) -> int:

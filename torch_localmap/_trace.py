@@ -176,19 +176,22 @@ def _trace_stamped(module, leaves, in_spec):
     """(gm, out_spec, module calls, stack FQN) traced with four layers of a stack of alike layers and
     stamped to all of them; None when the module has no such stack or the stamp is refused
     (then it is traced whole, which gives the same graph, only slower)."""
-    if _traced_module(module) is not module:
-        # A wrapper calling the model functionally (a mixed-precision cast) casts every
-        # layer's parameters outside the layers, and the casts' gradients come back
-        # outside them too: not a stack the stamp can repeat. Traced whole.
+    inner = _traced_module(module)
+    if inner is not module and not hasattr(module, "_tlm_rewrap"):
+        # A wrapper calling the model functionally that cannot be rebuilt around the
+        # truncated stack would still hold every layer's parameters. Traced whole.
         return None
-    stack = _trace_stamp.find_layer_stack(module)
+    stack = _trace_stamp.find_layer_stack(inner)
     if stack is None:
         return None
     t0 = time.perf_counter()
     try:
         _trace_stamp.check_layers_run_alike(module, stack, leaves, in_spec)
         with stack.truncated():
-            gm, out_spec, calls = _export(module, leaves, in_spec)
+            # A wrapper (the mixed-precision cast) is rebuilt around the four layers kept,
+            # casting each layer's parameters inside it as the whole model's wrapper does.
+            traced = module if inner is module else module._tlm_rewrap(list(stack.container._modules.values()))
+            gm, out_spec, calls = _export(traced, leaves, in_spec)
         gm, calls = _trace_stamp.stamp(gm, stack, calls)
     except Exception as e:  # noqa: BLE001  (the whole trace decides; it raises what is really wrong)
         _log.info("tracing '%s' whole: its %d layers do not stamp (%s: %s)", stack.path, stack.count,

@@ -168,3 +168,39 @@ def test_own_llama_preset_plans_under_a_bf16_policy():
     # The cast wrapper calls the model functionally; nodes still carry the model's module calls.
     assert {"layers.0.attention", "layers.1.feed_forward"} <= {c["name"] for c in plan.module_calls}
     assert {n.module for n in plan.nodes if n.phase == "backward"} >= {"layers.1.attention.wq", "output"}
+
+
+def test_layer_stack_casts_inside_its_layers_with_the_same_values():
+    """CastParameters casts a stack of alike layers' parameters as each layer starts (so a
+    traced stack stamps); loss and fp32 gradients equal those of every parameter cast at the
+    root, exactly (the same casts and the same ops)."""
+    import dataclasses
+
+    from torch_localmap import _mixed_precision as mp
+    from torch_localmap import models
+
+    torch.manual_seed(0)
+    cfg = dataclasses.replace(models.llama.LlamaConfig.tiny(), n_layers=6)
+    model, inputs = models.build("llama", config=cfg, batch=2)
+    wrapped = mp.CastParameters(model, POLICY)
+    assert len(wrapped._cast_layers) == 6 and all(not n.startswith("layers.") for n in wrapped._cast_at_root)
+    seen = []
+    for layer in wrapped._cast_layers:  # what the layers compute with: bf16 parameters
+        layer.register_forward_hook(lambda m, _a, _o: seen.append({p.dtype for p in m.parameters()}))
+
+    def loss_and_grads(call):
+        model.zero_grad()
+        out = call()
+        loss = out.float().pow(2).mean()
+        loss.backward()
+        return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    got = loss_and_grads(lambda: wrapped(*inputs))
+    cast = {n: p.to(torch.bfloat16) for n, p in model.named_parameters()}
+    ref = loss_and_grads(lambda: torch.func.functional_call(model, cast, inputs))
+    assert seen[:6] == [{torch.bfloat16}] * 6
+    torch.testing.assert_close(got[0], ref[0], rtol=0, atol=0)
+    assert got[1].keys() == ref[1].keys()
+    for n in ref[1]:
+        assert got[1][n].dtype == torch.float32
+        torch.testing.assert_close(got[1][n], ref[1][n], rtol=0, atol=0)

@@ -62,6 +62,24 @@ def test_own_llama_stamped_equals_whole_trace(monkeypatch, layers, train):
     assert [c.name for c in stamped.module_calls if c.depth == 1][1:1 + layers] == [f"layers.{i}" for i in range(layers)]
 
 
+def test_mixed_precision_stamps_and_equals_whole_trace(monkeypatch):
+    """Through the mixed-precision wrapper (plan_module(mp_policy=...)) each layer's casts are
+    its own nodes, so the stack stamps; the graph is the whole trace's, node for node."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    from torch_localmap import _mixed_precision as mp
+
+    module, inputs = _own_llama(7)
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    stamped, whole = _both(monkeypatch, mp.CastParameters(module, policy), inputs)
+    assert stamped.stamped == "layers"
+    assert _canonical(stamped) == _canonical(whole)
+    casts = [n for n in stamped.gm.graph.nodes if n.op == "call_function" and "_to_copy" in str(n.target)
+             and n.args[0].op == "placeholder" and n.meta["val"].dtype == torch.bfloat16]
+    labels = {node_meta.node_annotations(n).get(MODULE_ANNOTATION) for n in casts}
+    assert {f"layers.{i}" for i in range(7)} <= labels  # each layer casts its own parameters
+
+
 def test_hugging_face_llama_stamped_equals_whole_trace(monkeypatch):
     from transformers import LlamaConfig, LlamaForCausalLM
 
