@@ -229,8 +229,24 @@ void add_recompute_choices(const Graph& g, const std::vector<NodeStrategies>& st
   }
 
   // Edges from each recomputed value's producers. Recompute columns: forbidden where the
-  // producer's value needs a move (a fixed policy pays it, a parameter's gather excepted);
+  // producer's value needs a move (a fixed policy pays it), free where that move is a
+  // parameter's gather (above);
   // a producer recomputed for it (a need node) must be needed.
+  // Values made from parameters and buffers alone in forward (a weight's mixed-precision
+  // cast, its transpose): a move of one is a parameter's gather, which backward makes anyway
+  // (the gradient's matmul reads the gathered weight; the runtime gathers it again there,
+  // _runtime/reshard.py, or keeps it), so a recompute reading it adds no communication.
+  // Without this, no value reading an FSDP-sharded weight could be recomputed.
+  std::vector<char> of_state(g.nodes.size(), 0);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const IrNode& nd = g.nodes[i];
+    if (nd.op == "placeholder") {
+      of_state[i] = nd.role == "param" || nd.role == "buffer";
+    } else if (!is_backward(nd) && nd.op != "output" && !nd.tensor_inputs.empty()) {
+      of_state[i] = std::all_of(nd.tensor_inputs.begin(), nd.tensor_inputs.end(),
+                                [&](const TensorRef& r) { return of_state[static_cast<size_t>(r.node)] != 0; });
+    }
+  }
   std::map<std::pair<int, int>, size_t> edge_of;  // (producer, consumer) -> problem edge
   for (size_t e = 0; e < prob.edges.size(); ++e) edge_of[{prob.edges[e].u, prob.edges[e].v}] = e;
   std::map<std::tuple<const std::vector<solver::Cost>*, bool, bool, size_t, size_t>, solver::CostMatrix> matrix_of;
@@ -243,8 +259,7 @@ void add_recompute_choices(const Graph& g, const std::vector<NodeStrategies>& st
     producers.erase(std::unique(producers.begin(), producers.end()), producers.end());
     for (int x : producers) {
       const auto found = edge_of.find({x, a});
-      const IrNode& producer = g.nodes[static_cast<size_t>(x)];
-      const bool state = producer.op == "placeholder" && (producer.role == "param" || producer.role == "buffer");
+      const bool state = of_state[static_cast<size_t>(x)] != 0;
       const bool need = !closure.there(x);  // recomputed for this value: its need node
       const size_t X = prob.nodes[static_cast<size_t>(x)].strategies.size();
       const solver::CostMatrix* m = found == edge_of.end() ? nullptr : &prob.edges[found->second].costs;
@@ -262,7 +277,7 @@ void add_recompute_choices(const Graph& g, const std::vector<NodeStrategies>& st
               continue;
             }
             const solver::Cost move = m ? (**m)[sx * S + s] : 0;
-            if (move != 0) rc = !forced ? solver::kInfiniteCost : state ? 0 : move;
+            if (move != 0) rc = state ? 0 : !forced ? solver::kInfiniteCost : move;
           }
         }
         hm = solver::make_cost_matrix(std::move(c));

@@ -33,10 +33,12 @@
 // them: between a producer and the value's hold or need node, the recompute
 // strategies are forbidden wherever the producer's value needs a move into the
 // value's input spec (a collective recomputed in backward would be a second
-// communication the runtime's partitioner saves instead). A fixed policy
-// (BoundaryPolicy::recompute_only: torchtitan's AC modes priced) recomputes its
-// values with any move: an activation's move is paid again, a parameter's
-// gather is the one backward makes anyway.
+// communication the runtime's partitioner saves instead), except where the producer's
+// value comes from parameters alone (a weight, its cast, its transpose): that move is
+// the parameter's gather, which backward makes anyway (FSDP re-gathers for the
+// gradient's matmul), so it is free. A fixed policy (BoundaryPolicy::recompute_only:
+// torchtitan's AC modes priced) recomputes its values with any move: an activation's
+// move is paid again, a parameter's gather is free as above.
 #pragma once
 
 #include <cstdint>

@@ -226,3 +226,65 @@ TEST(Recompute, RepeatedBlocksAreCutAlike) {
   const int window = static_cast<int>(2.0 * std::sqrt(static_cast<double>(n + 1)));
   for (int a : cut) EXPECT_GE(at[static_cast<size_t>(a)], uses[static_cast<size_t>(a)].first_backward - window) << a;
 }
+
+namespace {
+
+// On 2 ranks: wt = t(w) (made from the parameter alone), a = x @ wt, b = a * a; backward
+// reads wt, a and b after a gap (the shape of graph() with the weight transposed first).
+std::string transposed_weight_graph() {
+  std::string g = one_rank_graph(ir_node("wt", "aten.t.default", R"([{"t": [0, 0]}])", T, false) + "," +
+                                 ir_node("a", "aten.mm.default", R"([{"t": [1, 0]}, {"t": [2, 0]}])", T, false) + "," +
+                                 ir_node("b", "aten.mul.Tensor", R"([{"t": [3, 0]}, {"t": [3, 0]}])", T, false) + "," +
+                                 ir_node("loss", "aten.sum.default", R"([{"t": [4, 0]}])", S, false) + "," +
+                                 ir_node("d", "aten.mm.default", R"([{"t": [1, 0]}, {"t": [2, 0]}])", T, true) + "," +
+                                 ir_node("e", "aten.mul.Tensor", R"([{"t": [1, 0]}, {"t": [4, 0]}])", T, true) + "," +
+                                 ir_node("f", "aten.mul.Tensor", R"([{"t": [7, 0]}, {"t": [3, 0]}])", T, true) + "," +
+                                 ir_node("gw", "aten.mm.default", R"([{"t": [1, 0]}, {"t": [8, 0]}])", T, true),
+                                 5, 9);
+  const std::string one = R"("shape": [1])";
+  g.replace(g.find(one), one.size(), R"("shape": [2])");
+  return g;
+}
+
+}  // namespace
+
+TEST(Recompute, AParametersGatherDoesNotForbidRecomputingItsReader) {
+  // A value whose input comes from parameters alone may be recomputed with that input
+  // moved (a gather backward makes anyway: free); one whose input is an activation that
+  // needs a move may not (a second collective in backward).
+  const Graph g = read_graph(transposed_weight_graph());
+  const CostModel cm = make_cost_model("H100");
+  const std::vector<NodeStrategies> strategies = enumerate_graph_strategies(g);
+  BoundaryPolicy policy;
+  policy.recompute = true;
+  CostTables t(cm, g.mesh);
+  build_cost_tables(g, strategies, cm, policy, std::nullopt, true, t);
+  int hold_a = -1, hold_b = -1;
+  for (const RecomputeSite& s : t.recompute) {
+    if (s.node == 3) hold_a = s.hold;
+    if (s.node == 4) hold_b = s.hold;
+  }
+  ASSERT_GE(hold_a, 0);
+  ASSERT_GE(hold_b, 0);
+  auto recompute_columns = [&](int u, int v, bool& any_forbidden) {
+    for (const solver::Edge& e : t.problem.edges) {
+      if (e.u != u || e.v != v) continue;
+      const size_t sv = t.problem.nodes[static_cast<size_t>(v)].strategies.size();
+      for (size_t k = 0; k < e.costs->size(); ++k)
+        if (k % sv % 2 == 1) any_forbidden |= (*e.costs)[k] == solver::kInfiniteCost;
+      return true;
+    }
+    return false;
+  };
+  bool weight_forbidden = false, act_forbidden = false;
+  ASSERT_TRUE(recompute_columns(2, hold_a, weight_forbidden)) << "an edge from wt to a's hold node";
+  ASSERT_TRUE(recompute_columns(3, hold_b, act_forbidden)) << "an edge from a to b's hold node";
+  EXPECT_FALSE(weight_forbidden);
+  EXPECT_TRUE(act_forbidden);
+  // and wt's moves do cost something on the plain edge (so the free recompute column is a choice made here)
+  bool moved = false;
+  for (const solver::Edge& e : t.problem.edges)
+    if (e.u == 2 && e.v == 3)
+      for (solver::Cost c : *e.costs) moved |= c > 0;
+  EXPECT_TRUE(moved);
+}

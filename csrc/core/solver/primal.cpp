@@ -4,6 +4,8 @@
 #include <cmath>
 #include <deque>
 
+#include "core/solver/trace.h"
+
 namespace tlm::solver {
 
 Primal::Primal(const Model& m) : m_(m), x_(m.n, 0) {}
@@ -214,6 +216,7 @@ bool Primal::clear_conflicts(Clock::time_point deadline) {
   std::vector<Start> starts;
   std::vector<std::pair<int, int>> moved;
   for (int round = 0; round < 3 && conflicts() > 0; ++round) {
+    int tried = 0, none_ok = 0, fit = 0, over = 0, too_long = 0;
     for (size_t e = 0; e < m_.edges.size(); ++e) {
       const auto& ed = m_.edges[e];
       if (entry(static_cast<int>(e), x_[ed.u], x_[ed.v]) != kConflict) continue;  // or cleared by an earlier chain
@@ -244,6 +247,7 @@ bool Primal::clear_conflicts(Clock::time_point deadline) {
         __int128 change = 0;
         const bool ok = chain_move(st.u, st.t, moved, change);
         const __int128 least = slack_.size() ? slack_.global_min() : 0;
+        if (!ok && moved.size() >= 64) ++too_long;
         undo(moved);
         if (!ok) continue;
         const bool fits = least >= floor;
@@ -253,8 +257,13 @@ bool Primal::clear_conflicts(Clock::time_point deadline) {
         if (better) best_node = st.u, best_s = st.t, best_change = change, best_slack = least, best_fits = fits;
       }
       __int128 change = 0;
+      ++tried;
+      if (best_node < 0) ++none_ok;
+      else ++(best_fits ? fit : over);
       if (best_node >= 0) chain_move(best_node, best_s, moved, change);
     }
+    trace("clear conflicts: round %d: %d entries, %d without a chain (%d starts too long), %d chains keep memory, "
+          "%d do not", round, tried, none_ok, too_long, fit, over);
     if (!memory_ok()) repair(deadline);
   }
   return conflicts() == 0;
