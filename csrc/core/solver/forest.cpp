@@ -79,6 +79,15 @@ std::optional<__int128> ForestMoves::group_delta(const std::vector<int>& x, int 
   return d;
 }
 
+__int128 ForestMoves::saved_at(const std::vector<int>& x, int g, int r, int k) const {
+  __int128 saved = 0;
+  for (size_t sl = c_.member_off[g]; sl < c_.member_off[g + 1]; ++sl) {
+    const int i = c_.members[sl];
+    if (m_.plo[i] <= k && k < m_.phi[i]) saved += m_.usage[m_.off[i] + x[i]] - m_.usage[m_.off[i] + c_.fine_strategy(sl, r)];
+  }
+  return saved;
+}
+
 bool ForestMoves::repair(Primal& primal) {
   if (primal.memory_ok()) return true;
   const auto t0 = Clock::now();
@@ -92,28 +101,40 @@ bool ForestMoves::repair(Primal& primal) {
     for (int i = 0; i < m_.n; ++i)
       if (m_.plo[i] <= static_cast<int>(k) && static_cast<int>(k) < m_.phi[i] && stamp[c_.group_of[i]] != guard)
         stamp[c_.group_of[i]] = guard, groups.push_back(c_.group_of[i]);
-    int best_g = -1, best_r = -1;
-    long double best_ratio = 0;
+    // Each group's best move (cost change per byte saved at k), then the best moves in
+    // order until k fits: one scan of k's groups serves many moves (one move a scan took
+    // seconds where a 3-D mesh's memory-bound model is far over).
+    struct Move {
+      long double ratio;
+      int g, r;
+    };
+    std::vector<Move> moves;
     for (int g : groups) {
       const int cur = c_.label_of(g, x);
       if (cur < 0 || cm_.cost[cm_.off[g] + cur] >= kHugeCost) continue;
+      Move best{0, -1, -1};
       for (int r = 0; r < cm_.num_strategies(g); ++r) {
         if (r == cur || cm_.cost[cm_.off[g] + r] >= kHugeCost) continue;
-        __int128 saved = 0;
-        for (size_t sl = c_.member_off[g]; sl < c_.member_off[g + 1]; ++sl) {
-          const int i = c_.members[sl];
-          if (m_.plo[i] <= static_cast<int>(k) && static_cast<int>(k) < m_.phi[i])
-            saved += m_.usage[m_.off[i] + x[i]] - m_.usage[m_.off[i] + c_.fine_strategy(sl, r)];
-        }
+        const __int128 saved = saved_at(x, g, r, static_cast<int>(k));
         if (saved <= 0) continue;
         std::optional<__int128> d = group_delta(x, g, cur, r);
         if (!d) continue;
         long double ratio = static_cast<long double>(*d) / static_cast<long double>(std::min(saved, over));
-        if (best_g < 0 || ratio < best_ratio) best_g = g, best_r = r, best_ratio = ratio;
+        if (best.g < 0 || ratio < best.ratio) best = Move{ratio, g, r};
       }
+      if (best.g >= 0) moves.push_back(best);
     }
-    if (best_g < 0) return false;
-    move_group(primal, best_g, best_r, nullptr);
+    if (moves.empty()) return false;
+    std::sort(moves.begin(), moves.end(), [](const Move& a, const Move& b) {
+      return a.ratio != b.ratio ? a.ratio < b.ratio : a.g < b.g;
+    });
+    for (const Move& mv : moves) {
+      if (primal.slack_tree().value(k) >= 0) break;
+      // an earlier move may have changed this group's members (shared nodes): still a saving?
+      if (c_.label_of(mv.g, primal.labels()) < 0 || saved_at(primal.labels(), mv.g, mv.r, static_cast<int>(k)) <= 0)
+        continue;
+      move_group(primal, mv.g, mv.r, nullptr);
+    }
   }
   return primal.memory_ok();
 }

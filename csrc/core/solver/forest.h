@@ -50,7 +50,7 @@ class ForestMoves {
   int sweep(Primal& primal, std::mt19937_64& rng, const std::vector<double>* price = nullptr, bool respect_memory = true);
 
   // Memory repair by whole groups: at the most over-used point, move the
-  // group that saves bytes there at the least exact cost per byte, until
+  // groups that save bytes there at the least exact cost per byte, until
   // every point fits. One-node repair cannot do this on chains of follow
   // edges: any single node leaving its group pays a huge entry. False if
   // stuck (the labelling is then still over the limit).
@@ -61,6 +61,8 @@ class ForestMoves {
   // internal cost difference plus the fine edges leaving the group (inside
   // edges are in the coarse cost). nullopt when r would use a forbidden entry.
   std::optional<__int128> group_delta(const std::vector<int>& x, int g, int cur, int r) const;
+  // Bytes group g saves at check point k moving from x to its coarse strategy r.
+  __int128 saved_at(const std::vector<int>& x, int g, int r, int k) const;
 
   // Moves every member of g to coarse strategy r; returns the exact cost change.
   __int128 move_group(Primal& primal, int g, int r, std::vector<std::pair<int, int>>* undo) const;

@@ -8,7 +8,7 @@
 
 namespace tlm::solver {
 
-std::vector<int> greedy_labels(const Model& m) {
+std::vector<int> greedy_labels(const Model& m, bool lean) {
   std::vector<int> x(m.n, -1);
   std::vector<__int128> total;
   std::vector<int> forbidden;
@@ -32,7 +32,11 @@ std::vector<int> greedy_labels(const Model& m) {
     }
     int best = 0;
     for (int s = 1; s < ns; ++s) {
-      const auto key = [&](int t) { return std::make_tuple(forbidden[t], total[t], m.usage[m.off[i] + t]); };
+      const auto key = [&](int t) {
+        const Usage u = m.usage[m.off[i] + t];
+        return lean ? std::make_tuple(forbidden[t], static_cast<__int128>(u), static_cast<__int128>(total[t]))
+                    : std::make_tuple(forbidden[t], total[t], static_cast<__int128>(u));
+      };
       if (key(s) < key(best)) best = s;
     }
     x[i] = best;

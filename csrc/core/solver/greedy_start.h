@@ -15,7 +15,10 @@ namespace tlm::solver {
 // breaking ties by smaller usage. Cost: one pass over the edge matrices.
 // The result may still violate the memory limit or use a forbidden pair when
 // every choice of some node does; callers repair it (primal.h).
-std::vector<int> greedy_labels(const Model& m);
+// `lean`: smaller usage before smaller cost (still avoiding forbidden pairs first): the
+// start for a memory-bound model whose cheap start no repair brings under the limit
+// without forbidden pairs (each activation recomputed where its producers allow).
+std::vector<int> greedy_labels(const Model& m, bool lean = false);
 
 // A lower bound in one pass: every node at its cheapest strategy and every
 // edge at its cheapest allowed entry, memory ignored. Weak, but it gives a

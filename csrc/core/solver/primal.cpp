@@ -138,7 +138,7 @@ bool Primal::repair(Clock::time_point deadline) {
     int i, s;
     size_t cand;  // node i's entry in cands
   };
-  constexpr size_t kChains = 2;
+  constexpr size_t kChains = 2, kChainTries = 128;
   std::vector<Cand> cands;
   std::vector<Forbidden> forbidden, of_node;
   std::vector<std::pair<int, int>> moved;
@@ -176,6 +176,15 @@ bool Primal::repair(Clock::time_point deadline) {
     // Moves clear of forbidden entries come first; where they cannot make point k fit, a
     // move that is forbidden beside a neighbour is tried with its neighbours moved too.
     if (free_savings < over) {
+      // A chain costs up to a pass over 64 nodes: at a point thousands of nodes cover, the
+      // kChainTries whose lone moves break the fewest entries at the least cost.
+      if (forbidden.size() > kChainTries) {
+        std::partial_sort(forbidden.begin(), forbidden.begin() + static_cast<std::ptrdiff_t>(kChainTries),
+                          forbidden.end(), [](const Forbidden& a, const Forbidden& b) {
+                            return a.d != b.d ? a.d < b.d : a.i != b.i ? a.i < b.i : a.s < b.s;
+                          });
+        forbidden.resize(kChainTries);
+      }
       for (const Forbidden& f : forbidden) {
         if (Clock::now() >= deadline) break;
         const __int128 before = slack_.value(k);

@@ -712,18 +712,27 @@ void primal_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh,
     bool improved = false;
     // One-node repair first (cheap); by whole groups when that fails or
     // ends on practically forbidden entries; chain moves for what forbidden entries remain.
+    const auto t_it = Clock::now();
+    auto since = [&t_it]() { return std::chrono::duration<double>(Clock::now() - t_it).count(); };
     bool rep = primal.repair(deadline);
+    const double t_repair = since();
     if (forest && (!rep || primal.conflicts() > 0 || (practical_ub > 0 && primal.cost() > practical_ub))) {
       primal.set(labels);
       rep = forest->repair(primal) || primal.repair(deadline);
     }
+    const double t_group = since();
     if (rep && primal.conflicts() > 0)
       rep = primal.clear_conflicts(std::min(deadline, Clock::now() + (phase1_end - t_start) / 50)) || primal.memory_ok();
+    const double t_clear = since();
     if (rep) {
       primal.improve();
       if (primal.feasible()) polish();
       if (primal.feasible()) improved = sh.offer(primal.labels(), primal.cost(), Phase::Price);
     }
+    if (trace_on())
+      trace("price iteration %d: repair %.2fs, group repair %.2fs, clear %.2fs, rest %.2fs; memory %s, %d forbidden",
+            it, t_repair, t_group - t_repair, t_clear - t_group, since() - t_clear, primal.memory_ok() ? "fits" : "over",
+            primal.conflicts());
     stall = improved ? 0 : stall + 1;
     if (stall > max_stall) break;
     // With the exact phases to follow, a price phase that stopped improving
@@ -863,6 +872,21 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
       for (int sw = 0; sw < 4 && Clock::now() < deadline && fine.sweep(first, rng) > 0; ++sw) first.improve();
     }
     if (first.feasible()) sh.offer(first.labels(), first.cost(), Phase::Greedy);
+    if (!first.feasible() && !m.cap.empty()) {
+      // Memory-bound: the cheap start's repair trades memory for forbidden pairs. Start
+      // again from the leanest labelling, which fits where anything does, and move off
+      // its forbidden pairs and towards cost from there.
+      Primal lean(m);
+      lean.set(greedy_labels(m, /*lean=*/true));
+      if (!lean.memory_ok()) lean.repair();
+      if (lean.memory_ok() && lean.conflicts() > 0) lean.clear_conflicts(Clock::now() + (deadline - Clock::now()) / 10);
+      if (lean.feasible()) lean.improve(8 * static_cast<size_t>(m.n));
+      if (lean.feasible()) sh.offer(lean.labels(), lean.cost(), Phase::Greedy);
+      if (trace_on())
+        trace("lean start: %s (memory %s, %d forbidden entries)",
+              lean.feasible() ? to_string(lean.cost()).c_str() : "infeasible", lean.memory_ok() ? "fits" : "over",
+              lean.conflicts());
+    }
     sh.raise_bound(std::floor(separable_bound(m)));
     if (trace_on())
       trace("greedy start: %s (memory %s, %d forbidden entries)",
