@@ -92,6 +92,16 @@ TEST(GreedyStart, TakesTheCheapestGivenLabelledNeighbours) {
   EXPECT_EQ(separable_bound(m), 1 + 0 + 0);
 }
 
+TEST(GreedyStart, LeanTakesTheSmallestUsageStillAvoidingForbiddenPairs) {
+  // Node 0: cheap and heavy (usage 9) or dear and lean (usage 1). Node 1: its lean strategy
+  // is forbidden beside node 0's lean one. The lean start takes node 0 lean, then node 1's
+  // heavier strategy rather than the forbidden pair; the cheap start takes both cheap ones.
+  Model m = hand_model({{0, 50}, {0, 30}}, {{0, 1, {0, 0, 0, kInfiniteCost}}});
+  m.usage = {9, 1, 4, 2};
+  EXPECT_EQ(greedy_labels(m), (std::vector<int>{0, 0}));
+  EXPECT_EQ(greedy_labels(m, /*lean=*/true), (std::vector<int>{1, 0}));
+}
+
 TEST(GreedyStart, FeasibleOnLargeCyclicCoresWithoutMemory) {
   Problem p = cyclic_core(2000, 12, 3);
   Reduction red = reduce(p);

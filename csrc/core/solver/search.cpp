@@ -873,12 +873,13 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
     }
     if (first.feasible()) sh.offer(first.labels(), first.cost(), Phase::Greedy);
     if (!first.feasible() && !m.cap.empty()) {
-      // Memory-bound: the cheap start's repair trades memory for forbidden pairs. Start
-      // again from the leanest labelling, which fits where anything does, and move off
-      // its forbidden pairs and towards cost from there.
+      // Memory-bound: the cheap start's repair traded memory for forbidden pairs. Start
+      // again from a labelling of least usage (one greedy pass), and move off its forbidden
+      // pairs and towards cost from there (70B on 8x8x4: feasible at once, where the cheap
+      // start never was).
       Primal lean(m);
       lean.set(greedy_labels(m, /*lean=*/true));
-      if (!lean.memory_ok()) lean.repair();
+      if (!lean.memory_ok()) lean.repair(deadline);
       if (lean.memory_ok() && lean.conflicts() > 0) lean.clear_conflicts(Clock::now() + (deadline - Clock::now()) / 10);
       if (lean.feasible()) lean.improve(8 * static_cast<size_t>(m.n));
       if (lean.feasible()) sh.offer(lean.labels(), lean.cost(), Phase::Greedy);
