@@ -228,15 +228,12 @@ void add_recompute_choices(const Graph& g, const std::vector<NodeStrategies>& st
     t.recompute.push_back(site);
   }
 
-  // Edges from each recomputed value's producers. Recompute columns: forbidden where the
-  // producer's value needs a move (a fixed policy pays it), free where that move is a
-  // parameter's gather (above);
-  // a producer recomputed for it (a need node) must be needed.
   // Values made from parameters and buffers alone in forward (a weight's mixed-precision
   // cast, its transpose): a move of one is a parameter's gather, which backward makes anyway
   // (the gradient's matmul reads the gathered weight; the runtime gathers it again there,
   // _runtime/reshard.py, or keeps it), so a recompute reading it adds no communication.
-  // Without this, no value reading an FSDP-sharded weight could be recomputed.
+  // Without this, no value reading an FSDP-sharded weight could be recomputed. (A weight
+  // backward does not read, a bias, is gathered again unpriced: small, and rarely sharded.)
   std::vector<char> of_state(g.nodes.size(), 0);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const IrNode& nd = g.nodes[i];
@@ -247,6 +244,9 @@ void add_recompute_choices(const Graph& g, const std::vector<NodeStrategies>& st
                                 [&](const TensorRef& r) { return of_state[static_cast<size_t>(r.node)] != 0; });
     }
   }
+  // Edges from each recomputed value's producers. Recompute columns: forbidden where the
+  // producer's value needs a move (a fixed policy pays it), free where that move is a
+  // parameter's gather (above); a producer recomputed for it (a need node) must be needed.
   std::map<std::pair<int, int>, size_t> edge_of;  // (producer, consumer) -> problem edge
   for (size_t e = 0; e < prob.edges.size(); ++e) edge_of[{prob.edges[e].u, prob.edges[e].v}] = e;
   std::map<std::tuple<const std::vector<solver::Cost>*, bool, bool, size_t, size_t>, solver::CostMatrix> matrix_of;
