@@ -256,7 +256,7 @@ bool Primal::clear_conflicts(Clock::time_point deadline) {
         __int128 change = 0;
         const bool ok = chain_move(st.u, st.t, moved, change);
         const __int128 least = slack_.size() ? slack_.global_min() : 0;
-        if (!ok && moved.size() >= 64) ++too_long;
+        if (!ok && moved.size() >= kChainNodes) ++too_long;
         undo(moved);
         if (!ok) continue;
         const bool fits = least >= floor;

@@ -44,7 +44,9 @@ class Primal {
   // couplings (a recompute candidate, its hold and tail nodes) change together, which
   // single-node moves cannot do. False when a moved node is left on a forbidden entry;
   // `change` gets the exact cost change, `undo` (node, old strategy), oldest first.
-  bool chain_move(int i, int s, std::vector<std::pair<int, int>>& undo, __int128& change, size_t max_nodes = 64);
+  static constexpr size_t kChainNodes = 64;
+  bool chain_move(int i, int s, std::vector<std::pair<int, int>>& undo, __int128& change,
+                  size_t max_nodes = kChainNodes);
   void undo(const std::vector<std::pair<int, int>>& moves);
 
   // Least slack (capacity - load) over check points [l, r).

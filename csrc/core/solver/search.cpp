@@ -834,6 +834,15 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
   // A labelling before anything else, so that a search stopped at any
   // moment has a plan: greedy, repaired to fit memory when it does not (that repair has
   // no deadline: it is the plan of a search stopped at once).
+  // A start brought under the memory limit (repair, by `repair_by`), then chain moves off
+  // what forbidden entries remain, in a tenth of the time left at most: on a 3-D mesh's
+  // recompute instance the memory repair between them is slow.
+  auto settle = [&](Primal& p, Clock::time_point repair_by) {
+    if (!p.memory_ok()) p.repair(repair_by);
+    if (trace_on())  // conflicts() reads every edge: only for the trace
+      trace("start repaired (memory %s, %d forbidden entries)", p.memory_ok() ? "fits" : "over", p.conflicts());
+    if (p.memory_ok() && p.conflicts() > 0) p.clear_conflicts(Clock::now() + (deadline - Clock::now()) / 10);
+  };
   if (opt.start != nullptr) {  // the caller's labelling, where the reductions kept its strategies
     PhaseTimer timer(ledger, Phase::Greedy);
     std::vector<int> x = greedy_labels(m);
@@ -845,8 +854,7 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
     }
     Primal given(m);
     given.set(x);
-    if (!given.feasible()) given.repair();
-    if (given.memory_ok() && given.conflicts() > 0) given.clear_conflicts(Clock::now() + (deadline - Clock::now()) / 10);
+    settle(given, Clock::time_point::max());
     if (given.memory_ok()) given.improve(8 * static_cast<size_t>(m.n));  // first moves: off forbidden pairs
     if (given.feasible()) sh.offer(given.labels(), given.cost(), Phase::Greedy);
     trace("given start: %s", given.feasible() ? to_string(given.cost()).c_str() : "infeasible");
@@ -855,13 +863,7 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
     PhaseTimer timer(ledger, Phase::Greedy);
     Primal first(m);
     first.set(greedy_labels(m));
-    if (!first.feasible()) first.repair();
-    if (trace_on())  // conflicts() reads every edge: only for the trace
-      trace("greedy start: repaired (memory %s, %d forbidden entries)", first.memory_ok() ? "fits" : "over",
-            first.conflicts());
-    // Chain moves off what forbidden entries remain, in a tenth of the time at most: on a
-    // 3-D mesh's recompute instance the memory repair between them is slow.
-    if (first.memory_ok() && first.conflicts() > 0) first.clear_conflicts(Clock::now() + (deadline - Clock::now()) / 10);
+    settle(first, Clock::time_point::max());
     if (first.feasible()) first.improve(8 * static_cast<size_t>(m.n));  // single-node moves, bounded
     // Exact moves on forests of single nodes (memory kept) while they pay
     // and time is left: they change whole trees at once, which single-node
@@ -879,8 +881,7 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
       // start never was).
       Primal lean(m);
       lean.set(greedy_labels(m, /*lean=*/true));
-      if (!lean.memory_ok()) lean.repair(deadline);
-      if (lean.memory_ok() && lean.conflicts() > 0) lean.clear_conflicts(Clock::now() + (deadline - Clock::now()) / 10);
+      settle(lean, deadline);
       if (lean.feasible()) lean.improve(8 * static_cast<size_t>(m.n));
       if (lean.feasible()) sh.offer(lean.labels(), lean.cost(), Phase::Greedy);
       if (trace_on())
