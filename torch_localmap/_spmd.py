@@ -252,7 +252,7 @@ class RankProgram:
             if reshard is None:  # keep gathered parameters only where the memory limit has room for them
                 reshard = memory_room is None or kept_gather_bytes(joint_spmd, params) > memory_room
             self.resharded = bool(reshard) and mark_reshard_after_forward(joint_spmd, params) > 0
-            self.recomputed_ops = mark_planned_recompute(joint_spmd, recompute_nodes)
+            self.recomputed_ops = mark_planned_recompute(joint_spmd, recompute_nodes, params)
             self.fw, self.bw = partition.partition_joint(joint_spmd, num_fwd_outputs)
         else:
             self.fw, self.bw = joint_spmd, None

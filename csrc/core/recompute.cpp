@@ -244,9 +244,9 @@ void add_recompute_choices(const Graph& g, const std::vector<NodeStrategies>& st
                                 [&](const TensorRef& r) { return of_state[static_cast<size_t>(r.node)] != 0; });
     }
   }
-  // Edges from each recomputed value's producers. Recompute columns: forbidden where the
-  // producer's value needs a move (a fixed policy pays it), free where that move is a
-  // parameter's gather (above); a producer recomputed for it (a need node) must be needed.
+  // Edges from each recomputed value's producers. Recompute columns: an activation's move
+  // costs its collective again (backward issues it again, _runtime/recompute.py), a
+  // parameter's gather is free (above); a producer recomputed for it (a need node) must be needed.
   std::map<std::pair<int, int>, size_t> edge_of;  // (producer, consumer) -> problem edge
   for (size_t e = 0; e < prob.edges.size(); ++e) edge_of[{prob.edges[e].u, prob.edges[e].v}] = e;
   std::map<std::tuple<const std::vector<solver::Cost>*, bool, bool, size_t, size_t>, solver::CostMatrix> matrix_of;
@@ -277,7 +277,7 @@ void add_recompute_choices(const Graph& g, const std::vector<NodeStrategies>& st
               continue;
             }
             const solver::Cost move = m ? (**m)[sx * S + s] : 0;
-            if (move != 0) rc = state ? 0 : !forced ? solver::kInfiniteCost : move;
+            if (move != 0) rc = state ? 0 : move;
           }
         }
         hm = solver::make_cost_matrix(std::move(c));

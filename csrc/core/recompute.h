@@ -30,15 +30,13 @@
 // mask), not a local_map region, with a sharding rule.
 //
 // Inputs' moves. Each recomputed value takes its inputs as its producers left
-// them: between a producer and the value's hold or need node, the recompute
-// strategies are forbidden wherever the producer's value needs a move into the
-// value's input spec (a collective recomputed in backward would be a second
-// communication the runtime's partitioner saves instead), except where the producer's
-// value comes from parameters alone (a weight, its cast, its transpose): that move is
-// the parameter's gather, which backward makes anyway (FSDP re-gathers for the
-// gradient's matmul), so it is free. A fixed policy (BoundaryPolicy::recompute_only:
-// torchtitan's AC modes priced) recomputes its values with any move: an activation's
-// move is paid again, a parameter's gather is free as above.
+// them: where a producer's value needs a move into the value's input spec, the
+// recompute strategies pay that move again (backward issues the collective again
+// before the recompute: the runtime tags it for recompute with the value), except
+// where the producer's value comes from parameters alone (a weight, its cast, its
+// transpose): that move is the parameter's gather, which backward makes anyway (FSDP
+// re-gathers for the gradient's matmul), so it is free. A fixed policy
+// (BoundaryPolicy::recompute_only: torchtitan's AC modes priced) prices its values alike.
 #pragma once
 
 #include <cstdint>

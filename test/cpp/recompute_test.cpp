@@ -248,10 +248,10 @@ std::string transposed_weight_graph() {
 
 }  // namespace
 
-TEST(Recompute, AParametersGatherDoesNotForbidRecomputingItsReader) {
+TEST(Recompute, AParametersGatherIsFreeAndAnActivationsMoveIsPaidAgainWhenRecomputing) {
   // A value whose input comes from parameters alone may be recomputed with that input
-  // moved (a gather backward makes anyway: free); one whose input is an activation that
-  // needs a move may not (a second collective in backward).
+  // moved for free (a gather backward makes anyway); one whose input is an activation
+  // that needs a move pays that move again (backward issues the collective again).
   const Graph g = read_graph(transposed_weight_graph());
   const CostModel cm = make_cost_model("H100");
   const std::vector<NodeStrategies> strategies = enumerate_graph_strategies(g);
@@ -266,25 +266,34 @@ TEST(Recompute, AParametersGatherDoesNotForbidRecomputingItsReader) {
   }
   ASSERT_GE(hold_a, 0);
   ASSERT_GE(hold_b, 0);
-  auto recompute_columns = [&](int u, int v, bool& any_forbidden) {
-    for (const solver::Edge& e : t.problem.edges) {
-      if (e.u != u || e.v != v) continue;
-      const size_t sv = t.problem.nodes[static_cast<size_t>(v)].strategies.size();
-      for (size_t k = 0; k < e.costs->size(); ++k)
-        if (k % sv % 2 == 1) any_forbidden |= (*e.costs)[k] == solver::kInfiniteCost;
-      return true;
-    }
-    return false;
+  auto edge = [&](int u, int v) -> const solver::Edge* {
+    for (const solver::Edge& e : t.problem.edges)
+      if (e.u == u && e.v == v) return &e;
+    return nullptr;
   };
-  bool weight_forbidden = false, act_forbidden = false;
-  ASSERT_TRUE(recompute_columns(2, hold_a, weight_forbidden)) << "an edge from wt to a's hold node";
-  ASSERT_TRUE(recompute_columns(3, hold_b, act_forbidden)) << "an edge from a to b's hold node";
-  EXPECT_FALSE(weight_forbidden);
-  EXPECT_TRUE(act_forbidden);
-  // and wt's moves do cost something on the plain edge (so the free recompute column is a choice made here)
-  bool moved = false;
-  for (const solver::Edge& e : t.problem.edges)
-    if (e.u == 2 && e.v == 3)
-      for (solver::Cost c : *e.costs) moved |= c > 0;
-  EXPECT_TRUE(moved);
+  const solver::Edge* wt_hold = edge(2, hold_a);
+  const solver::Edge* wt_a = edge(2, 3);
+  const solver::Edge* a_hold = edge(3, hold_b);
+  const solver::Edge* a_b = edge(3, 4);
+  ASSERT_NE(wt_hold, nullptr) << "an edge from wt to a's hold node";
+  ASSERT_NE(a_hold, nullptr) << "an edge from a to b's hold node";
+  ASSERT_NE(wt_a, nullptr);
+  ASSERT_NE(a_b, nullptr);
+  // hold column 2s keeps (free), 2s + 1 recomputes under s: the plain edge's move, or 0 for a gather.
+  auto check = [&](const solver::Edge& hold_edge, const solver::Edge& plain, bool of_state) {
+    const size_t S = t.problem.nodes[static_cast<size_t>(plain.v)].strategies.size();
+    const size_t X = t.problem.nodes[static_cast<size_t>(plain.u)].strategies.size();
+    ASSERT_EQ(hold_edge.costs->size(), X * 2 * S);
+    bool any_move = false;
+    for (size_t x = 0; x < X; ++x)
+      for (size_t s = 0; s < S; ++s) {
+        const solver::Cost move = (*plain.costs)[x * S + s];
+        any_move |= move > 0;
+        EXPECT_EQ((*hold_edge.costs)[x * 2 * S + 2 * s], 0);
+        EXPECT_EQ((*hold_edge.costs)[x * 2 * S + 2 * s + 1], of_state ? 0 : move);
+      }
+    EXPECT_TRUE(any_move) << "the plain edge moves somewhere, so the recompute column is a real choice";
+  };
+  check(*wt_hold, *wt_a, true);
+  check(*a_hold, *a_b, false);
 }

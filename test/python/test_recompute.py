@@ -144,3 +144,63 @@ def test_llama_70b_plans_on_the_meta_device_and_fits_by_recomputing():
     assert plan.recomputed_nodes() and s.recompute_s > 0
     assert 0 <= s.solver.gap < 1
     assert sum(1 for n in plan.nodes if n.module.startswith("layers.79.")) > 0  # all 80 layers traced
+
+
+class _ProductBlock(torch.nn.Module):
+    """z = a * b with a pinned row-sharded and b column-sharded: the product reads one of
+    them through a collective (an activation's move), and backward reads z (sin's gradient)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(32, 16, dtype=torch.float64))
+
+    def forward(self, h):
+        import torch_localmap as tlm
+
+        a = tlm.with_sharding_constraint(h, "S(0)")
+        b = tlm.with_sharding_constraint(torch.tanh(h), "S(1)")
+        return torch.sin(a * b) @ self.w
+
+
+class _MovedIntoRecompute(torch.nn.Module):
+    """One checkpointed block (a module under a list index, as torchtitan's layers are)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w1 = torch.nn.Parameter(torch.randn(16, 32, dtype=torch.float64))
+        self.layers = torch.nn.ModuleList([_ProductBlock()])
+
+    def forward(self, x):
+        return self.layers[0](x @ self.w1).pow(2).mean()
+
+
+def _moved_rank(rank, world):
+    from torch_localmap import parallelize
+    from torch_localmap._parallelize import _param_placeholders
+    from torch_localmap._runtime.reshard import parameter_derived
+    from torch_localmap._runtime.schedule import is_collective
+    from torch_localmap._torch_private import node_meta
+
+    torch.manual_seed(0)
+    model = _MovedIntoRecompute()
+    inputs = (torch.randn(8, 16, dtype=torch.float64),)
+    pm = parallelize(model, make_mesh(MESH), inputs, time_limit=5, memory_limit=None, recompute="full")
+    recomputed = set(pm.plan.recomputed_nodes())
+    program = pm._program
+    params = parameter_derived(program.joint, set(_param_placeholders(pm.plan)))
+    # Activations' collectives of recomputed plan nodes that backward issues again.
+    again = {n.name for n in program.bw.graph.nodes
+             if is_collective(n) and node_meta.plan_node_of(n) in recomputed and n not in params}
+    return _train(pm, inputs), again
+
+
+def test_an_activations_move_into_a_recomputed_value_is_issued_again_in_backward():
+    torch.manual_seed(0)
+    model = _MovedIntoRecompute()
+    inputs = (torch.randn(8, 16, dtype=torch.float64),)
+    ref_losses, ref_grads = _train(model, inputs)
+    for (losses, grads), again in run_distributed(_moved_rank, 2, timeout=300):
+        assert again, "the product's input arrives by a collective, which backward must issue again"
+        torch.testing.assert_close(losses, ref_losses, rtol=1e-10, atol=1e-12)
+        for k, g in ref_grads.items():
+            torch.testing.assert_close(grads[k], g, rtol=1e-10, atol=1e-12, msg=lambda m: f"grad of {k}: {m}")

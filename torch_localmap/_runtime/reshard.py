@@ -16,9 +16,9 @@ from .._torch_private import node_meta, partition
 from .schedule import is_collective
 
 
-def parameter_gathers(joint: fx.GraphModule, param_placeholders: set) -> list:
-    """Forward nodes computed from parameters alone, in the cone of a collective
-    (upstream of one, or downstream of one), in graph order."""
+def parameter_derived(joint: fx.GraphModule, param_placeholders: set) -> set:
+    """Forward nodes computed from parameters alone (their gathers, casts, transposes),
+    the parameter placeholders included; random ops never (a redraw changes the values)."""
     derived = set()
     for n in joint.graph.nodes:
         if n.op == "placeholder":
@@ -27,6 +27,13 @@ def parameter_gathers(joint: fx.GraphModule, param_placeholders: set) -> list:
         elif (n.op == "call_function" and node_meta.is_forward_node(n) and n.all_input_nodes
               and all(a in derived for a in n.all_input_nodes) and not partition.is_random_node(n)):
             derived.add(n)
+    return derived
+
+
+def parameter_gathers(joint: fx.GraphModule, param_placeholders: set) -> list:
+    """Forward nodes computed from parameters alone, in the cone of a collective
+    (upstream of one, or downstream of one), in graph order."""
+    derived = parameter_derived(joint, param_placeholders)
     below = set()  # downstream of a collective (the collective included)
     for n in joint.graph.nodes:
         if n in derived and (is_collective(n) or any(a in below for a in n.all_input_nodes)):
