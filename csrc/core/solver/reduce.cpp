@@ -67,6 +67,8 @@ class Reducer {
   std::vector<WorkEdge> edges_;
   std::vector<std::vector<int>> adj_;
   std::unordered_map<uint64_t, int> pair_edge_;
+  // (matrix, its rows) -> (that matrix, its transpose), while init_edges runs
+  std::map<std::pair<const std::vector<Cost>*, int>, std::pair<CostMatrix, CostMatrix>> transposed_;
   std::deque<int> queue_;
   std::vector<char> queued_;
   // memory check points (starts of nodes that use memory)
@@ -164,11 +166,18 @@ class Reducer {
   // Matrices are shared (problem.h): transposing or summing makes a new one.
   void add_edge(int u, int v, CostMatrix m) {
     if (u > v) {  // store with u < v so parallel edges meet under one key
-      std::vector<Cost> t(m->size());
-      int su = S(u), sv = S(v);
-      for (int a = 0; a < su; ++a)
-        for (int b = 0; b < sv; ++b) t[static_cast<size_t>(b) * su + a] = (*m)[static_cast<size_t>(a) * sv + b];
-      m = make_cost_matrix(std::move(t));
+      const int su = S(u), sv = S(v);
+      // Shared matrices stay shared transposed (recompute's edges from need nodes to the
+      // hold nodes before them: thousands of edges, a few matrices).
+      auto& [source, t] = transposed_[{m.get(), su}];
+      if (!t) {
+        source = m;  // keeps the key's address from being reused while cached
+        std::vector<Cost> dense(m->size());
+        for (int a = 0; a < su; ++a)
+          for (int b = 0; b < sv; ++b) dense[static_cast<size_t>(b) * su + a] = (*m)[static_cast<size_t>(a) * sv + b];
+        t = make_cost_matrix(std::move(dense));
+      }
+      m = t;
       std::swap(u, v);
     }
     uint64_t key = (static_cast<uint64_t>(u) << 32) | static_cast<uint32_t>(v);
@@ -191,13 +200,28 @@ class Reducer {
 
   void init_edges() {
     for (const Edge& e : p_.edges) add_edge(e.u, e.v, e.costs);
+    // A coupling is an edge of 0 where its map says and INF elsewhere, stored as (low, high).
+    // Couplings repeat the same few maps (recompute's hold and tail nodes: one per value, the
+    // same map for every value of S strategies), and their dense matrices are what init
+    // spends its time and memory on at scale (2 S^2 entries each): one matrix per map.
+    std::map<std::tuple<bool, int, int, std::vector<int>>, CostMatrix> matrix_of;
     for (const Coupling& c : p_.couplings) {
-      int su = S(c.u), sv = S(c.v);
-      std::vector<Cost> m(static_cast<size_t>(su) * sv, INF);
-      for (int a = 0; a < su; ++a)
-        if (c.map[a] >= 0) m[static_cast<size_t>(a) * sv + c.map[a]] = 0;
-      add_edge(c.u, c.v, std::move(m));
+      const bool flip = c.u > c.v;
+      const int su = S(c.u), sv = S(c.v);
+      CostMatrix& m = matrix_of[{flip, su, sv, c.map}];
+      if (!m) {
+        const int rows = flip ? sv : su, cols = flip ? su : sv;
+        std::vector<Cost> dense(static_cast<size_t>(rows) * cols, INF);
+        for (int a = 0; a < su; ++a)
+          if (c.map[a] >= 0) {
+            const int r = flip ? c.map[a] : a, col = flip ? a : c.map[a];
+            dense[static_cast<size_t>(r) * cols + col] = 0;
+          }
+        m = make_cost_matrix(std::move(dense));
+      }
+      add_edge(std::min(c.u, c.v), std::max(c.u, c.v), m);
     }
+    transposed_.clear();
   }
 
   void init_memory() {
