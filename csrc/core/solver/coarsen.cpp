@@ -34,12 +34,23 @@ Minima minima_of(const Model& m) {
     mn.node[i] = *std::min_element(m.cost.begin() + m.off[i], m.cost.begin() + m.off[i + 1]);
     mn.sum += mn.node[i];
   }
+  // Edges share pooled matrices (repeated layers: thousands of edges, a few matrices), so
+  // each distinct matrix (its offset and size) is scanned once.
+  std::unordered_map<size_t, std::pair<size_t, Cost>> seen;  // offset -> (cells, minimum)
   for (size_t e = 0; e < m.edges.size(); ++e) {
     const auto& ed = m.edges[e];
-    size_t cells = static_cast<size_t>(m.num_strategies(ed.u)) * m.num_strategies(ed.v);
-    for (size_t k = 0; k < cells; ++k) mn.edge[e] = std::min(mn.edge[e], m.mat[ed.off + k]);
-    if (mn.edge[e] == kInfiniteCost) mn.edge[e] = 0;
-    mn.sum += mn.edge[e];
+    const size_t cells = static_cast<size_t>(m.num_strategies(ed.u)) * m.num_strategies(ed.v);
+    const auto found = seen.find(ed.off);
+    Cost low = kInfiniteCost;
+    if (found != seen.end() && found->second.first == cells) {
+      low = found->second.second;
+    } else {
+      for (size_t k = 0; k < cells; ++k) low = std::min(low, m.mat[ed.off + k]);
+      if (low == kInfiniteCost) low = 0;
+      seen[ed.off] = {cells, low};
+    }
+    mn.edge[e] = low;
+    mn.sum += low;
   }
   return mn;
 }
