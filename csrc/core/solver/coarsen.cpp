@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <stdexcept>
 #include <unordered_map>
@@ -96,12 +97,39 @@ void build_coarse_edges(const Model& m, Coarsening& c, Clock::time_point deadlin
     }
     fine_edges[it->second].push_back(static_cast<int>(e));
   }
+  // A coarse edge's block is fixed by its fine edges' matrices, their orientation and the
+  // member maps on both sides: repeated layers give the same inputs thousands of times, so
+  // each distinct combination is summed and pooled once. Maps are compared by content.
+  std::vector<int> map_id(c.members.size(), -1);
+  {
+    std::map<std::vector<int>, int> ids;
+    for (int g = 0; g < cm.n; ++g)
+      for (size_t sl = c.member_off[g]; sl < c.member_off[g + 1]; ++sl) {
+        const auto first = c.map.begin() + static_cast<std::ptrdiff_t>(c.map_off[sl]);
+        std::vector<int> content(first, first + cm.num_strategies(g));
+        map_id[sl] = ids.emplace(std::move(content), static_cast<int>(ids.size())).first->second;
+      }
+  }
+  std::map<std::vector<int64_t>, size_t> block_of;  // the inputs above -> pooled offset
+  std::vector<int64_t> inputs;
   MatrixPool pool(cm.mat);
   std::vector<Cost> block;
   for (size_t id = 0; id < cm.edges.size(); ++id) {
     if (id % 256 == 0 && Clock::now() >= deadline) throw CoarsenTimeout();
     const int a = cm.edges[id].u;
     const int sa = cm.num_strategies(a), sb = cm.num_strategies(cm.edges[id].v);
+    inputs.clear();
+    for (int e : fine_edges[id]) {
+      const auto& ed = m.edges[e];
+      const int fa = c.group_of[ed.u] == a ? ed.u : ed.v;
+      const int fb = fa == ed.u ? ed.v : ed.u;
+      inputs.insert(inputs.end(), {static_cast<int64_t>(ed.off), fa == ed.u ? 1 : 0, m.num_strategies(ed.v),
+                                   map_id[slot_of[fa]], map_id[slot_of[fb]]});
+    }
+    if (const auto found = block_of.find(inputs); found != block_of.end()) {
+      cm.edges[id].off = found->second;
+      continue;
+    }
     block.assign(static_cast<size_t>(sa) * sb, 0);
     bool first = true;  // the first fine edge copies, later ones add
     for (int e : fine_edges[id]) {
@@ -123,6 +151,7 @@ void build_coarse_edges(const Model& m, Coarsening& c, Clock::time_point deadlin
       first = false;
     }
     cm.edges[id].off = pool.add(block.data(), block.size());
+    block_of.emplace(inputs, cm.edges[id].off);
   }
   cm.adj_off.assign(1, 0);
   for (auto& a : adj) {
