@@ -654,19 +654,13 @@ void primal_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh,
   };
   // The first feasible iterate is always polished: the best so far may be the greedy
   // start, far above what the polished iterates reach (8.8e12 against 7.5e12 on a
-  // Llama-3-70B recompute instance when that one was skipped). Later ones are polished
-  // when near the best, or when cheaper before polish than any polished so far: a polish
-  // halves a 405B instance's iterates (1.09e14 -> 4.9e13, best 6.9e13 then), which the
-  // comparison with the polished best alone never tried.
+  // Llama-3-70B recompute instance when that one was skipped).
   bool polished = false;
-  __int128 polished_from = -1;  // the lowest cost an iterate had before its polish
   auto polish = [&]() {
     __int128 best = best_cost();
-    const __int128 before = primal.cost();
-    const bool promising = polished_from < 0 || before < polished_from;
-    if (!forest || (polished && best >= 0 && before > best + best / 20 && !promising)) return;
+    if (!forest || (polished && best >= 0 && primal.cost() > best + best / 20)) return;
     polished = true;
-    if (polished_from < 0 || before < polished_from) polished_from = before;
+    const __int128 before = trace_on() ? primal.cost() : 0;  // the costs are for the trace only
     const auto t0 = Clock::now();
     int sw = 0;
     for (; sw < 8 && Clock::now() < deadline && forest->sweep(primal, frng) > 0; ++sw) primal.improve();
