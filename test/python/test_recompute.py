@@ -174,6 +174,11 @@ class _MovedIntoRecompute(torch.nn.Module):
         return self.layers[0](x @ self.w1).pow(2).mean()
 
 
+def _moved_model():
+    torch.manual_seed(0)
+    return _MovedIntoRecompute(), (torch.randn(8, 16, dtype=torch.float64),)
+
+
 def _moved_rank(rank, world):
     from torch_localmap import parallelize
     from torch_localmap._parallelize import _param_placeholders
@@ -181,26 +186,26 @@ def _moved_rank(rank, world):
     from torch_localmap._runtime.schedule import is_collective
     from torch_localmap._torch_private import node_meta
 
-    torch.manual_seed(0)
-    model = _MovedIntoRecompute()
-    inputs = (torch.randn(8, 16, dtype=torch.float64),)
+    model, inputs = _moved_model()
     pm = parallelize(model, make_mesh(MESH), inputs, time_limit=5, memory_limit=None, recompute="full")
     recomputed = set(pm.plan.recomputed_nodes())
     program = pm._program
     params = parameter_derived(program.joint, set(_param_placeholders(pm.plan)))
-    # Activations' collectives of recomputed plan nodes that backward issues again.
-    again = {n.name for n in program.bw.graph.nodes
-             if is_collective(n) and node_meta.plan_node_of(n) in recomputed and n not in params}
-    return _train(pm, inputs), again
+    # Recomputed plan nodes that read an activation through a collective in forward (the joint
+    # graph), and the plan nodes whose collectives backward issues.
+    moved = {node_meta.plan_node_of(n) for n in program.joint.graph.nodes
+             if is_collective(n) and node_meta.is_forward_node(n) and n not in params
+             and node_meta.plan_node_of(n) in recomputed}
+    in_backward = {node_meta.plan_node_of(n) for n in program.bw.graph.nodes if is_collective(n)}
+    return _train(pm, inputs), moved, in_backward
 
 
 def test_an_activations_move_into_a_recomputed_value_is_issued_again_in_backward():
-    torch.manual_seed(0)
-    model = _MovedIntoRecompute()
-    inputs = (torch.randn(8, 16, dtype=torch.float64),)
+    model, inputs = _moved_model()
     ref_losses, ref_grads = _train(model, inputs)
-    for (losses, grads), again in run_distributed(_moved_rank, 2, timeout=300):
-        assert again, "the product's input arrives by a collective, which backward must issue again"
+    for (losses, grads), moved, in_backward in run_distributed(_moved_rank, 2, timeout=300):
+        assert moved, "the product's input arrives by a collective"
+        assert moved <= in_backward, f"backward must issue the moves into {sorted(moved)} again"
         torch.testing.assert_close(losses, ref_losses, rtol=1e-10, atol=1e-12)
         for k, g in ref_grads.items():
             torch.testing.assert_close(grads[k], g, rtol=1e-10, atol=1e-12, msg=lambda m: f"grad of {k}: {m}")
