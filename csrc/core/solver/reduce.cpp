@@ -200,26 +200,22 @@ class Reducer {
 
   void init_edges() {
     for (const Edge& e : p_.edges) add_edge(e.u, e.v, e.costs);
-    // A coupling is an edge of 0 where its map says and INF elsewhere, stored as (low, high).
-    // Couplings repeat the same few maps (recompute's hold and tail nodes: one per value, the
-    // same map for every value of S strategies), and their dense matrices are what init
-    // spends its time and memory on at scale (2 S^2 entries each): one matrix per map.
-    std::map<std::tuple<bool, int, int, std::vector<int>>, CostMatrix> matrix_of;
+    // A coupling is an edge of 0 where its map says and INF elsewhere. Couplings repeat the
+    // same few maps (recompute's hold and tail nodes: one per value, the same map for every
+    // value of S strategies), and their dense matrices are what init spends its time and
+    // memory on at scale (2 S^2 entries each): one matrix per map, and add_edge's transposes
+    // of it are shared too.
+    std::map<std::tuple<int, int, std::vector<int>>, CostMatrix> matrix_of;
     for (const Coupling& c : p_.couplings) {
-      const bool flip = c.u > c.v;
       const int su = S(c.u), sv = S(c.v);
-      CostMatrix& m = matrix_of[{flip, su, sv, c.map}];
+      CostMatrix& m = matrix_of[{su, sv, c.map}];
       if (!m) {
-        const int rows = flip ? sv : su, cols = flip ? su : sv;
-        std::vector<Cost> dense(static_cast<size_t>(rows) * cols, INF);
+        std::vector<Cost> dense(static_cast<size_t>(su) * sv, INF);
         for (int a = 0; a < su; ++a)
-          if (c.map[a] >= 0) {
-            const int r = flip ? c.map[a] : a, col = flip ? a : c.map[a];
-            dense[static_cast<size_t>(r) * cols + col] = 0;
-          }
+          if (c.map[a] >= 0) dense[static_cast<size_t>(a) * sv + c.map[a]] = 0;
         m = make_cost_matrix(std::move(dense));
       }
-      add_edge(std::min(c.u, c.v), std::max(c.u, c.v), m);
+      add_edge(c.u, c.v, m);
     }
     transposed_.clear();
   }
