@@ -31,6 +31,11 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& options, Cloc
                                const std::function<void(const SearchResult&)>& progress, bool allow_lns,
                                PhaseLedger* ledger = nullptr);
 
+// The bound search alone, for `iterations` iterations, its steps aimed at `upper` (a
+// labelling's model cost, or -1 when none is known): the Lagrangian bound it proves (model
+// units, offset excluded). For tests and tools; lagrangian_search runs it beside the primal.
+long double lagrangian_bound(const Model& m, int iterations, __int128 upper = -1);
+
 // The certified gap test every stopping rule uses: a labelling of model cost
 // `cost` (offset excluded) is close enough to the bound when the difference is
 // at most `tolerance` of the full cost.

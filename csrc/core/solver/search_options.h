@@ -41,6 +41,7 @@ struct SearchOptions {
   double price_share_max = 0.85;
   double stall_iterations = 400;
   double bound_share = 0.5;
+  double bound_share_max = 0.7;
   double price_handover_iterations = 100;
   double price_handover_s = 3;
   double forest_every = 8;
