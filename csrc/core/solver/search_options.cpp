@@ -18,7 +18,7 @@ const std::vector<SearchOptionInfo>& search_option_table() {
       {"price_share_max", &O::price_share_max, 0.01, 1, false, "most of the search time the price phase gets while it keeps improving (past price_share it hands over after price_handover_iterations without improving)"},
       {"stall_iterations", &O::stall_iterations, 1, 1e6, true, "message passing stops after this many iterations without progress"},
       {"bound_share", &O::bound_share, 0.05, 1, false, "share of the time the bound search always gets on the second core before it turns to kicks"},
-      {"bound_share_max", &O::bound_share_max, 0.05, 1, false, "most of the time it gets while its bound keeps closing the gap (each 8 iterations by 1% of it)"},
+      {"bound_share_max", &O::bound_share_max, 0.05, 1, false, "most of the time it gets while it has run fewer than 200 iterations (a slow model's bound is still rising)"},
       {"price_handover_iterations", &O::price_handover_iterations, 1, 1e6, true, "the price phase hands over after this many iterations without improving..."},
       {"price_handover_s", &O::price_handover_s, 0, 1e5, false, "... and this many seconds (or half its time to the last improvement)"},
       {"forest_every", &O::forest_every, 1, 1e6, true, "region steps between exact forest sweeps"},
