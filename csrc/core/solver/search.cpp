@@ -933,12 +933,13 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
       {
         PhaseTimer timer(sh.ledger, Phase::Bound);
         // The bound gets bound_share of the time when kicks may follow, and up to
-        // bound_share_max while it keeps closing the gap; this core then searches.
+        // bound_share_max on a slow model (bound_search); this core then searches.
         const auto now = Clock::now();
         auto share_end = [&](double share) {
           return allow_lns ? now + std::chrono::duration_cast<Clock::duration>((deadline - now) * share) : deadline;
         };
-        bound_search(m, mat, sh, share_end(opt.search.bound_share), share_end(std::max(opt.search.bound_share, opt.search.bound_share_max)), max_stall);
+        const double most = std::max(opt.search.bound_share, opt.search.bound_share_max);
+        bound_search(m, mat, sh, share_end(opt.search.bound_share), share_end(most), max_stall);
       }
       // Once the bound stalls, this core searches too (without HiGHS:
       // HiGHS sessions cannot overlap, see milp.cpp).
