@@ -721,8 +721,12 @@ void primal_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh,
       // decoded labelling alone can still pay thousands of huge entries).
       Primal free(m);
       free.set(labels);
+      // Sweeps stop at 1/50 of the price phase: on the largest models one
+      // sweep takes ~0.2 s, and six of them pushed the first polished plan
+      // past the end of a short solve (70B at a 12 s limit: no polish at all).
       ForestMoves fine(m);
-      for (int sw = 0; sw < 6 && Clock::now() < deadline && fine.sweep(free, frng, nullptr, false) > 0; ++sw) {
+      const auto estimate_end = std::min(deadline, Clock::now() + (phase1_end - t_start) / 50);
+      for (int sw = 0; sw < 6 && Clock::now() < estimate_end && fine.sweep(free, frng, nullptr, false) > 0; ++sw) {
       }
       if (free.conflicts() == 0) decoded_min = free.cost();
       trace("unconstrained estimate %s (decoded %s)", to_string(free.cost()).c_str(), to_string(primal.cost()).c_str());
