@@ -303,3 +303,47 @@ def test_measure_candidates_arguments_are_checked():
         parallelize(model, mesh, (x, y), measure_candidates=2, measure_steps=0)
     with pytest.raises(ValueError, match=r"expected neither plan= nor like="):
         parallelize(model, mesh, (x, y), measure_candidates=2, like="ddp")
+
+
+def _rank_plain_state(rank, world, pins):
+    from torch.distributed.tensor import Replicate, Shard
+    from torch_localmap import parallelize
+
+    out = []
+    for pin in pins:
+        model, (x, y) = _example()
+        names = [k for k, _ in model.named_parameters()]
+        fixed = {k: [Replicate()] for k in names}
+        if pin == "one_sharded":
+            fixed[names[0]] = [Shard(0)]
+        pm = parallelize(model, make_mesh((world,)), (x, y), device="cpu", time_limit=2.0, fixed_params=fixed)
+        opt = torch.optim.AdamW(pm.parameters(), lr=1e-2)
+        for _ in range(2):
+            opt.zero_grad()
+            pm(x, y).backward()
+            opt.step()
+        out.append({"dtensor_params": {hasattr(p, "placements") for p in pm.parameters()},
+                    "params": {k: (p.full_tensor() if hasattr(p, "full_tensor") else p).detach().clone()
+                               for k, p in pm.named_parameters()}})
+    return out
+
+
+@pytest.mark.timeout(600)
+def test_a_plan_replicating_all_state_holds_plain_parameters_and_trains_like_one_process():
+    """Whatever made the plan (here the planner with every parameter pinned Replicate), state it
+    replicates whole is held as plain tensors, as DDP's: no DTensor dispatch in the optimizer.
+    One sharded parameter makes them all DTensors (a foreach optimizer refuses a mixed list).
+    Either way two AdamW steps end where one process's do."""
+    model, (x, y) = _example()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for _ in range(2):
+        opt.zero_grad()
+        model(x, y).backward()
+        opt.step()
+    ref = {k: p.detach() for k, p in model.named_parameters()}
+    pins = ["all_replicated", "one_sharded"]
+    for rank_results in run_distributed(_rank_plain_state, 2, pins, timeout=600):
+        for pin, r in zip(pins, rank_results):
+            assert r["dtensor_params"] == ({False} if pin == "all_replicated" else {True}), (pin, r["dtensor_params"])
+            for k, p in ref.items():
+                torch.testing.assert_close(r["params"][k], p, rtol=1e-9, atol=1e-11, msg=lambda m: f"{pin} {k}: {m}")
