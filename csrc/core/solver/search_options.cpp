@@ -16,7 +16,7 @@ const std::vector<SearchOptionInfo>& search_option_table() {
       {"milp_tail_share", &O::milp_tail_share, 0, 0.9, false, "last share of the limit no HiGHS phase may use (HiGHS can overrun its own limit)"},
       {"price_share", &O::price_share, 0.01, 1, false, "share of the search time the price phase always gets when exact phases follow"},
       {"price_share_max", &O::price_share_max, 0.01, 1, false, "most of the search time the price phase gets while it keeps improving (past price_share it hands over after price_handover_iterations without improving)"},
-      {"stall_iterations", &O::stall_iterations, 1, 1e6, true, "message passing stops after this many iterations without progress"},
+      {"stall_iterations", &O::stall_iterations, 1, 1e6, true, "the bound search stops after this many exact-bound checks (every 4th iteration) without a rise, the price phase after this many iterations without a better plan"},
       {"bound_share", &O::bound_share, 0.05, 1, false, "share of the time the bound search always gets on the second core before it turns to kicks"},
       {"bound_share_max", &O::bound_share_max, 0.05, 1, false, "most of the time it gets while it has run fewer than 200 iterations (a slow model's bound is still rising)"},
       {"price_handover_iterations", &O::price_handover_iterations, 1, 1e6, true, "the price phase hands over after this many iterations without improving..."},
