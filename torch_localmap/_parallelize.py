@@ -114,7 +114,7 @@ class ParallelModule(nn.Module):
         self._plans = PlanCache(options.plan_cache_size)  # planned call signatures (_plan_cache.py)
         self._last: _Compiled | None = None
         self._distributed = False
-        self._plain_state = False  # plain replicated parameters and buffers (_distribute_state)
+        self._plain_state = False  # like="ddp": plain replicated parameters and buffers (_distribute_state)
 
     def __getattr__(self, name: str):
         # Attributes the model has and we do not (a Hugging Face model's .config, what its
@@ -194,7 +194,7 @@ class ParallelModule(nn.Module):
         """This rank's program inputs for a call: local shards of the state and the inputs."""
         inputs = []
         for kind, what in c.sources:
-            if kind in ("param", "buffer"):  # plain when the plan replicates all state (_distribute_state)
+            if kind in ("param", "buffer"):  # plain tensors under like="ddp" (_distribute_state)
                 t = self.get_parameter(what) if kind == "param" else self.get_buffer(what)
                 inputs.append(t.to_local() if isinstance(t, DTensor) else t)
             elif kind == "constant":
@@ -294,14 +294,13 @@ class ParallelModule(nn.Module):
 
     def _distribute_state(self, plan: Plan) -> None:
         """Parameters and buffers become DTensors in the planned placements (every alias of a
-        tied weight points at the same DTensor). When the plan replicates all of them (DDP's
-        plan, like="ddp" or the planner's own choice) they stay plain tensors as DDP's are,
-        made equal on every rank: a plain parameter spares each optimizer kernel DTensor's
-        dispatch and each step the per-parameter to_local (docs/benchmarks.md, issue 30).
-        All or none: a foreach optimizer refuses a list mixing DTensors and plain tensors."""
+        tied weight points at the same DTensor). Under like="ddp", unless fixed_params shards
+        some of them, they stay plain tensors as DDP's are, made equal on every rank: a plain
+        parameter spares each optimizer kernel DTensor's dispatch and each step the
+        per-parameter to_local (docs/benchmarks.md, issue 30)."""
         placements = {name: spec_to_placements(spec, mesh_ndim=self.mesh.ndim)
                       for name, spec in plan.state_placements().items()}
-        self._plain_state = bool(placements) and all(
+        self._plain_state = self._options.like == "ddp" and all(
             p.is_replicate() for placement in placements.values() for p in placement)
         for name, placement in placements.items():
             p_or_b = _get_tensor(self, name)
@@ -336,7 +335,7 @@ class ParallelModule(nn.Module):
         if isinstance(old, DTensor):
             new = DTensor.from_local(local, self.mesh, old.placements, run_check=False, shape=old.shape,
                                      stride=old.stride())
-        else:  # the state is plain and replicated (_distribute_state)
+        else:  # like="ddp": the state is plain and replicated
             new = local
         for root in (self, self._model):
             for alias in _aliases(root, old):
@@ -517,10 +516,9 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
     `like` ("ddp" or "fsdp2"): plan exactly as that torch wrapper runs the step -- parameters
     replicated (DDP) or sharded on their first dim over every mesh dim (FSDP2), activations
     kept on the rank whose batch shard made them, parameter gradients reduced -- to compare
-    our runtime with torch's on torch's own plan. `fixed_params` still overrides single
-    parameters. Whenever a plan replicates every parameter and buffer (like="ddp", or the
-    planner's own choice) they stay plain tensors, as DDP's do (rank 0's values broadcast);
-    otherwise all of them are DTensors. A model with an op that cannot run on
+    our runtime with torch's on torch's own plan. Under "ddp" the parameters and buffers stay
+    plain tensors, as DDP's do (rank 0's values broadcast). `fixed_params` still overrides
+    single parameters (then all of them are DTensors). A model with an op that cannot run on
     a local batch shard is refused.
 
     Calls whose sizes change (sequence length, a smaller last batch): the first call of a

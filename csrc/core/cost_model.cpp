@@ -30,7 +30,7 @@ double CostModel::compute_seconds(const OpWork& work, DType dtype) const {
   return std::max(flop_time, byte_time) + device.kernel_overhead_s;
 }
 
-double CostModel::optimizer_step_seconds(double shard_bytes, DType dtype, int optimizer_states, bool dtensor) const {
+double CostModel::optimizer_step_seconds(double shard_bytes, DType dtype, int optimizer_states) const {
   if (!std::isfinite(shard_bytes) || shard_bytes < 0 || optimizer_states < 0)
     throw InvalidArgument("optimizer step: shard bytes and optimizer states must be non-negative, got bytes=" +
                           std::to_string(shard_bytes) + " states=" + std::to_string(optimizer_states));
@@ -39,7 +39,7 @@ double CostModel::optimizer_step_seconds(double shard_bytes, DType dtype, int op
   const double elements = shard_bytes / static_cast<double>(element_size(dtype));
   const OpWork work{elements * (2 + 3.0 * optimizer_states), shard_bytes * (3 + 8.0 * optimizer_states)};
   return compute_seconds(work, dtype) + (kernels - 1) * device.kernel_overhead_s +
-         (dtensor ? kernels * device.optimizer_kernel_overhead_s : 0.0);
+         kernels * device.optimizer_kernel_overhead_s;
 }
 
 const CollectiveFit* CostModel::fit(CollectiveKind kind, bool inter) const {

@@ -73,13 +73,8 @@ struct CostModel {
   // streaming kernels (AdamW: 7) that read and write about 3 + 8 x states
   // shard-sized tensors in all (AdamW: 19). A replicated parameter is updated
   // whole on every rank, a sharded one in pieces: without this term the
-  // solver would see replicated parameters as free. `dtensor` adds DTensor's
-  // dispatch per kernel (optimizer_kernel_overhead_s): a parameter replicated on
-  // every mesh dim is priced without it, as the runtime holds such state as plain
-  // tensors (exact when the plan replicates all state, which is when it does so;
-  // in a plan that shards others it underprices each replicated parameter by
-  // 1 + 3 x states kernels' dispatch, tens of microseconds a step on CPU).
-  double optimizer_step_seconds(double shard_bytes, DType dtype, int optimizer_states, bool dtensor = true) const;
+  // solver would see replicated parameters as free.
+  double optimizer_step_seconds(double shard_bytes, DType dtype, int optimizer_states) const;
   // Time of one collective over mesh dim `mesh_dim`'s process groups moving
   // `bytes` per rank (the nccl-tests convention: gathered output of an
   // all-gather, unreduced input of a reduce-scatter, the all-reduce buffer, the

@@ -101,14 +101,9 @@ void add_nodes(const Graph& g, const std::vector<NodeStrategies>& strat, const s
       const DType dt = node.outputs.empty() ? DType::Float32 : node.outputs[0].dtype;
       if (node.op != "placeholder") ps.cost = to_cost(cm.compute_seconds(op_work(g, i, s), dt));
       for (size_t k = 0; k < node.outputs.size(); ++k) ps.usage += cache.shard_bytes(out_meta[k], ids[i].out[si][k]);
-      // Train mode: each rank updates its shard of every parameter once a step
-      // (a replicated one as the plain tensor the runtime then holds it as).
-      if (state && node.role == "param" && !node.outputs.empty()) {
-        const auto& spec = s.outputs[0];
-        const bool replicated = std::all_of(spec.begin(), spec.end(), [](const Placement& p) { return p.is_replicate(); });
-        ps.cost = to_cost(
-            cm.optimizer_step_seconds(static_cast<double>(ps.usage), dt, policy.optimizer_states, !replicated));
-      }
+      // Train mode: each rank updates its shard of every parameter once a step.
+      if (state && node.role == "param" && !node.outputs.empty())
+        ps.cost = to_cost(cm.optimizer_step_seconds(static_cast<double>(ps.usage), dt, policy.optimizer_states));
       ps.usage *= copies;
       pn.strategies.push_back(ps);
     }

@@ -116,8 +116,6 @@ TEST(Compute, OptimizerStepStreamsItsStateAndLaunchesAKernelPerUpdate) {
   // A calibrated per-kernel optimizer overhead (eager DTensor dispatch) is paid by each of the 7.
   const CostModel c = make_cost_model("H100", R"({"device": {"optimizer_kernel_overhead_s": 5e-5}})");
   expect_close(c.optimizer_step_seconds(shard, DType::Float32, 2), 19 * shard / (3.35e12 * 0.8) + 7 * 4e-6 + 7 * 5e-5);
-  // Plain (replicated) state: no DTensor dispatch.
-  expect_close(c.optimizer_step_seconds(shard, DType::Float32, 2, false), 19 * shard / (3.35e12 * 0.8) + 7 * 4e-6);
   EXPECT_THROW(make_cost_model("H100", R"({"device": {"optimizer_kernel_overhead_s": -1}})"), InvalidArgument);
   EXPECT_THROW(m.optimizer_step_seconds(shard, DType::Float32, -1), InvalidArgument);
 }
