@@ -303,3 +303,37 @@ def test_measure_candidates_arguments_are_checked():
         parallelize(model, mesh, (x, y), measure_candidates=2, measure_steps=0)
     with pytest.raises(ValueError, match=r"expected neither plan= nor like="):
         parallelize(model, mesh, (x, y), measure_candidates=2, like="ddp")
+
+
+def _rank_replicated_state(rank, world):
+    from torch.distributed.tensor import Replicate
+    from torch_localmap import parallelize
+
+    model, (x, y) = _example()
+    fixed = {k: [Replicate()] for k, _ in model.named_parameters()}
+    pm = parallelize(model, make_mesh((world,)), (x, y), device="cpu", time_limit=2.0, fixed_params=fixed)
+    opt = torch.optim.AdamW(pm.parameters(), lr=1e-2)
+    for _ in range(2):
+        opt.zero_grad()
+        pm(x, y).backward()
+        opt.step()
+    return {"dtensor_params": {hasattr(p, "placements") for p in pm.parameters()},
+            "params": {k: p.full_tensor().detach().clone() for k, p in pm.named_parameters()}}
+
+
+@pytest.mark.timeout(600)
+def test_a_planned_module_keeps_dtensor_parameters_even_when_its_plan_replicates_them_all():
+    """Only like="ddp" holds plain parameters: a planned module's are DTensors whatever the
+    plan (here every parameter pinned Replicate), so a training loop's full_tensor() and
+    to_local() do not depend on what the solver chose. Two AdamW steps end where one
+    process's do."""
+    model, (x, y) = _example()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for _ in range(2):
+        opt.zero_grad()
+        model(x, y).backward()
+        opt.step()
+    for r in run_distributed(_rank_replicated_state, 2, timeout=600):
+        assert r["dtensor_params"] == {True}, r["dtensor_params"]
+        for k, p in model.named_parameters():
+            torch.testing.assert_close(r["params"][k], p.detach(), rtol=1e-9, atol=1e-11, msg=lambda m: f"{k}: {m}")
