@@ -5,7 +5,7 @@ placements as fixed_params), which separates the runtime's speed from the planne
 `ours_measured` keeps the fastest measured of the planner's, DDP's and FSDP2's plans
 (parallelize(measure_candidates=3)).
 
-    PYTHONPATH=$PWD python benchmarks/step_time.py [--device cpu|cuda] [--models mlp,llama,moe] [--meshes 4,2x2]
+    PYTHONPATH=$PWD python benchmarks/step_time.py [--device cpu|cuda] [--models mlp,mlp_padded,llama,moe] [--meshes 4,2x2]
         [--rows ...] [--steps 20] [--warmup 3] [--repeats 3] [--calibration profile.json]
         [--json results.json]
 
@@ -85,11 +85,17 @@ class MLP(nn.Module):
 
 def build(name: str):
     """(model, (inputs, targets)), the same on every rank."""
-    if name == "mlp":
+    if name in ("mlp", "mlp_padded"):
+        # mlp_padded: a model width four ranks do not divide (510 = 4 x 128 - 2), so shards
+        # of activations and of FSDP2's weights are uneven and their collectives pad. The
+        # hidden width (2044) and the batch divide by 4: torch's TP styles fail on an uneven
+        # hidden width over 4 ranks (2046: "Sharding propagation failed for aten.addmm"),
+        # and data-parallel rows need equal local batches to see the global loss.
+        dim, hidden = (512, 2048) if name == "mlp" else (510, 2044)
         torch.manual_seed(0)
-        model = MLP()
+        model = MLP(dim, hidden)
         g = torch.Generator().manual_seed(1)
-        return model, (torch.randn(64, 512, generator=g), torch.randn(64, 512, generator=g))
+        return model, (torch.randn(64, dim, generator=g), torch.randn(64, dim, generator=g))
     if name == "llama":
         cfg = models.llama.LlamaConfig(dim=256, n_layers=4, n_heads=8, n_kv_heads=4, ffn_dim=688, vocab_size=1024,
                                        seq_len=64)
@@ -98,7 +104,7 @@ def build(name: str):
         cfg = replace(models.moe.MoEConfig.tiny(), dim=128, n_layers=2, n_heads=4, n_experts=4, top_k=2,
                       expert_ffn_dim=256, vocab_size=512, seq_len=32, capacity_factor=2.0, aux_loss_weight=0.0)
         return models.build("moe", cfg, batch=8, seed=0)
-    raise ValueError(f"unknown model {name!r}; expected mlp, llama or moe")
+    raise ValueError(f"unknown model {name!r}; expected mlp, mlp_padded, llama or moe")
 
 
 def _blocks(model):
@@ -114,7 +120,7 @@ def _tp_plan(name: str, model, tp: int, local_heads: bool = True):
 
     plans = []
     for blk in _blocks(model):
-        if name == "mlp":
+        if name in ("mlp", "mlp_padded"):
             plans.append((blk, {"0": ColwiseParallel(), "2": RowwiseParallel()}))
         elif name == "llama":
             if local_heads:
@@ -146,7 +152,7 @@ def _tp_fsdp2_placements(name, model, mesh_shape) -> dict:
             for k, p in model.named_parameters()}
 
 
-HAND_TP = {"mlp", "llama"}
+HAND_TP = {"mlp", "mlp_padded", "llama"}
 NO_HAND_TP = ("no torch TP style fits the MoE: ColwiseParallel on its fused qkv would split across q/k/v, "
               "and its experts are raw einsum parameters")
 
@@ -540,7 +546,7 @@ def measured_split(r) -> dict:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--models", default="mlp,llama,moe")
+    p.add_argument("--models", default="mlp,mlp_padded,llama,moe")
     p.add_argument("--meshes", default=None, help="default 4,2x2 on CPU; on CUDA the GPU count (and 2xN/2)")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                    help="cpu: 4 gloo ranks; cuda: one NCCL rank per visible GPU, planned with the H100 table")
