@@ -26,7 +26,8 @@ from ._runtime.redistribute import redistribute_local
 from ._runtime.recompute import mark_planned_recompute
 from ._runtime.reshard import kept_gather_bytes, mark_reshard_after_forward
 from ._runtime.bucketing import bucket_collectives
-from ._runtime.fuse_reductions import fuse_mesh_dim_reductions
+from ._runtime.fuse_gathers import fuse_mesh_dim_gathers
+from ._runtime.fuse_reductions import fuse_mesh_dim_reductions, fuse_mesh_dim_scatters
 from ._runtime.transposed_products import contiguous_transposed_products
 from ._runtime.schedule import schedule_overlap
 
@@ -259,9 +260,11 @@ class RankProgram:
         self.buckets = 0
         if self.bw is not None:  # gradients bucketed and accumulated without copies
             contiguous_transposed_products(self.bw)
-        for gm in (self.fw, self.bw):  # before bucketing: the merged reductions bucket together
+        for gm in (self.fw, self.bw):  # before bucketing: the merged collectives bucket together
             if gm is not None:
                 fuse_mesh_dim_reductions(gm)
+                fuse_mesh_dim_scatters(gm)
+                fuse_mesh_dim_gathers(gm)
         if self.options.bucket_bytes:
             for gm in (self.fw, self.bw):
                 if gm is not None:

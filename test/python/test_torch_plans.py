@@ -337,3 +337,70 @@ def test_a_planned_module_keeps_dtensor_parameters_even_when_its_plan_replicates
         assert r["dtensor_params"] == {True}, r["dtensor_params"]
         for k, p in model.named_parameters():
             torch.testing.assert_close(r["params"][k], p.detach(), rtol=1e-9, atol=1e-11, msg=lambda m: f"{k}: {m}")
+
+
+class _Uneven(nn.Module):
+    """One weight whose first dim (30) a 2x2 mesh cuts unevenly (15 -> 8 + 7, padded), one it
+    cuts evenly (32)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(DIM, 30), nn.Linear(30, DIM)
+
+    def forward(self, x, y):
+        return F.mse_loss(self.b(F.gelu(self.a(x))), y)
+
+
+def _rank_fsdp2_2d(rank, world, which):
+    from torch.distributed.tensor import Shard
+    from torch_localmap import parallelize
+
+    torch.manual_seed(0)
+    model = _Uneven().double() if which in ("uneven", "crossed") else Net().double()
+    _, (x, y) = _example()
+    local = (x.chunk(world)[rank], y.chunk(world)[rank])
+    # crossed: a.weight cut along dim 0 by mesh dim 0 and along dim 1 by mesh dim 1 -- two
+    # gathers of two tensor dims, which must stay two
+    fixed = {"a.weight": [Shard(0), Shard(1)]} if which == "crossed" else None
+    pm = parallelize(model, make_mesh((2, 2)), local, device="cpu", time_limit=2.0, like="fsdp2",
+                     input_placements={0: [Shard(0), Shard(0)], 1: [Shard(0), Shard(0)]}, bucket_cap_mb=0,
+                     compile=which == "compiled", fixed_params=fixed)
+    loss = pm(*local)
+    loss.backward()
+    fw = getattr(pm._program.fw, "graph_module", pm._program.fw)
+    gathers = [(n.args[1], n.args[0].meta["val"].numel()) for n in fw.graph.nodes
+               if n.op == "call_function" and n.target is torch.ops._c10d_functional.all_gather_into_tensor.default]
+    bw = getattr(pm._program.bw, "graph_module", pm._program.bw)
+    scatters = [n.args[2] for n in bw.graph.nodes
+                if n.op == "call_function" and n.target is torch.ops._c10d_functional.reduce_scatter_tensor.default]
+    return {"loss": loss.full_tensor().detach(), "grads": _grads(pm), "gathers": gathers, "scatters": scatters}
+
+
+@pytest.mark.timeout(600)
+def test_a_parameter_sharded_on_both_mesh_dims_is_gathered_and_reduced_once_over_all_ranks():
+    """FSDP2's plan on a 2x2 mesh: a parameter is S(0) on both mesh dims; DTensor gathers it
+    over one mesh dim, folds, then over the other, and reduce-scatters its gradient the same
+    way. The runtime gathers and reduce-scatters each evenly cut one once over all four
+    ranks (one collective, no fold between), as FSDP2 does over its flattened mesh; an
+    unevenly cut one keeps both. Gradients equal one process's."""
+    for which, cls in (("even", Net), ("compiled", Net), ("uneven", _Uneven), ("crossed", _Uneven)):
+        torch.manual_seed(0)
+        ref_model = cls().double()
+        _, (x, y) = _example()
+        ref_loss = ref_model(x, y)
+        ref_loss.backward()
+        ref_grads = _grads(ref_model)
+        params = dict(ref_model.named_parameters())
+        for r in run_distributed(_rank_fsdp2_2d, 4, which, timeout=600):
+            torch.testing.assert_close(r["loss"], ref_loss.detach(), **TOL)
+            for k, g in ref_grads.items():
+                torch.testing.assert_close(r["grads"][k], g, **TOL, msg=lambda m: f"{which} grad {k}: {m}")
+            if which == "crossed":  # parity above is the check; a.weight keeps its two gathers
+                assert sorted(n for n, _ in r["gathers"]).count(2) >= 2, r["gathers"]
+            elif which != "uneven":  # every parameter once, whole, over all four ranks
+                assert [n for n, _ in r["gathers"]] == [4] * len(params), r["gathers"]
+                assert sum(4 * e for _, e in r["gathers"]) == sum(p.numel() for p in params.values()), r["gathers"]
+                assert r["scatters"] == [4] * len(params), r["scatters"]
+            else:  # a.weight (30 rows) and a.bias are cut unevenly: two collectives each; b's are merged
+                assert sorted(n for n, _ in r["gathers"]) == [2, 2, 2, 2, 4, 4], r["gathers"]
+                assert sorted(r["scatters"]) == [2, 2, 2, 2, 4, 4], r["scatters"]

@@ -9,17 +9,28 @@ rank program (an all-reduce whose input is, through views only, the waited resul
 another all-reduce with the same reduce op and no other user) and merges them onto the
 runtime's combined group (groups.combined_group_name). Runs before bucketing, so the
 merged reductions are bucketed together.
+
+The same holds for reduce-scatters: a gradient Partial on mesh dims a < b and wanted
+S(0) on both (FSDP2's plan on a 2-D mesh) is reduce-scattered over a's group (rank i
+keeps piece i of dim 0), then that piece over b's (piece j of it). Where the pieces are
+whole, that is piece i x n_b + j of one reduce-scatter over both dims' combined group,
+whose ranks are numbered row-major over ascending mesh dims: one collective, moving
+(n_a n_b - 1) / (n_a n_b) of the buffer instead of (n_a - 1) / n_a plus (n_b - 1) / (n_a n_b).
 """
 from __future__ import annotations
 
 import torch
 import torch.fx as fx
 
-from .groups import combined_group_name
+from .groups import combined_group_name, mesh_dim_of
 from .schedule import SAME_VALUES, is_wait
 
 _all_reduce = torch.ops._c10d_functional.all_reduce.default
+_reduce_scatter = torch.ops._c10d_functional.reduce_scatter_tensor.default
 _aten = torch.ops.aten
+# Between two reduce-scatters of whole pieces: squeeze the gathered dim, split dim 0 again.
+_RESPLIT = frozenset({_aten.squeeze.dim, _aten.view.default, _aten._unsafe_view.default, _aten.reshape.default,
+                      _aten.clone.default, _aten.alias.default, _aten.permute.default})
 
 
 def _chained_reduction(ar: fx.Node):
@@ -60,6 +71,68 @@ def fuse_mesh_dim_reductions(gm: fx.GraphModule) -> int:
         for n in between:
             gm.graph.erase_node(n)
         gm.graph.erase_node(first)
+        saved += 1
+    if saved:
+        gm.graph.lint()
+        gm.recompile()
+    return saved
+
+
+def _shape(node) -> tuple | None:
+    val = node.meta.get("val") if isinstance(node, fx.Node) else None
+    return tuple(val.shape) if isinstance(val, torch.Tensor) else None
+
+
+def _chained_scatter(inner: fx.Node):
+    """(outer reduce-scatter, the nodes between, nearest to `inner` first, its wait last)
+    when `inner`'s input is the outer one's waited piece split again along dim 0 (whole
+    pieces, no other reader); else None."""
+    between, x = [], inner.args[0]
+    while isinstance(x, fx.Node) and x.op == "call_function" and x.target in _RESPLIT and len(x.users) == 1:
+        if x.target is _aten.permute.default and list(x.args[1]) != list(range(len(x.args[1]))):
+            return None  # a piece of another dim than 0
+        between.append(x)
+        x = x.args[0]
+    if not (isinstance(x, fx.Node) and is_wait(x) and len(x.users) == 1):
+        return None
+    outer = x.args[0]
+    if outer.target is not _reduce_scatter or len(outer.users) != 1 or outer.args[1] != inner.args[1]:
+        return None
+    n0, n1 = int(outer.args[2]), int(inner.args[2])
+    a, b = _shape(outer.args[0]), _shape(inner.args[0])
+    if not a or not b or len(a) != len(b) or a[0] != n0 or b[0] != n1 or a[1] != n1 * b[1] or a[2:] != b[2:]:
+        return None
+    return outer, between + [x]
+
+
+def fuse_mesh_dim_scatters(gm: fx.GraphModule) -> int:
+    """Merges chained per-mesh-dim reduce-scatters of `gm` (in place; recompiles). Returns
+    how many were saved."""
+    saved = 0
+    for inner in [n for n in gm.graph.nodes if n.op == "call_function" and n.target is _reduce_scatter]:
+        found = _chained_scatter(inner)
+        if found is None:
+            continue
+        outer, between = found
+        dim_out, dim_in = mesh_dim_of(outer.args[3]), mesh_dim_of(inner.args[3])
+        if dim_out is None or dim_in is None or not dim_out < dim_in:
+            continue
+        group = combined_group_name([outer.args[3], inner.args[3]])
+        if group is None:
+            continue
+        n = int(outer.args[2]) * int(inner.args[2])
+        src = outer.args[0]
+        shape = [n] + list(_shape(inner.args[0])[1:])
+        with gm.graph.inserting_before(inner):
+            pieces = gm.graph.call_function(_aten.reshape.default, (src, shape))
+        # The node it replaces carries the tags later passes read (Inductor's remat needs
+        # backward's nodes marked as backward, one region).
+        pieces.meta.update({k: v for k, v in inner.args[0].meta.items() if k != "val"})
+        pieces.meta["val"] = src.meta["val"].new_empty(shape)
+        inner.args = (pieces, inner.args[1], n, group)
+        for node in between:
+            gm.graph.erase_node(node)
+        gm.graph.erase_node(outer)
         saved += 1
     if saved:
         gm.graph.lint()

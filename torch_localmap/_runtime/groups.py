@@ -20,7 +20,7 @@ import torch.distributed as dist
 
 from .._torch_private import dtensor
 
-__all__ = ["DEFAULT_TIMEOUT", "as_timeout", "runtime_mesh", "world_group", "combined_group_name"]
+__all__ = ["DEFAULT_TIMEOUT", "as_timeout", "runtime_mesh", "world_group", "combined_group_name", "mesh_dim_of"]
 
 # Long enough for a first step that compiles or plans on every rank, short enough that a
 # failure ends a run in minutes, not half an hour.
@@ -32,6 +32,9 @@ _cache: dict = {}
 # ranks, and that name -> the set, so combined names combine further.
 _combined: dict = {}
 _members: dict = {}
+# A per-mesh-dim group's name -> its mesh dim: a combined group lists its ranks row-major
+# over its dims in ascending order, which fixes the order a merged all-gather fills.
+_dim_of: dict = {}
 
 
 def as_timeout(value, what: str = "timeout") -> datetime.timedelta:
@@ -68,6 +71,11 @@ def combined_group_name(names) -> str | None:
     return _combined.get(dims)
 
 
+def mesh_dim_of(name: str) -> int | None:
+    """The mesh dim a runtime group of one mesh dim runs over; None for any other group."""
+    return _dim_of.get(name)
+
+
 def _make_combined_groups(mesh, groups, timeout) -> None:
     """One group per set of 2+ mesh dims of more than one rank each (2-D: one, 3-D: four,
     4-D: eleven). Collective: every rank makes them in the same order."""
@@ -97,6 +105,7 @@ def runtime_mesh(mesh, timeout: datetime.timedelta):
             mine, _ = dist.new_subgroups_by_enumeration(_subgroup_ranks(mesh, d), timeout=timeout,
                                                         group_desc=f"torch_localmap_dim{d}")
             groups.append(mine)
+            _dim_of[mine.group_name] = d
         _make_combined_groups(mesh, groups, timeout)
         _cache[key] = dtensor.mesh_from_groups(mesh, groups)
     return _cache[key]
