@@ -66,9 +66,12 @@ def _chain(outer: fx.Node):
     if d is None:
         return None
     ndim = len(_shape(x) or ())
-    for n in between:  # the fold moves the gathered dim 0 to d and nothing else
-        if n.target is _aten.permute.default and list(n.args[1]) != _movedim_perm(ndim, d):
+    perms = [n for n in between if n.target is _aten.permute.default]
+    for n in perms:  # the fold moves the gathered dim 0 to d and nothing else
+        if list(n.args[1]) != _movedim_perm(ndim, d):
             return None
+    if d != 0 and len(perms) != 1:  # views alone only merge the pieces into dim 0
+        return None
     return inner, between + [x], d
 
 
