@@ -14,24 +14,18 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
-from .groups import combined_group_name, mesh_dim_of
-from .schedule import is_wait
+from .groups import nested_group_name
+from .schedule import is_wait, node_shape as _shape
 
 _all_gather = torch.ops._c10d_functional.all_gather_into_tensor.default
 _aten = torch.ops.aten
-# What the per-dim fold between the two gathers is made of (movedim(0, d) + flatten, then
-# unsqueeze(0) for the next gather); any other op (padding, narrowing) keeps both gathers.
-_FOLD = frozenset({_aten.permute.default, _aten.view.default, _aten._unsafe_view.default, _aten.reshape.default,
-                   _aten.clone.default, _aten.unsqueeze.default, _aten.alias.default})
-
-
+# A gather's fold is movedim(0, d) (permute, shape from its input), a copy, and a flatten
+# (a view to a shape it names); unsqueeze(0) readies the next gather. Any other op between
+# two gathers (padding, narrowing) keeps both.
 _SHAPE_KEEPING = frozenset({_aten.permute.default, _aten.clone.default, _aten.alias.default})
 _SHAPE_GIVEN = frozenset({_aten.view.default, _aten._unsafe_view.default, _aten.reshape.default})
-
-
-def _shape(node) -> tuple | None:
-    val = node.meta.get("val") if isinstance(node, fx.Node) else None
-    return tuple(val.shape) if isinstance(val, torch.Tensor) else None
+_REFOLD = _SHAPE_KEEPING | _SHAPE_GIVEN  # the fold after the last gather
+_FOLD = _REFOLD | {_aten.unsqueeze.default}
 
 
 def _gathered_dim(inner_in: tuple, outer_in: tuple, n_inner: int) -> int | None:
@@ -118,12 +112,7 @@ def fuse_mesh_dim_gathers(gm: fx.GraphModule) -> int:
         # on one and S(d') on the other is two gathers of different dims).
         if _folded_into(next(iter(outer.users)), int(outer.args[1]), _shape(outer.args[0])[1:]) != d:
             continue
-        dim_in, dim_out = mesh_dim_of(inner.args[2]), mesh_dim_of(outer.args[2])
-        # The inner gather must run over the later mesh dim: the combined group numbers
-        # its ranks row-major over ascending mesh dims, outer piece first.
-        if dim_in is None or dim_out is None or not dim_out < dim_in:
-            continue
-        group = combined_group_name([inner.args[2], outer.args[2]])
+        group = nested_group_name(outer.args[2], inner.args[2])
         if group is None:
             continue
         outer.args = (inner.args[0], int(inner.args[1]) * int(outer.args[1]), group)
@@ -137,7 +126,7 @@ def fuse_mesh_dim_gathers(gm: fx.GraphModule) -> int:
         _refresh(node)
         while len(node.users) == 1:
             node = next(iter(node.users))
-            if node.op != "call_function" or node.target not in _SHAPE_KEEPING | _SHAPE_GIVEN:
+            if node.op != "call_function" or node.target not in _REFOLD:
                 break
             _refresh(node)
             if node.target in _SHAPE_GIVEN:

@@ -22,8 +22,8 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
-from .groups import combined_group_name, mesh_dim_of
-from .schedule import SAME_VALUES, is_wait
+from .groups import combined_group_name, nested_group_name
+from .schedule import REGION_META, SAME_VALUES, is_wait, node_shape as _shape
 
 _all_reduce = torch.ops._c10d_functional.all_reduce.default
 _reduce_scatter = torch.ops._c10d_functional.reduce_scatter_tensor.default
@@ -78,11 +78,6 @@ def fuse_mesh_dim_reductions(gm: fx.GraphModule) -> int:
     return saved
 
 
-def _shape(node) -> tuple | None:
-    val = node.meta.get("val") if isinstance(node, fx.Node) else None
-    return tuple(val.shape) if isinstance(val, torch.Tensor) else None
-
-
 def _chained_scatter(inner: fx.Node):
     """(outer reduce-scatter, the nodes between, nearest to `inner` first, its wait last)
     when `inner`'s input is the outer one's waited piece split again along dim 0 (whole
@@ -114,10 +109,7 @@ def fuse_mesh_dim_scatters(gm: fx.GraphModule) -> int:
         if found is None:
             continue
         outer, between = found
-        dim_out, dim_in = mesh_dim_of(outer.args[3]), mesh_dim_of(inner.args[3])
-        if dim_out is None or dim_in is None or not dim_out < dim_in:
-            continue
-        group = combined_group_name([outer.args[3], inner.args[3]])
+        group = nested_group_name(outer.args[3], inner.args[3])
         if group is None:
             continue
         n = int(outer.args[2]) * int(inner.args[2])
@@ -125,9 +117,8 @@ def fuse_mesh_dim_scatters(gm: fx.GraphModule) -> int:
         shape = [n] + list(_shape(inner.args[0])[1:])
         with gm.graph.inserting_before(inner):
             pieces = gm.graph.call_function(_aten.reshape.default, (src, shape))
-        # The node it replaces carries the tags later passes read (Inductor's remat needs
-        # backward's nodes marked as backward, one region).
-        pieces.meta.update({k: v for k, v in inner.args[0].meta.items() if k != "val"})
+        # The region of the node it replaces (Inductor's remat needs backward's nodes in one run).
+        pieces.meta.update({k: inner.args[0].meta[k] for k in REGION_META if k in inner.args[0].meta})
         pieces.meta["val"] = src.meta["val"].new_empty(shape)
         inner.args = (pieces, inner.args[1], n, group)
         for node in between:

@@ -20,7 +20,7 @@ import torch.distributed as dist
 
 from .._torch_private import dtensor
 
-__all__ = ["DEFAULT_TIMEOUT", "as_timeout", "runtime_mesh", "world_group", "combined_group_name", "mesh_dim_of"]
+__all__ = ["DEFAULT_TIMEOUT", "as_timeout", "runtime_mesh", "world_group", "combined_group_name", "nested_group_name"]
 
 # Long enough for a first step that compiles or plans on every rank, short enough that a
 # failure ends a run in minutes, not half an hour.
@@ -71,9 +71,16 @@ def combined_group_name(names) -> str | None:
     return _combined.get(dims)
 
 
-def mesh_dim_of(name: str) -> int | None:
-    """The mesh dim a runtime group of one mesh dim runs over; None for any other group."""
-    return _dim_of.get(name)
+def nested_group_name(outer: str, inner: str) -> str | None:
+    """The combined group over per-mesh-dim groups `outer` and `inner` when its rank order
+    nests them -- row-major over ascending mesh dims, so `outer`'s mesh dim comes first --
+    else None. A collective over the outer dim's group, then one over the inner's, on
+    pieces of one dim (an all-gather's or a reduce-scatter's), is then one collective
+    over that group."""
+    a, b = _dim_of.get(outer), _dim_of.get(inner)
+    if a is None or b is None or not a < b:
+        return None
+    return combined_group_name([outer, inner])
 
 
 def _make_combined_groups(mesh, groups, timeout) -> None:

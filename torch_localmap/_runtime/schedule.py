@@ -58,6 +58,12 @@ def is_wait(node: fx.Node) -> bool:
     return node.op == "call_function" and node.target is torch.ops._c10d_functional.wait_tensor.default
 
 
+def node_shape(node) -> tuple | None:
+    """The shape of an FX node's traced value; None for a non-node or a non-tensor value."""
+    val = node.meta.get("val") if isinstance(node, fx.Node) else None
+    return tuple(val.shape) if isinstance(val, torch.Tensor) else None
+
+
 def node_kind(node: fx.Node) -> str:
     """F (placeholder, output), W (wait), S (collective), M (data movement) or C (compute)."""
     if node.op in ("placeholder", "output", "get_attr"):
