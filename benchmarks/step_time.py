@@ -558,6 +558,8 @@ def main(argv=None):
                    help="a cost-model profile to plan with (default 'live': measured on each mesh by the first "
                         "planned row, cached for the others in a fresh directory; 'none': the table)")
     p.add_argument("--json", default=None, help="write all results here")
+    p.add_argument("--keep-plans", default=None, metavar="DIR",
+                   help="save the plans of the planned rows here (Plan.load reads them back) instead of a temp dir")
     a = p.parse_args(argv)
     if a.steps < 20 or a.repeats < 3:
         print("note: fewer than 20 timed steps or 3 runs per row", file=sys.stderr)
@@ -576,7 +578,9 @@ def main(argv=None):
     if unknown:
         raise SystemExit(f"unknown rows {sorted(unknown)}; expected some of {ROWS}")
     everything, failures, lines = {}, [], []
-    with tempfile.TemporaryDirectory(prefix="tlm_step_time_plans_") as plan_dir:
+    with tempfile.TemporaryDirectory(prefix="tlm_step_time_plans_") as tmp_dir:
+        plan_dir = a.keep_plans or tmp_dir
+        os.makedirs(plan_dir, exist_ok=True)
         for name in a.models.split(","):
             per_mesh = {}
             for m in a.meshes.split(","):

@@ -9,6 +9,7 @@ from . import _C
 from ._torch_private import fake_tensors
 from ._mesh import mesh_shape_and_names
 from ._runtime.failures import failure_scope
+from .solver import InfeasibleError
 from ._plan_types import NodePlan, Plan, PlanMismatchError, PlanSummary, SolverSummary  # noqa: F401  (public)
 from ._ir_export import export_graph
 from ._node_origin import label_plan_nodes
@@ -114,7 +115,10 @@ def as_saved_plan(plan, what: str = "plan") -> Plan:
     raise TypeError(f"{what}: expected a torch_localmap Plan or a plan file's path, got {type(plan).__name__}")
 
 
-_ERRORS = {"ValueError": ValueError, "RuntimeError": RuntimeError, "PlanMismatchError": PlanMismatchError}
+# The exception types a planning rank's failure is re-raised as on every rank (by name: the
+# broadcast carries the name and the message). Any other type arrives as RuntimeError.
+_ERRORS = {"ValueError": ValueError, "RuntimeError": RuntimeError, "PlanMismatchError": PlanMismatchError,
+           "InfeasibleError": InfeasibleError}
 
 
 def _agreed_plan_json(ir_json: str, options_json: str, mesh, timeout, progress=None, saved=None,

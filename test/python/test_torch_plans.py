@@ -157,19 +157,31 @@ def _rank_batchnorm(rank, world):
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8))
+    x = torch.randn(8, 8)
     try:
-        parallelize(model, make_mesh((world,)), (torch.randn(8, 8),), device="cpu", time_limit=1.0, like="ddp")
+        parallelize(model, make_mesh((world,)), (x,), device="cpu", time_limit=1.0, like="ddp")
     except Exception as e:  # noqa: BLE001  (the message is what is checked)
-        return f"{type(e).__name__}: {e}"
-    return "planned"
+        refused = f"{type(e).__name__}: {e}"
+    else:
+        refused = "planned"
+    # measure_candidates skips the torch plan that cannot run this model instead of failing.
+    pm = parallelize(model, make_mesh((world,)), (x,), device="cpu", time_limit=1.0, measure_candidates=3,
+                     measure_steps=1)
+    return refused, pm.plan.measurements
 
 
 @pytest.mark.timeout(300)
 def test_like_refuses_a_model_that_needs_batch_communication():
     """BatchNorm's batch statistics need the whole batch: no plan keeps activations on
-    their rank, and the error says so instead of planning something else."""
-    for msg in run_distributed(_rank_batchnorm, 2, timeout=300):
-        assert "like='ddp': no plan of this graph keeps every activation on its own rank" in msg, msg
+    their rank, and the error says so instead of planning something else; measure_candidates
+    skips that candidate."""
+    for msg, measured in run_distributed(_rank_batchnorm, 2, timeout=300):
+        # InfeasibleError (a ValueError) on every rank, not only on the rank that planned.
+        assert msg.startswith("InfeasibleError: like='ddp': no plan of this graph keeps every activation on its "
+                              "own rank"), msg
+        skipped = {c["candidate"]: c["skipped"] for c in measured["candidates"] if "skipped" in c}
+        assert "no plan of this graph keeps every activation" in skipped["like=ddp"], measured
+        assert measured["kept"] in [c["candidate"] for c in measured["candidates"] if "measured_step_s" in c]
 
 
 def test_like_and_bucket_cap_are_checked():
