@@ -43,6 +43,9 @@ from ._calibrate import _sync
 __all__ = ["live_profile", "cache_path", "measure_mesh", "collective_call"]
 
 PROFILE_VERSION = 1
+# Part of the cache key: raised when measure_mesh changes what it writes, so profiles cached by
+# an earlier release are measured afresh. 2: the topology (ranks per node) is always written.
+MEASURE_REVISION = 2
 COLLECTIVE_SIZES = (16 << 10, 256 << 10, 2 << 20, 16 << 20)
 MATMUL_SHAPES = ((64, 512, 512), (256, 512, 2048), (512, 1024, 1024), (1024, 1024, 2048))
 _ROUND_SECONDS = 0.02  # each timed round runs the op at least this long (timer and scheduler noise)
@@ -236,9 +239,10 @@ def measure_mesh(mesh, table: str) -> dict:
         "device": fields,
         "collectives": rows,
     }
-    ranks_here = hosts.count(hosts[coords[0]])
-    if ranks_here < len(hosts):  # several hosts: which mesh dims cross them follows from ranks per node
-        profile["topology"] = {"ranks_per_node": ranks_here}
+    # Which mesh dims' groups cross hosts follows from ranks per node; on one host that is every
+    # rank. Written always: the device table's own figure (2 for "cpu") would price a group of 4
+    # ranks on one host as two nodes, half its hops on an inter-node link nothing here measured.
+    profile["topology"] = {"ranks_per_node": hosts.count(hosts[coords[0]])}
     return profile
 
 
@@ -248,7 +252,8 @@ def _key(mesh) -> dict:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else (platform.processor() or "cpu")
     return {"host": socket.gethostname(), "device": f"{device.type}:{name}", "cpus": os.cpu_count(),
             "torch": torch.__version__, "backend": str(dist.get_backend()), "world": dist.get_world_size(),
-            "mesh": list(mesh.shape), "threads": torch.get_num_threads(), "version": PROFILE_VERSION}
+            "mesh": list(mesh.shape), "threads": torch.get_num_threads(), "version": PROFILE_VERSION,
+            "revision": MEASURE_REVISION}
 
 
 def cache_dir() -> str:

@@ -52,6 +52,9 @@ def test_live_calibration_round_trips_through_its_file(tmp_path):
     p = r0["first"]
     assert p["device"]["peak_flops_fp32"] > 0 and p["device"]["kernel_overhead_s"] > 0
     assert p["device"]["optimizer_kernel_overhead_s"] >= 0
+    # One host holds every rank: all of them are one node's (the "cpu" table's own figure would not do
+    # for a larger world: it would price half of a group's hops on an inter-node link never measured).
+    assert p["topology"] == {"ranks_per_node": len(results)}
     kinds = {(c["collective"], c["group_size"]) for c in p["collectives"]}
     assert kinds == {(k, 2) for k in ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")}
     # The file is an ordinary profile: loaded by path it prices as the cached one does (the

@@ -265,6 +265,28 @@ def test_gathers_bucket_alike_on_a_rank_whose_shard_is_padded():
         assert len(gathers) == 1, short_shard
 
 
+def test_gathers_only_the_outputs_read_are_bucketed_like_gradients():
+    """Gathers of computed values (no parameter's) that only the graph's outputs read, through
+    re-layouts, share a bucket as gradient reductions do; one that compute waits for does not."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from torch_localmap._runtime.bucketing import bucket_collectives
+
+    c10d = torch.ops._c10d_functional
+
+    def step(x, y, z, w):
+        gx = c10d.wait_tensor.default(c10d.all_gather_into_tensor.default(x * 2, 4, "g"))
+        gy = c10d.wait_tensor.default(c10d.all_gather_into_tensor.default(y * 2, 4, "g"))
+        gz = c10d.wait_tensor.default(c10d.all_gather_into_tensor.default(z * 2, 4, "g"))
+        return gx.t(), gy.view(-1).to(torch.float64), gz @ w
+
+    gm = make_fx(step, tracing_mode="fake")(torch.randn(3, 8), torch.randn(2, 8), torch.randn(1, 8),
+                                            torch.randn(8, 8))
+    assert bucket_collectives(gm, params={}) == 1
+    gathers = [n for n in gm.graph.nodes if n.target is c10d.all_gather_into_tensor.default]
+    assert sorted(tuple(n.args[0].meta["val"].shape) for n in gathers) == [(1, 8), (40,)]  # z alone; x, y flat
+
+
 def _rank_measured(rank, world):
     from torch_localmap import parallelize
     from torch_localmap._report import format_plan

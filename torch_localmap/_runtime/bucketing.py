@@ -12,7 +12,9 @@ data movement for the overlap schedule (schedule.py, run after this): the copy-i
 travels with the collective, the unpacking with the wait.
 
 Reductions (all-reduce, reduce-scatter) are bucketed in the order their inputs --
-gradients -- become ready; nothing waits for them until the step ends. Parameter
+gradients -- become ready; nothing waits for them until the step ends. So are the gathers
+whose results only the graph's outputs read (a weight gradient sharded by its matmul and
+gathered to its replicated parameter). Parameter
 all-gathers are all ready at the start of a graph, so that packing would gather every
 parameter up front and leave nothing to overlap: they are bucketed per unit instead, as
 FSDP2 wraps one block at a time -- a unit is the parameter's FQN up to its first list
@@ -67,16 +69,39 @@ def _source_param(node: fx.Node, params: dict):
     return params.get(node.name) if node.op == "placeholder" else None
 
 
-def _key(node: fx.Node, params: dict):
+def _relayout(user: fx.Node, node: fx.Node) -> bool:
+    """`user` reads `node` alone and keeps its elements (a view, cast, transpose or copy)."""
+    out, src = user.meta.get("val"), node.meta.get("val")
+    inputs = [a for a in user.all_input_nodes if isinstance(a.meta.get("val"), torch.Tensor)]
+    return (user.op == "call_function" and inputs == [node] and isinstance(out, torch.Tensor)
+            and isinstance(src, torch.Tensor) and out.numel() == src.numel())
+
+
+def _only_feeds_outputs(node: fx.Node, seen: dict) -> bool:
+    """Whether every reader of `node`, through re-layouts of it (_relayout), is the graph's
+    output: nothing in the graph waits for its value (a gradient)."""
+    if node not in seen:
+        seen[node] = False  # a DAG: only guards the recursion
+        seen[node] = bool(node.users) and all(
+            user.op == "output" or (_relayout(user, node) and _only_feeds_outputs(user, seen)) for user in node.users)
+    return seen[node]
+
+
+def _key(node: fx.Node, params: dict, seen: dict):
     """What must be equal for two collectives to share a bucket (None: never bucketed)."""
     kind = _KINDS.get(node.target)
     val = node.args[0].meta.get("val") if node.args and isinstance(node.args[0], fx.Node) else None
     if kind is None or not isinstance(val, torch.Tensor) or node.kwargs:
         return None
     key = (kind, val.dtype, val.device.type) + tuple(node.args[1:])  # reduce op, group size, group name
-    if kind == "all_gather":  # a parameter's gather: one bucket per unit
+    if kind == "all_gather":
         fqn = _source_param(node.args[0], params)
-        return None if fqn is None else key + (gather_unit(fqn),)
+        if fqn is not None:  # a parameter's gather: one bucket per unit
+            return key + (gather_unit(fqn),)
+        # A gradient gathered into its parameter's placement (a sharded weight gradient to a
+        # replicated parameter): bucketed in the order backward makes them, as reductions are,
+        # which is how the cost model prices it (core/cost_tables.cpp, gradient_tails).
+        return key + ("gradient",) if _only_feeds_outputs(node, seen) else None
     return key
 
 
@@ -89,9 +114,9 @@ def bucket_collectives(gm: fx.GraphModule, cap_bytes: int = DEFAULT_BUCKET_BYTES
     graphs Inductor compiles, which expect functional ops). Returns the number of buckets formed."""
     params = dict(params or {})
     nodes, kinds, offsets, inputs, nbytes = describe(gm)
-    key_ids, keys = {}, []
+    key_ids, keys, seen = {}, [], {}
     for n, k in zip(nodes, kinds):
-        key = _key(n, params) if k == "S" else None
+        key = _key(n, params, seen) if k == "S" else None
         keys.append(-1 if key is None else key_ids.setdefault(key, len(key_ids)))
     if not key_ids:
         return 0
