@@ -287,6 +287,25 @@ def test_gathers_only_the_outputs_read_are_bucketed_like_gradients():
     assert sorted(tuple(n.args[0].meta["val"].shape) for n in gathers) == [(1, 8), (40,)]  # z alone; x, y flat
 
 
+def test_a_reduce_scatter_bucket_is_capped_by_the_gradients_it_carries():
+    """The bucket cap counts a reduce-scatter's input (the full gradients, as DDP's and FSDP2's
+    buckets do), not its 1/world output: two 3 MiB gradients over 4 ranks exceed a 4 MiB cap."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from torch_localmap._runtime.bucketing import bucket_collectives
+
+    c10d = torch.ops._c10d_functional
+
+    def step(x, y):
+        rx = c10d.wait_tensor.default(c10d.reduce_scatter_tensor.default(x * 2, "sum", 4, "g"))
+        ry = c10d.wait_tensor.default(c10d.reduce_scatter_tensor.default(y * 2, "sum", 4, "g"))
+        return rx, ry
+
+    grads = (torch.randn(768, 1024), torch.randn(768, 1024))  # 3 MiB each
+    assert bucket_collectives(make_fx(step, tracing_mode="fake")(*grads), cap_bytes=4 << 20) == 0
+    assert bucket_collectives(make_fx(step, tracing_mode="fake")(*grads), cap_bytes=8 << 20) == 1
+
+
 def _rank_measured(rank, world):
     from torch_localmap import parallelize
     from torch_localmap._report import format_plan

@@ -32,7 +32,7 @@ import torch.fx as fx
 
 from .. import _C
 from .._torch_private import fake_tensors
-from .schedule import REGION_META, SAME_VALUES, apply_order, describe, is_wait
+from .schedule import REGION_META, SAME_VALUES, node_bytes, apply_order, describe, is_wait
 
 aten = torch.ops.aten
 _c10d = torch.ops._c10d_functional
@@ -120,6 +120,12 @@ def bucket_collectives(gm: fx.GraphModule, cap_bytes: int = DEFAULT_BUCKET_BYTES
         keys.append(-1 if key is None else key_ids.setdefault(key, len(key_ids)))
     if not key_ids:
         return 0
+    # The cap counts the larger of a collective's input and output, as DDP and FSDP2 count a
+    # bucket by its full gradients and the cost model prices a member's share of it
+    # (core/cost_tables.cpp): by its output alone, a reduce-scatter bucket took world-size
+    # times the cap and every gradient waited for the end of backward.
+    nbytes = [max(b, node_bytes(n.args[0])) if b and n.args and isinstance(n.args[0], fx.Node) else b
+              for n, b in zip(nodes, nbytes)]
     bucket_of = _C.collective_buckets(kinds, offsets, inputs, nbytes, keys, int(cap_bytes))
     buckets: dict = {}
     for n, b in zip(nodes, bucket_of):

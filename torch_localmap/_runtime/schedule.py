@@ -77,13 +77,13 @@ def node_kind(node: fx.Node) -> str:
     return "M" if node.target in _MOVE_OPS else "C"
 
 
-def _nbytes(node: fx.Node) -> int:
+def node_bytes(node: fx.Node) -> int:
     val = node.meta.get("val")
     return val.numel() * val.element_size() if isinstance(val, torch.Tensor) else 0
 
 
 def collective_bytes(gm: fx.GraphModule) -> list:
-    return [_nbytes(n) for n in gm.graph.nodes if is_collective(n) and not is_wait(n)]
+    return [node_bytes(n) for n in gm.graph.nodes if is_collective(n) and not is_wait(n)]
 
 
 def describe(gm: fx.GraphModule):
@@ -97,7 +97,7 @@ def describe(gm: fx.GraphModule):
         kinds.append(kind)
         inputs.extend(sorted({index[a] for a in n.all_input_nodes}))
         offsets.append(len(inputs))
-        nbytes.append(_nbytes(n) if kind == "S" else 0)
+        nbytes.append(node_bytes(n) if kind == "S" else 0)
     return nodes, "".join(kinds), offsets, inputs, nbytes
 
 
