@@ -44,9 +44,8 @@ __all__ = ["live_profile", "cache_path", "measure_mesh", "collective_call"]
 
 PROFILE_VERSION = 1
 # Part of the cache key: raised when measure_mesh changes what it writes, so profiles cached by
-# an earlier release are measured afresh. 2: the topology (ranks per node) is always written;
-# 3: collectives on CPU timed after a matmul (_collective_seconds).
-MEASURE_REVISION = 3
+# an earlier release are measured afresh. 2: the topology (ranks per node) is always written.
+MEASURE_REVISION = 2
 COLLECTIVE_SIZES = (16 << 10, 256 << 10, 2 << 20, 16 << 20)
 MATMUL_SHAPES = ((64, 512, 512), (256, 512, 2048), (512, 1024, 1024), (1024, 1024, 2048))
 _ROUND_SECONDS = 0.02  # each timed round runs the op at least this long (timer and scheduler noise)
@@ -137,34 +136,6 @@ def _fx_node_seconds(device) -> float:
     return _per_call_seconds(lambda: gm(tiny), device) / nodes
 
 
-# On CPU, the work a rank does between two collectives of a program: a matmul of a few ms.
-_BETWEEN_SHAPE = (256, 512, 512)
-
-
-def _between_collectives(device, group):
-    """(work, its seconds) run before each timed collective on CPU, or None elsewhere."""
-    if device.type != "cpu":
-        return None
-    m, k, n = _BETWEEN_SHAPE
-    a, b = torch.randn(m, k, device=device), torch.randn(k, n, device=device)
-    work = lambda: torch.mm(a, b)  # noqa: E731
-    return work, _per_call_seconds(work, device, group)
-
-
-def _collective_seconds(fn, device, group, between) -> float:
-    """One collective's seconds as a program pays it. Back to back, ranks meet at every call
-    already in step; in a program each rank computes first, and where ranks share cores (4
-    gloo ranks on 2) the peer it waits for may be descheduled: a small all-reduce between two
-    matmuls cost 3-5 ms against 0.6 ms back to back. So on CPU it is timed after a matmul
-    (less the matmul's own time), and never below its back-to-back time."""
-    tight = _per_call_seconds(fn, device, group)
-    if between is None:
-        return tight
-    work, work_s = between
-    mixed = _per_call_seconds(lambda: (work(), fn()), device, group)
-    return max(tight, mixed - work_s)
-
-
 def _optimizer_kernel_seconds(mesh, device, node_s: float) -> float:
     """Seconds per optimizer kernel beyond a graph node's: AdamW's step over small DTensor
     parameters on the mesh, as the user's optimizer runs on a planned module's parameters
@@ -253,11 +224,10 @@ def measure_mesh(mesh, table: str) -> dict:
             continue
         members = dist.get_process_group_ranks(group)
         link = "intra" if len({hosts[r] for r in members}) == 1 else "inter"
-        between = _between_collectives(device, group)
         for name in ("all_gather", "reduce_scatter", "all_reduce", "all_to_all"):
             for nbytes in COLLECTIVE_SIZES:
                 fn, size = collective_call(name, nbytes, n, device, group)
-                seconds = _max_over_ranks([_collective_seconds(fn, device, group, between)], device)[0]
+                seconds = _max_over_ranks([_per_call_seconds(fn, device, group)], device)[0]
                 rows.append({"collective": name, "group_size": n, "bytes": int(size), "seconds": seconds,
                              "link": link})
     profile = {

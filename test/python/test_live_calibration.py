@@ -73,24 +73,3 @@ def test_live_calibration_needs_an_initialized_process_group():
     with pytest.raises(ValueError, match="process group is initialized"):
         live_profile(object(), "cpu")
 
-
-def test_a_cpu_collective_is_priced_as_a_program_pays_it(monkeypatch):
-    """On CPU a collective is timed after a matmul, less the matmul's own time, and never below
-    its back-to-back time; elsewhere back to back only (timings stubbed: the rule, not the clock)."""
-    from torch_localmap import _live_calibration as live
-
-    def collective():
-        pass
-
-    def work():
-        pass
-
-    def timed(fn, device, group=None):
-        return 1.0 if fn is collective else 5.0  # back to back 1 s; after the matmul 5 s in all
-
-    monkeypatch.setattr(live, "_per_call_seconds", timed)
-    cpu = torch.device("cpu")
-    assert live._collective_seconds(collective, cpu, None, (work, 3.0)) == 2.0
-    assert live._collective_seconds(collective, cpu, None, (work, 4.5)) == 1.0  # never below back to back
-    assert live._collective_seconds(collective, cpu, None, None) == 1.0  # not on CPU: no matmul before it
-    assert live._between_collectives(torch.device("meta"), None) is None
