@@ -165,6 +165,11 @@ def _local_batch(batch, rank, dp):
     return tuple(t.chunk(dp)[rank] for t in batch)
 
 
+def _cost_table(device: str) -> str:
+    """The cost model's device table the planned rows price with (and calibrate for)."""
+    return "cpu" if device == "cpu" else "H100"
+
+
 def _setup(row, name, model, batch, mesh_shape, calibration, plan_dir, device):
     """(module to train, the step's (args), how to read the global loss, plan or None)."""
     if row == "single":
@@ -223,7 +228,7 @@ def _setup(row, name, model, batch, mesh_shape, calibration, plan_dir, device):
         else:  # the kept plan again: a torch-like one is applied with its `like`
             with open(path + ".like") as f:
                 kwargs = {"like": f.read() or None}
-    pm = parallelize(model, mesh, args, device="cpu" if device == "cpu" else "H100", time_limit=5.0, calibration=calibration,
+    pm = parallelize(model, mesh, args, device=_cost_table(device), time_limit=5.0, calibration=calibration,
                      compile=row == "ours_compiled", plan=saved, **kwargs)
     if saved is None and rank == 0:
         pm.plan.save(path)
@@ -337,7 +342,7 @@ def _rank(rank, world, row, name, mesh_shape, steps, warmup, calibration, plan_d
         # is cached: measured here, outside the window, it is not taken for the training step's peak.
         from torch_localmap._live_calibration import live_profile
 
-        live_profile(make_mesh(mesh_shape), "cpu" if device == "cpu" else "H100")
+        live_profile(make_mesh(mesh_shape), _cost_table(device))
     with PeakMemory(device) as mem:
         model, batch = build(name)
         tokens = _tokens(batch)

@@ -32,7 +32,7 @@ import torch.fx as fx
 
 from .. import _C
 from .._torch_private import fake_tensors
-from .schedule import REGION_META, SAME_VALUES, node_bytes, apply_order, describe, is_wait
+from .schedule import REGION_META, SAME_VALUES, apply_order, describe, is_wait, node_bytes
 
 aten = torch.ops.aten
 _c10d = torch.ops._c10d_functional
