@@ -393,15 +393,21 @@ def test_a_planned_module_keeps_dtensor_parameters_even_when_its_plan_replicates
 
 
 class _Uneven(nn.Module):
-    """One weight whose first dim (30) a 2x2 mesh cuts unevenly (15 -> 8 + 7, padded), one it
-    cuts evenly (32)."""
+    """One weight whose first dim a 2x2 mesh cuts unevenly, one it cuts evenly (32). Width
+    30: the outer mesh dim cuts it evenly (15 + 15), the inner one not (15 -> 8 + 7, padded).
+    Width 31: the outer one already unevenly (16 + 15, padded)."""
 
-    def __init__(self):
+    def __init__(self, width=30):
         super().__init__()
-        self.a, self.b = nn.Linear(DIM, 30), nn.Linear(30, DIM)
+        self.a, self.b = nn.Linear(DIM, width), nn.Linear(width, DIM)
 
     def forward(self, x, y):
         return F.mse_loss(self.b(F.gelu(self.a(x))), y)
+
+
+def _model(which):
+    widths = {"uneven": 30, "uneven_compiled": 30, "crossed": 30, "outer_uneven": 31}
+    return (_Uneven(widths[which]) if which in widths else Net()).double()
 
 
 def _rank_fsdp2_2d(rank, world, which):
@@ -409,7 +415,7 @@ def _rank_fsdp2_2d(rank, world, which):
     from torch_localmap import parallelize
 
     torch.manual_seed(0)
-    model = _Uneven().double() if which in ("uneven", "crossed") else Net().double()
+    model = _model(which)
     _, (x, y) = _example()
     local = (x.chunk(world)[rank], y.chunk(world)[rank])
     # crossed: a.weight cut along dim 0 by mesh dim 0 and along dim 1 by mesh dim 1 -- two
@@ -417,7 +423,7 @@ def _rank_fsdp2_2d(rank, world, which):
     fixed = {"a.weight": [Shard(0), Shard(1)]} if which == "crossed" else None
     pm = parallelize(model, make_mesh((2, 2)), local, device="cpu", time_limit=2.0, like="fsdp2",
                      input_placements={0: [Shard(0), Shard(0)], 1: [Shard(0), Shard(0)]}, bucket_cap_mb=0,
-                     compile=which == "compiled", fixed_params=fixed)
+                     compile=which.endswith("compiled"), fixed_params=fixed)
     loss = pm(*local)
     loss.backward()
     fw = getattr(pm._program.fw, "graph_module", pm._program.fw)
@@ -434,11 +440,14 @@ def test_a_parameter_sharded_on_both_mesh_dims_is_gathered_and_reduced_once_over
     """FSDP2's plan on a 2x2 mesh: a parameter is S(0) on both mesh dims; DTensor gathers it
     over one mesh dim, folds, then over the other, and reduce-scatters its gradient the same
     way. The runtime gathers and reduce-scatters each evenly cut one once over all four
-    ranks (one collective, no fold between), as FSDP2 does over its flattened mesh; an
-    unevenly cut one keeps both. Gradients equal one process's."""
-    for which, cls in (("even", Net), ("compiled", Net), ("uneven", _Uneven), ("crossed", _Uneven)):
+    ranks (one collective, no fold between), as FSDP2 does over its flattened mesh. So is
+    one whose outer cut is even and inner cut padded (every rank pads alike). One whose
+    outer cut is padded keeps both collectives: ranks of the longer outer piece pad nothing
+    themselves, and merging on some ranks only was a collective mismatch (gloo aborted the
+    process). Gradients equal one process's."""
+    for which in ("even", "compiled", "uneven", "uneven_compiled", "crossed", "outer_uneven"):
         torch.manual_seed(0)
-        ref_model = cls().double()
+        ref_model = _model(which)
         _, (x, y) = _example()
         ref_loss = ref_model(x, y)
         ref_loss.backward()
@@ -450,10 +459,11 @@ def test_a_parameter_sharded_on_both_mesh_dims_is_gathered_and_reduced_once_over
                 torch.testing.assert_close(r["grads"][k], g, **TOL, msg=lambda m: f"{which} grad {k}: {m}")
             if which == "crossed":  # parity above is the check; a.weight keeps its two gathers
                 assert sorted(n for n, _ in r["gathers"]).count(2) >= 2, r["gathers"]
-            elif which != "uneven":  # every parameter once, whole, over all four ranks
-                assert [n for n, _ in r["gathers"]] == [4] * len(params), r["gathers"]
-                assert sum(4 * e for _, e in r["gathers"]) == sum(p.numel() for p in params.values()), r["gathers"]
-                assert r["scatters"] == [4] * len(params), r["scatters"]
-            else:  # a.weight (30 rows) and a.bias are cut unevenly: two collectives each; b's are merged
+            elif which == "outer_uneven":  # a.weight (31 rows) and a.bias: two collectives each; b's merged
                 assert sorted(n for n, _ in r["gathers"]) == [2, 2, 2, 2, 4, 4], r["gathers"]
                 assert sorted(r["scatters"]) == [2, 2, 2, 2, 4, 4], r["scatters"]
+            else:  # every parameter once over all four ranks (30 rows: 4 pieces of 8, two padded)
+                assert [n for n, _ in r["gathers"]] == [4] * len(params), r["gathers"]
+                whole = sum(p.numel() for p in params.values()) + (2 * (DIM + 1) if "uneven" in which else 0)
+                assert sum(4 * e for _, e in r["gathers"]) == whole, r["gathers"]
+                assert r["scatters"] == [4] * len(params), r["scatters"]

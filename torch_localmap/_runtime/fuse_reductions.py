@@ -16,6 +16,12 @@ keeps piece i of dim 0), then that piece over b's (piece j of it). Where the pie
 whole, that is piece i x n_b + j of one reduce-scatter over both dims' combined group,
 whose ranks are numbered row-major over ascending mesh dims: one collective, moving
 (n_a n_b - 1) / (n_a n_b) of the buffer instead of (n_a - 1) / n_a plus (n_b - 1) / (n_a n_b).
+Where a's pieces are whole and b cuts them unevenly (a 255-row piece padded to 2 x 128),
+every piece of a is padded alike before the one reduce-scatter: the same pieces, the same
+padding. Where a cuts unevenly (the gradient padded before a's reduce-scatter), ranks of
+a's longest piece pad nothing for b while the others do: they would decide differently,
+so such chains are never merged -- decided from the full gradient's padding, which every
+rank's graph shares.
 """
 from __future__ import annotations
 
@@ -31,6 +37,7 @@ _aten = torch.ops.aten
 # Between two reduce-scatters of whole pieces: squeeze the gathered dim, split dim 0 again.
 _RESPLIT = frozenset({_aten.squeeze.dim, _aten.view.default, _aten._unsafe_view.default, _aten.reshape.default,
                       _aten.clone.default, _aten.alias.default, _aten.permute.default})
+_PAD = _aten.constant_pad_nd.default
 
 
 def _chained_reduction(ar: fx.Node):
@@ -78,14 +85,36 @@ def fuse_mesh_dim_reductions(gm: fx.GraphModule) -> int:
     return saved
 
 
+def _end_padding_of_dim0(pad_node: fx.Node) -> int | None:
+    """How many elements `pad_node` (constant_pad_nd) appends to dim 0 of its input, padding
+    nothing else; None if it pads anything else."""
+    pad, ndim = list(pad_node.args[1]), len(_shape(pad_node.args[0]) or ())
+    if len(pad) != 2 * ndim or any(pad[:-1]) or pad[-1] < 0:
+        return None
+    return int(pad[-1])
+
+
+def _padded_before(scatter: fx.Node) -> bool:
+    """Whether the tensor `scatter` cuts was padded (through re-layouts) to cut it evenly."""
+    x = scatter.args[0]
+    while isinstance(x, fx.Node) and x.op == "call_function" and x.target in _RESPLIT:
+        x = x.args[0]
+    return isinstance(x, fx.Node) and x.op == "call_function" and x.target is _PAD
+
+
 def _chained_scatter(inner: fx.Node):
-    """(outer reduce-scatter, the nodes between, nearest to `inner` first, its wait last)
-    when `inner`'s input is the outer one's waited piece split again along dim 0 (whole
-    pieces, no other reader); else None."""
-    between, x = [], inner.args[0]
-    while isinstance(x, fx.Node) and x.op == "call_function" and x.target in _RESPLIT and len(x.users) == 1:
+    """(outer reduce-scatter, the nodes between, nearest to `inner` first, its wait last,
+    the padding's node or None) when `inner`'s input is the outer one's waited piece split
+    again along dim 0 (whole pieces, or padded at the end, no other reader); else None."""
+    between, x, pad = [], inner.args[0], None
+    while isinstance(x, fx.Node) and x.op == "call_function" and (x.target in _RESPLIT or x.target is _PAD) \
+            and len(x.users) == 1:
         if x.target is _aten.permute.default and list(x.args[1]) != list(range(len(x.args[1]))):
             return None  # a piece of another dim than 0
+        if x.target is _PAD:
+            if pad is not None or _end_padding_of_dim0(x) is None:
+                return None
+            pad = x
         between.append(x)
         x = x.args[0]
     if not (isinstance(x, fx.Node) and is_wait(x) and len(x.users) == 1):
@@ -95,9 +124,12 @@ def _chained_scatter(inner: fx.Node):
         return None
     n0, n1 = int(outer.args[2]), int(inner.args[2])
     a, b = _shape(outer.args[0]), _shape(inner.args[0])
-    if not a or not b or len(a) != len(b) or a[0] != n0 or b[0] != n1 or a[1] != n1 * b[1] or a[2:] != b[2:]:
+    if not a or not b or len(a) != len(b) or a[0] != n0 or b[0] != n1 or a[2:] != b[2:]:
         return None
-    return outer, between + [x]
+    added = _end_padding_of_dim0(pad) if pad is not None else 0
+    if a[1] + added != n1 * b[1] or added >= b[1] or _padded_before(outer):
+        return None
+    return outer, between + [x], pad
 
 
 def fuse_mesh_dim_scatters(gm: fx.GraphModule) -> int:
@@ -108,17 +140,26 @@ def fuse_mesh_dim_scatters(gm: fx.GraphModule) -> int:
         found = _chained_scatter(inner)
         if found is None:
             continue
-        outer, between = found
+        outer, between, pad = found
         group = nested_group_name(outer.args[3], inner.args[3])
         if group is None:
             continue
         n = int(outer.args[2]) * int(inner.args[2])
         src = outer.args[0]
         shape = [n] + list(_shape(inner.args[0])[1:])
+        region = {k: inner.args[0].meta[k] for k in REGION_META if k in inner.args[0].meta}
+        if pad is not None:  # the same padding on every piece of the outer dim: dim 1 of [n_a, piece, ...]
+            with gm.graph.inserting_before(inner):
+                padded = gm.graph.call_function(_PAD, (src, list(pad.args[1])) + tuple(pad.args[2:]))
+            padded.meta.update(region)
+            a = list(_shape(src))
+            a[1] += _end_padding_of_dim0(pad)
+            padded.meta["val"] = src.meta["val"].new_empty(a)
+            src = padded
         with gm.graph.inserting_before(inner):
             pieces = gm.graph.call_function(_aten.reshape.default, (src, shape))
         # The region of the node it replaces (Inductor's remat needs backward's nodes in one run).
-        pieces.meta.update({k: inner.args[0].meta[k] for k in REGION_META if k in inner.args[0].meta})
+        pieces.meta.update(region)
         pieces.meta["val"] = src.meta["val"].new_empty(shape)
         inner.args = (pieces, inner.args[1], n, group)
         for node in between:
