@@ -221,6 +221,18 @@ class _SPMDStep(torch.autograd.Function):
         return (None, *[None if k is None else grads[k] for k in ctx.program.grad_slots])
 
 
+def _gradient_positions(param_placeholders, grad_slots) -> dict:
+    """The backward's output position of each parameter's gradient -> its FQN: parameter
+    input primals_k (the k-th program input) has its gradient at grad_slots[k - 1]."""
+    out = {}
+    for name, fqn in dict(param_placeholders).items():
+        k = name.rsplit("_", 1)[-1]
+        if name.startswith("primals_") and k.isdigit() and 0 < int(k) <= len(grad_slots) \
+                and grad_slots[int(k) - 1] is not None:
+            out[grad_slots[int(k) - 1]] = fqn
+    return out
+
+
 class RankProgram:
     """Forward and backward graphs of one rank's SPMD program.
 
@@ -266,10 +278,12 @@ class RankProgram:
                 fuse_mesh_dim_scatters(gm)
                 fuse_mesh_dim_gathers(gm)
         if self.options.bucket_bytes:
+            grad_params = _gradient_positions(param_placeholders, self.grad_slots)
             for gm in (self.fw, self.bw):
                 if gm is not None:
                     self.buckets += bucket_collectives(gm, self.options.bucket_bytes, param_placeholders,
-                                                       in_place=not self.options.compile)
+                                                       in_place=not self.options.compile,
+                                                       grad_params=grad_params if gm is self.bw else None)
         if self.options.overlap:
             for gm in (self.fw, self.bw):
                 if gm is not None:

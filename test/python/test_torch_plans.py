@@ -306,6 +306,36 @@ def test_a_reduce_scatter_bucket_is_capped_by_the_gradients_it_carries():
     assert bucket_collectives(make_fx(step, tracing_mode="fake")(*grads), cap_bytes=8 << 20) == 1
 
 
+def test_gradient_reduce_scatters_are_bucketed_per_unit_as_fsdp2_reduces_them():
+    """FSDP2 reduce-scatters each unit's gradients when the unit's backward is done; a bucket
+    spanning units would hold their unsharded gradients until the last one is made. The
+    unit is found through what lies between the collective and the gradient output, cut-off
+    padding included (a rank with a short shard must bucket as the others do)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from torch_localmap._runtime.bucketing import bucket_collectives
+
+    c10d = torch.ops._c10d_functional
+
+    def step(x, y, z):
+        rx = c10d.wait_tensor.default(c10d.reduce_scatter_tensor.default(x * 2, "sum", 4, "g"))
+        ry = c10d.wait_tensor.default(c10d.reduce_scatter_tensor.default(y * 2, "sum", 4, "g"))
+        rz = c10d.wait_tensor.default(c10d.reduce_scatter_tensor.default(z * 2, "sum", 4, "g"))
+        return rx, ry.view(-1), rz[:1]  # rz: this rank's shard is one row short, its padding cut off
+
+    grads = (torch.randn(8, 4), torch.randn(8, 4), torch.randn(8))
+
+    def buckets(grad_params):
+        gm = make_fx(step, tracing_mode="fake")(*grads)
+        n = bucket_collectives(gm, grad_params=grad_params)
+        return n, sum(1 for node in gm.graph.nodes if node.target is c10d.reduce_scatter_tensor.default)
+
+    assert buckets({0: "layers.0.w", 1: "layers.0.b", 2: "layers.0.c"}) == (1, 1)
+    assert buckets({0: "layers.0.w", 1: "layers.1.w", 2: "layers.1.b"}) == (1, 2)  # layers.1's two share one
+    assert buckets({0: "layers.0.w", 1: "layers.1.w", 2: "layers.2.w"}) == (0, 3)
+    assert buckets({}) == (1, 1)  # without the map (a forward graph): one byte-capped bucket
+
+
 def _rank_measured(rank, world):
     from torch_localmap import parallelize
     from torch_localmap._report import format_plan
