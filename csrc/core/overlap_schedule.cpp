@@ -27,13 +27,17 @@ class Scheduler {
     assign_sink_groups();
     assign_hoist_groups();
     collect_external_inputs();
+    find_consumed();
   }
 
   std::vector<int> run() {
     for (int s = 0; s < n_; ++s)  // collectives that need nothing at all
-      if (nodes_[s].kind == ScheduleKind::Start && missing_[s] == 0) queue_.push_back(s);
+      if (nodes_[s].kind == ScheduleKind::Start && missing_[s] == 0) enqueue(s);
+    issuing_ = true;  // the collectives the placeholders make ready are queued together, then issued
     for (int i = 0; i < n_; ++i)  // placeholders first, as graphs list them
       if (nodes_[i].kind == ScheduleKind::Fixed && nodes_[i].inputs.empty()) ensure(i);
+    issuing_ = false;
+    issue_ready();
     for (int i = 0; i < n_; ++i)
       if (group_[i] == kAnchor) ensure(i);
     for (int i = 0; i < n_; ++i) ensure(i);  // dead waits and their post-processing
@@ -108,11 +112,42 @@ class Scheduler {
     }
   }
 
+  // Collectives whose result the graph computes with (a node outside the Wait's group
+  // other than the output reads it): a gathered parameter, not a reduced gradient.
+  // Also where each is first read: such collectives wait in the ready queue in the
+  // order they are read, not the order they became ready -- a backward's gathers are
+  // all ready at its start (their inputs are placeholders) but read last layer first.
+  void find_consumed() {
+    consumed_.assign(n_, 0);
+    first_read_.assign(n_, n_);
+    for (int i = 0; i < n_; ++i) {
+      if (nodes_[i].kind == ScheduleKind::Fixed) continue;
+      for (int in : nodes_[i].inputs) {
+        const int w = group_[in];
+        if (w == kAnchor || !is_wait(w) || group_[i] == w) continue;
+        const int s = nodes_[w].inputs[0];
+        consumed_[s] = 1;
+        first_read_[s] = std::min(first_read_[s], i);
+      }
+    }
+  }
+
+  // A ready collective joins the queue at its end, or, if the graph computes with its
+  // result, before the first such collective read after it (the byte and count bounds
+  // and a needed collective's drain then fetch in the order of use). Every rank's graph
+  // has the same structure, so every rank queues alike.
+  void enqueue(int s) {
+    auto at = queue_.end();
+    if (max_inflight_ > 0 && consumed_[s])
+      at = std::find_if(queue_.begin(), queue_.end(), [&](int q) { return consumed_[q] && first_read_[q] > first_read_[s]; });
+    queue_.insert(at, s);
+  }
+
   void emit(int i) {
     emitted_[i] = true;
     order_.push_back(i);
     for (int s : waiting_on_[i])
-      if (--missing_[s] == 0) queue_.push_back(s);
+      if (--missing_[s] == 0) enqueue(s);
     if (is_start(i)) {
       inflight_ += nodes_[i].bytes;
       if (wait_of_[i] >= 0) awaited_.push_back(i);
@@ -122,6 +157,21 @@ class Scheduler {
       inflight_ -= nodes_[s].bytes;
       awaited_.erase(std::remove(awaited_.begin(), awaited_.end(), s), awaited_.end());
     }
+    if (max_inflight_ > 0 && !held_.empty()) {
+      // A held result is released when a reader needs it: its Wait emitted for a reader
+      // (the next one is then fetched while that reader computes), or, where the count
+      // bound forced the Wait earlier, its first reader outside the Wait's group.
+      auto release = [&](int start) {
+        const auto it = std::find(held_.begin(), held_.end(), start);
+        if (it != held_.end()) held_.erase(it);
+      };
+      if (is_wait(i) && !forcing_) release(nodes_[i].inputs[0]);
+      if (nodes_[i].kind != ScheduleKind::Fixed)
+        for (int in : nodes_[i].inputs) {
+          const int w = group_[in];
+          if (w != kAnchor && is_wait(w) && group_[i] != w) release(nodes_[w].inputs[0]);
+        }
+    }
     issue_ready();
   }
 
@@ -130,9 +180,16 @@ class Scheduler {
     if (issuing_) return;  // the outer call's loop continues
     issuing_ = true;
     while (!queue_.empty()) {
-      const int s = queue_.front();
+      auto at = queue_.begin();
+      // Held results at their bound: the next collective not computed with (a gradient's
+      // reduction) goes ahead of the gathers that wait. The bound, unlike bytes, is the
+      // same on every rank, so they all pass alike.
+      if (max_inflight_ > 0 && held_.size() >= static_cast<size_t>(max_inflight_))
+        at = std::find_if(queue_.begin(), queue_.end(), [&](int q) { return !consumed_[q]; });
+      if (at == queue_.end()) break;
+      const int s = *at;
       if (limit_ >= 0 && inflight_ > 0 && inflight_ + nodes_[s].bytes > limit_) break;
-      queue_.pop_front();
+      queue_.erase(at);
       issue(s);
     }
     issuing_ = false;
@@ -140,8 +197,14 @@ class Scheduler {
 
   void issue(int s) {
     // At the count bound, the oldest collective in flight is waited for first.
-    while (max_inflight_ > 0 && static_cast<int>(awaited_.size()) >= max_inflight_) ensure(wait_of_[awaited_.front()]);
+    while (max_inflight_ > 0 && static_cast<int>(awaited_.size()) >= max_inflight_) {
+      const bool was_forcing = forcing_;
+      forcing_ = true;
+      ensure(wait_of_[awaited_.front()]);
+      forcing_ = was_forcing;
+    }
     issued_[s] = true;
+    if (consumed_[s]) held_.push_back(s);
     for (int m : members_[s]) emit(m);  // members are in a valid order; their outside inputs are emitted
   }
 
@@ -195,10 +258,14 @@ class Scheduler {
   std::vector<std::vector<int>> waiting_on_;  // per node: Starts whose group needs it
   std::vector<int> wait_of_;                  // per Start: its first Wait (-1: none)
   std::deque<int> awaited_;                   // Starts emitted whose Wait is not, oldest first
+  std::vector<char> consumed_;                // per Start: the graph computes with its result
+  std::vector<int> first_read_;               // per such Start: its first reader's index
+  std::vector<int> held_;                     // such Starts issued, their result not read yet
   std::deque<int> queue_;                     // ready collectives, in the order they became ready
   std::vector<int> order_;
   int64_t inflight_ = 0;
   bool issuing_ = false;
+  bool forcing_ = false;  // emitting a Wait the count bound forces, not one a reader needs
 };
 
 }  // namespace

@@ -22,8 +22,16 @@
 //    CPU ranks now and then (docs/benchmarks.md, "The rank abort on gloo ranks");
 //    one at a time still overlaps each collective with the compute until the next.
 //    This bound replaces the one on bytes: with both, when a forced wait happens
-//    would depend on bytes, and so would the issue order (see below).
-// Deadlock freedom: collectives are issued in the order they become ready, a
+//    would depend on bytes, and so would the issue order (see below). Under it, a
+//    collective whose result the graph computes with (a gathered parameter) is also
+//    not issued while `max_inflight` such results wait, issued, for their first
+//    reader: with forced waits, the count bound alone issued every parameter's
+//    gather at the start of forward and of backward and held all the gathered
+//    buffers until their layers ran (4 of llama's layers at once in backward, where
+//    FSDP2 holds the current and the next one). Like the byte bound, it delays the
+//    head of the queue and never reorders it.
+// Deadlock freedom: collectives are issued in the order they become ready (under the
+// count bound, those the graph computes with in the order they are read), a
 // property of the graph's structure alone. The byte bound only delays the head of
 // that queue, never reorders it, and a Wait on a delayed collective first issues
 // everything queued before it. So every rank issues the same collectives in the

@@ -223,3 +223,55 @@ TEST(OverlapSchedule, RejectsAnInvalidOrderAndAWaitWithoutStart) {
   EXPECT_THROW(overlap_order({node(K::Fixed, {1}), node(K::Fixed, {})}, -1), InvalidArgument);
   EXPECT_THROW(overlap_order({node(K::Fixed, {}), node(K::Wait, {0})}, -1), InvalidArgument);
 }
+
+// Backward of four layers whose weights are gathered again (FSDP2's plan after reshard
+// after forward): per layer, last first, a gather whose result the layer's two matmuls
+// read, and the layer's gradient reduce-scatter, which only the output reads. The
+// weights' placeholders come in forward order: the gathers become ready first layer
+// first, the reverse of their use.
+std::vector<ScheduleNode> regathering_backward(int layers) {
+  std::vector<ScheduleNode> g{node(K::Fixed, {})};  // 0 the tangent
+  for (int k = 0; k < layers; ++k) g.push_back(node(K::Fixed, {}));  // the weights' shards
+  int grad = 0;
+  std::vector<int> reduced;
+  for (int k = 0; k < layers; ++k) {
+    const int base = static_cast<int>(g.size());
+    g.push_back(node(K::Start, {layers - k}, 100));  // base: gather the weight of layer (layers - k)
+    g.push_back(node(K::Wait, {base}));
+    g.push_back(node(K::Move, {base + 1}));        // fold
+    g.push_back(node(K::Compute, {grad, base + 2}));  // grad of the input
+    g.push_back(node(K::Compute, {grad, base + 2}));  // grad of the weight
+    g.push_back(node(K::Start, {base + 4}, 100));  // reduce-scatter it
+    g.push_back(node(K::Wait, {base + 5}));
+    reduced.push_back(base + 6);
+    grad = base + 3;
+  }
+  reduced.push_back(grad);
+  g.push_back(node(K::Fixed, reduced));
+  return g;
+}
+
+TEST(OverlapSchedule, UnderTheCountBoundAGatheredResultIsFetchedOneLayerAhead) {
+  // With one collective in flight and forced waits, every gather used to be issued at
+  // the start, in the order they became ready, and all gathered weights were held until
+  // their layers ran. Now gathers are issued in the order they are read, each when the
+  // previous one's result is needed: at most two gathered weights are held (the current
+  // layer's and the next one's), and the next still overlaps.
+  const auto g = regathering_backward(4);
+  const auto order = overlap_order(g, -1, 1);
+  expect_valid(g, order);
+  EXPECT_EQ(most_in_flight(g, order), 1);
+  // Gathered results held: from a gather's wait to its layer's last read.
+  int held = 0, most_held = 0;
+  for (int i : order) {
+    if (g[i].kind == K::Wait && g[g[i].inputs[0]].inputs[0] >= 1 && g[g[i].inputs[0]].inputs[0] <= 4)  // a gather's
+      most_held = std::max(most_held, ++held);
+    if (g[i].kind == K::Compute && i > 0 && g[i - 1].kind == K::Compute) --held;  // the layer's second read
+  }
+  EXPECT_LE(most_held, 2);
+  for (int k = 0; k + 1 < 4; ++k) {
+    const int base = 5 + 7 * k, next = base + 7;
+    EXPECT_LT(pos(order, next), pos(order, base + 4)) << "layer " << k + 1 << "'s gather overlaps layer " << k;
+    EXPECT_GT(pos(order, next), pos(order, base + 1)) << "issued once layer " << k << "'s gather is needed";
+  }
+}
