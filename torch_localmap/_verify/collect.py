@@ -23,7 +23,7 @@ def collect_cases(seed: int = 0, op_filter: str | None = None, sources=("models"
     most different instances and the default run stays CI-fast.
     """
     by_op = {}
-    for c in _distinct_cases(seed, tuple(sources)):
+    for c in _distinct_cases(seed, tuple(sources), op_filter or None):
         if not op_filter or op_matches(c.op, op_filter):
             by_op.setdefault(c.op, []).append(c)
     out = []
@@ -33,9 +33,10 @@ def collect_cases(seed: int = 0, op_filter: str | None = None, sources=("models"
 
 
 @functools.lru_cache(maxsize=4)
-def _distinct_cases(seed: int, sources: tuple) -> tuple:
+def _distinct_cases(seed: int, sources: tuple, op_filter: str | None = None) -> tuple:
     """All distinct instances, traced once per process (tracing dominates collection time).
-    Callers must not mutate the cases' tensors (verification only reads them)."""
+    Callers must not mutate the cases' tensors (verification only reads them). With an
+    op filter the OpInfo pass, most of the collection's time, samples only the matching ops."""
     from .. import models
 
     torch.manual_seed(seed)
@@ -53,7 +54,9 @@ def _distinct_cases(seed: int, sources: tuple) -> tuple:
             cases += model_cases(name, cfg, 2, seed, name)
     if "opinfo" in sources:  # the rules nothing above reached
         wanted = set(_C.ops_with_rules()) - {c.op for c in cases} - set(CUDA_ONLY_OPS) - set(VERIFIED_BY_TESTS)
-        extra, note = opinfo_cases(wanted, seed)
+        if op_filter:
+            wanted = {op for op in wanted if op_matches(op, op_filter)}
+        extra, note = opinfo_cases(wanted, seed) if wanted else ([], "")
         if note:
             raise RuntimeError(f"verify-strategies: {note} ({len(wanted)} rules would go unverified)")
         cases += extra

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import warnings
+import zlib
 
 import torch
 
@@ -34,11 +35,12 @@ def _opinfo_pass(db, wanted: set, seed: int, samples_per_op: int, pre_dispatch: 
 
     bases = {op.split(".")[1].lstrip("_") for op in wanted}
     cases = []
-    torch.manual_seed(seed)
     for info in db:
         name = info.name.replace("nn.functional.", "").replace(".", "_")
         if not any(b and (b == name or b in name or name in b) for b in bases):
             continue
+        # Seeded per OpInfo, so an op's samples are the same whichever other ops are sampled (--op).
+        torch.manual_seed(seed + zlib.crc32(info.name.encode()))
         dtype = next((d for d in (torch.float64, torch.int64, torch.bool) if d in info.dtypes), None)
         if dtype is None:
             continue
