@@ -12,7 +12,7 @@ JOBS ?= 2
 # so the range is bounded (docs/architecture.md, "HiGHS").
 REQUIREMENTS = "torch==2.13.*" "numpy>=1.24,<3" "highspy>=1.7,<1.16" "tqdm>=4.60,<5" "pybind11>=2.12,<4" \
     "ninja>=1.11,<2" "setuptools>=64,<90" "wheel<1"
-TEST_REQUIREMENTS = "pytest>=7,<10" "pytest-xdist>=3,<4" "pytest-timeout>=2,<3" "hypothesis>=6,<7" "rich>=13,<16" \
+TEST_REQUIREMENTS = "pytest>=7,<10" "pytest-xdist>=3.2,<4" "pytest-timeout>=2,<3" "hypothesis>=6,<7" "rich>=13,<16" \
     "transformers==5.23.0" "pillow>=9,<13" "expecttest>=0.2,<1"
 # The model zoo's vision models. timm requires torchvision, whose PyPI wheels are CUDA builds:
 # installed without dependencies (no second torch) and made importable next to the CPU torch
@@ -84,7 +84,7 @@ test-fuzz: gtest-dev
 	build/cmake/solver_fuzz $(FUZZ_SECONDS)
 
 test-py:
-	$(PY) -m pytest -n $(JOBS) -q test/python
+	$(PY) -m pytest -n $(JOBS) --dist worksteal -q test/python
 
 # Every C++ sharding strategy checked numerically on the default meshes (issue 3).
 verify-strategies:

@@ -32,7 +32,7 @@ run_suite "reader fuzzers (ASan+UBSan)" bash -c \
   "build/cmake/solver_fuzz $((FUZZ_SECONDS * 2 / 3)) && build/cmake/json_fuzz $((FUZZ_SECONDS / 3))"
 run_suite "verify-strategies" "$PY" -m torch_localmap verify-strategies
 # --durations: the slowest tests in the log, so a suite that grows shows where.
-run_suite "pytest" "$PY" -m pytest -n "$JOBS" -q --durations=15 test/python
+run_suite "pytest" "$PY" -m pytest -n "$JOBS" --dist worksteal -q --durations=15 test/python
 
 echo
 echo "=== summary"

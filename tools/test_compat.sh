@@ -22,7 +22,7 @@ t0=$SECONDS
 # venv, which pins its own torch. Test pins as the Makefile's.
 PIP_CONSTRAINT=/dev/null "$VENV/bin/python" -m pip install -q "torch==$TORCH" "numpy>=1.24,<3" "highspy>=1.7,<1.16" \
   "tqdm>=4.60,<5" "pybind11>=2.12,<4" "ninja>=1.11,<2" "setuptools>=64,<90" "wheel<1" \
-  "pytest>=7,<10" "pytest-xdist>=3,<4" "pytest-timeout>=2,<3" "hypothesis>=6,<7" "expecttest>=0.2,<1" \
+  "pytest>=7,<10" "pytest-xdist>=3.2,<4" "pytest-timeout>=2,<3" "hypothesis>=6,<7" "expecttest>=0.2,<1" \
   "transformers==5.23.0"
 t_install=$((SECONDS - t0))
 
@@ -44,7 +44,7 @@ fi
 cd "$DIR"
 "$VENV/bin/python" -m torch_localmap versions
 T="$ROOT/test/python"
-"$VENV/bin/pytest" -q -p no:cacheprovider -n "$JOBS" --rootdir "$ROOT" -c "$ROOT/pyproject.toml" \
+"$VENV/bin/pytest" -q -p no:cacheprovider -n "$JOBS" --dist worksteal --rootdir "$ROOT" -c "$ROOT/pyproject.toml" \
   "$T/test_solver.py" "$T/test_torch_compat.py" "$T/test_localmap_ops.py" "$T/test_parallelize.py" \
   "$T/test_plan_reuse.py" "$T/test_ops_on_import.py" "$T/test_live_calibration.py" "$T/test_recompute.py" "$T/test_zoo.py::test_zoo_model_trains_like_one_process[hf_llama]"
 echo "test-compat torch $TORCH: passed (install ${t_install} s, build ${t_build} s, total $((SECONDS - t0)) s)"

@@ -440,6 +440,11 @@ def _model(which):
     return (_Uneven(widths[which]) if which in widths else Net()).double()
 
 
+def _rank_fsdp2_2d_cases(rank, world, whiches):
+    """Every case in one spawn: four ranks started once, not once per case."""
+    return {which: _rank_fsdp2_2d(rank, world, which) for which in whiches}
+
+
 def _rank_fsdp2_2d(rank, world, which):
     from torch.distributed.tensor import Shard
     from torch_localmap import parallelize
@@ -475,7 +480,9 @@ def test_a_parameter_sharded_on_both_mesh_dims_is_gathered_and_reduced_once_over
     outer cut is padded keeps both collectives: ranks of the longer outer piece pad nothing
     themselves, and merging on some ranks only was a collective mismatch (gloo aborted the
     process). Gradients equal one process's."""
-    for which in ("even", "compiled", "uneven", "uneven_compiled", "crossed", "outer_uneven"):
+    whiches = ("even", "compiled", "uneven", "uneven_compiled", "crossed", "outer_uneven")
+    by_rank = run_distributed(_rank_fsdp2_2d_cases, 4, whiches, timeout=600)
+    for which in whiches:
         torch.manual_seed(0)
         ref_model = _model(which)
         _, (x, y) = _example()
@@ -483,7 +490,7 @@ def test_a_parameter_sharded_on_both_mesh_dims_is_gathered_and_reduced_once_over
         ref_loss.backward()
         ref_grads = _grads(ref_model)
         params = dict(ref_model.named_parameters())
-        for r in run_distributed(_rank_fsdp2_2d, 4, which, timeout=600):
+        for r in (cases[which] for cases in by_rank):
             torch.testing.assert_close(r["loss"], ref_loss.detach(), **TOL)
             for k, g in ref_grads.items():
                 torch.testing.assert_close(r["grads"][k], g, **TOL, msg=lambda m: f"{which} grad {k}: {m}")

@@ -106,6 +106,8 @@ def _rank_zoo(rank, world_size, name, parts=("planned", "sharded", "backend")):
     return out
 
 
+# The launcher's own timeout (600 s) reports which rank hung; pytest's must not cut it short.
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("name", sorted(zoo.MODELS))
 def test_zoo_model_trains_like_one_process(name):
     ref_losses, ref_state, (ref_loss, ref_grads) = _reference(name)
@@ -130,11 +132,12 @@ def test_zoo_model_trains_like_one_process(name):
         torch.testing.assert_close(grads[k], g, **TOL, msg=lambda m: f"{name} backend grad {k}: {m}")
 
 
-# Inductor-compiled programs: a Hugging Face decoder (attention, RoPE, tied-free heads) and
-# a timm CNN (BatchNorm buffers written back, convolutions); compiling every zoo model on
-# 4 ranks of 2 cores would add minutes.
+# An Inductor-compiled program: a Hugging Face decoder (attention, RoPE, tied-free heads).
+# Each model costs minutes of kernel compiles on 4 ranks of 2 cores with a cold cache (CI's);
+# timm's resnet18 here took as long as the decoder, so one model stands for the compiled path
+# (test_execution and test_torch_plans compile smaller programs).
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("name", ["hf_llama", "resnet"])
+@pytest.mark.parametrize("name", ["hf_llama"])
 def test_zoo_model_compiled_trains_like_one_process(name):
     ref_losses, ref_state, _ = _reference(name)
     results = run_distributed(_rank_zoo, 4, name, ("compiled",), timeout=900)
