@@ -125,15 +125,20 @@ def test_replicas_along_replicate_mesh_dims_are_identical():
         assert not torch.equal(local[(0, 0, s)], local[(1, 0, s)])
 
 
-# The whole case collection (every model, hand program and OpInfo): 80 s alone on 2 cores, 300 s beside 4-rank tests.
-@pytest.mark.timeout(900)
+# That every rule has an instance over the whole collection (every model, hand program and
+# OpInfo: 80 s on 2 cores, 300 s beside 4-rank tests) is the verify-strategies CLI's own check,
+# which fails its run; `make test` runs it as a suite of its own. Here: that the check sees a gap.
 @needs_rules
-def test_every_rule_has_a_verification_instance():
-    # Every C++ rule is reached by a model, hand-made or OpInfo instance; only ops whose kernels
-    # exist on CUDA alone may go without one (they are listed, with the reason, by the CLI).
-    uncovered = verify.unverified_rules(verify.collect_cases(0))
-    assert set(uncovered) <= set(verify.CUDA_ONLY_OPS), sorted(set(uncovered) - set(verify.CUDA_ONLY_OPS))
-    assert set(_C.ops_with_rules()) >= set(verify.CUDA_ONLY_OPS), "CUDA_ONLY_OPS names an op with no rule"
+def test_rule_coverage_names_rules_the_cases_do_not_reach():
+    hand = verify.hand_cases(0)
+    uncovered = verify.unverified_rules(hand)
+    rules = set(_C.ops_with_rules())
+    assert uncovered, "the hand-made programs alone should leave some rules to the models and OpInfo"
+    assert set(uncovered) <= rules and not set(uncovered) & {c.op for c in hand}
+    assert set(verify.unverified_rules([])) == rules - set(verify.VERIFIED_BY_TESTS)
+    for op in verify.CUDA_ONLY_OPS:
+        assert verify.unverified_rules([])[op] == verify.CUDA_ONLY_OPS[op]
+    assert rules >= set(verify.CUDA_ONLY_OPS), "CUDA_ONLY_OPS names an op with no rule"
 
 
 def test_schema_check_names_a_wrong_position_or_name():

@@ -45,11 +45,11 @@ def _hf_loss(out, _target):
     return out.loss
 
 
-def hf_llama(seed=0):
+def hf_llama(seed=0, layers=2):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+    cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=layers, num_attention_heads=4,
                       num_key_value_heads=2, vocab_size=VOCAB, max_position_embeddings=64, attn_implementation="sdpa")
     ids = _tokens(seed)
     return Case(LlamaForCausalLM(cfg), (), {"input_ids": ids, "labels": ids}, None, _hf_loss)
