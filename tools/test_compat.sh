@@ -47,6 +47,7 @@ T="$ROOT/test/python"
 # The zoo's hf_llama stands for parallelize against one process and the backend on 4 ranks
 # (test_parallelize's parity tests repeat it on smaller models: only its entry-point test is
 # here); the 70B recompute plan is the planner's search, which the main suite covers.
+# --deselect matches node IDs, which are relative to the rootdir, not the paths given above.
 "$VENV/bin/pytest" -q -p no:cacheprovider -n "$JOBS" --dist worksteal --rootdir "$ROOT" -c "$ROOT/pyproject.toml" \
   "$T/test_solver.py" "$T/test_torch_compat.py" "$T/test_localmap_ops.py" \
   "$T/test_parallelize.py::test_backend_is_registered_by_entry_point" \
