@@ -67,6 +67,8 @@ def main(argv=None):
     p.add_argument("--time-limit", type=float, default=30.0)
     p.add_argument("--fp32", action="store_true", help="compute in float32 (default: bf16 compute, float32 parameters, "
                    "gradients reduced in float32, as torchtitan's FSDP2 mixed precision)")
+    p.add_argument("--no-fold", action="store_true", help="solve the full problem from the start (no tied first "
+                   "solve over the repeated layers, core/fold_blocks.h)")
     p.add_argument("--rows", default="ours,fsdp,fsdp_selective,fsdp_full,fsdp_tp,fsdp_tp_selective,fsdp_tp_full")
     a = p.parse_args(argv)
     mesh = tuple(int(x) for x in a.mesh.split("x"))
@@ -110,7 +112,7 @@ def main(argv=None):
         t0 = time.perf_counter()
         try:
             plan = plan_joint(joint, mesh, node_extra=node_extra, time_limit=a.time_limit, progress=False,
-                              **configs[row])
+                              fold_repeated=not a.no_fold, **configs[row])
         except Exception as e:  # noqa: BLE001  (a torchtitan config that fits in no way is a result)
             why = str(e).splitlines()[0]
             short = why[why.find("below the smallest"):][:90] if "below the smallest" in why else why[:90]

@@ -114,7 +114,9 @@ class PlanSummary:
     memory_timeline: tuple = ((), ())
     solver_progress: tuple = ()
     recompute_s: float = 0.0  # backward's recompute of values not kept (in estimated_step_s)
-    # Repeated blocks (core/symmetry.h): {"repeated": n, "alike": bool, "asymmetry_gain_s": s}.
+    # Repeated blocks (core/symmetry.h): {"repeated": n, "alike": bool, "asymmetry_gain_s": s}, and
+    # "folded": what the tied first solve did (core/fold_blocks.h) and "folded_cost" (the cost of
+    # its plan, as a decimal string like the solver's), when one ran.
     blocks: dict = dataclasses.field(default_factory=dict)
 
 

@@ -74,6 +74,8 @@ def format_plan(plan, max_ops: int = 40) -> str:
             "placed alike" if blocks.get("alike", True) else
             "placed differently: no plan placing them alike fits the memory limit" if gain < 0 else
             f"placed differently: {_us(gain).strip()} per step cheaper than the best plan placing them alike"))
+        if blocks.get("folded"):
+            lines.append(f"Folded first solve: {blocks['folded']}")
     if sol.note:
         lines.append(f"Solver note: {sol.note.splitlines()[0]}")
     if plan.measurements:

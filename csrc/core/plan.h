@@ -74,6 +74,8 @@ struct PlanSummary {
   int repeated_blocks = 0;
   bool blocks_alike = true;
   double asymmetry_gain_s = 0;
+  std::string folded;       // the tied first solve over the repeated blocks, when one ran (fold_blocks.h)
+  __int128 folded_cost = 0;  // its plan's cost, where the full solve started
   int64_t peak_bytes = 0;  // the solver's memory model (what memory_limit bounds)
   int64_t memory_limit = 0;         // per rank, bytes; 0: planned without one
   std::string memory_limit_source;  // e.g. "device H100: 74.5 GiB minus 10% headroom"

@@ -47,6 +47,7 @@ PlanOptions read_plan_options(const json::Value& v) {
     if (!(o.gap_tolerance >= 0 && o.gap_tolerance < 1))
       throw InvalidArgument("options.gap_tolerance: expected a fraction in [0, 1)");
   }
+  if (auto* x = v.find("fold_repeated")) o.fold_repeated = x->as_bool("options.fold_repeated");
   if (auto* x = v.find("optimizer_states")) {
     const int64_t k = x->as_int("options.optimizer_states");
     if (k < 0 || k > 16) throw InvalidArgument("options.optimizer_states: expected 0..16 tensors per parameter");
@@ -144,6 +145,10 @@ json::Value summary_json(const PlanSummary& s) {
   blocks.set("repeated", s.repeated_blocks);
   blocks.set("alike", s.blocks_alike);
   blocks.set("asymmetry_gain_s", s.asymmetry_gain_s);
+  if (!s.folded.empty()) {
+    blocks.set("folded", s.folded);
+    blocks.set("folded_cost", solver::to_string(s.folded_cost));
+  }
   j.set("blocks", blocks);
   j.set("peak_bytes", s.peak_bytes);
   j.set("memory_limit", s.memory_limit);

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <optional>
 
+#include "core/fold_blocks.h"
 #include "core/solver/solver.h"
 #include "core/solver/trace.h"
 #include "core/symmetry.h"
@@ -194,9 +195,26 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt) {
     }
     if (opt.on_progress) opt.on_progress(point.seconds, point.cost, point.bound);
   };
+  // Many repeated blocks: first the problem folded over them (fold_blocks.h), whose tied
+  // plan starts the full solve. A share of the limit: the full solve's reductions and first
+  // moves take a few seconds on a 3-D mesh's 70B problem, and its bound certifies the gap.
+  std::optional<FoldedStart> folded;
+  solver::Solution folded_labels;
+  solver::SolveOptions full_options = so;
+  if (opt.fold_repeated) {
+    const auto fold_t0 = std::chrono::steady_clock::now();
+    folded = solve_folded(g, p.tables, so, kFoldShare * so.time_limit_s);
+    if (folded) {
+      folded_labels = folded->labels;
+      full_options.start = &folded_labels;
+      full_options.start_prices = &folded->step_prices;
+      const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - fold_t0).count();
+      full_options.time_limit_s = std::max(so.time_limit_s - spent, 0.05 * so.time_limit_s);
+    }
+  }
   solver::SolveResult result;
   try {
-    result = solver::solve(p.tables.problem, so);
+    result = solver::solve(p.tables.problem, full_options);
   } catch (const solver::InfeasibleError& e) {
     if (!opt.like.empty())
       throw solver::InfeasibleError("like='" + opt.like + "': no plan of this graph keeps every activation on its " +
@@ -215,6 +233,7 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt) {
   Plan plan = make_plan(g, p.strategies, p.tables, result, opt.device, opt.mode, opt.optimizer_states);
   fit_redistribution_buffers(g, opt, so, p, result, alike, plan);
   plan.summary.repeated_blocks = alike.blocks;
+  if (folded) plan.summary.folded = folded->note, plan.summary.folded_cost = folded->cost;
   plan.summary.blocks_alike = alike.alike;
   plan.summary.asymmetry_gain_s = std::isfinite(alike.asymmetry_gain_s) ? alike.asymmetry_gain_s : -1;
   solver::trace("planner: plan assembled");

@@ -75,6 +75,9 @@ struct PlanOptions {
   int optimizer_states = 2;
   // The runtime's gradient bucket cap in bytes (BoundaryPolicy::bucket_bytes; 0: none).
   int64_t bucket_bytes = 25 << 20;
+  // Many repeated blocks (fold_blocks.h): solve first with every block tied, and start the
+  // full solve from that plan.
+  bool fold_repeated = true;
   // The solve stops once its certified gap is at most this (solver.h).
   double gap_tolerance = 1e-3;
   // Called as the solve improves (seconds, best cost in seconds, bound in seconds),

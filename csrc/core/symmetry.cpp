@@ -9,9 +9,8 @@
 
 namespace tlm {
 
-SymmetryResult place_blocks_alike(const Graph& g, const CostTables& t, solver::SolveResult& r) {
-  SymmetryResult out;
-  if (r.solution.empty()) return out;
+RepeatedBlocks find_repeated_blocks(const Graph& g, const CostTables& t) {
+  RepeatedBlocks out;
   const size_t n = g.nodes.size();
   std::vector<const RecomputeSite*> site_of(n, nullptr);
   for (const RecomputeSite& s : t.recompute) site_of[static_cast<size_t>(s.node)] = &s;
@@ -48,9 +47,24 @@ SymmetryResult place_blocks_alike(const Graph& g, const CostTables& t, solver::S
   for (const auto& kv : count)  // ties: the first signature in order (deterministic)
     if (kv.second > most) most = kv.second, common = &kv.first;
   if (most < 2) return out;
-  std::vector<const std::vector<int>*> blocks;
+  std::vector<std::pair<int, std::string>> order;  // by each block's first IR node: forward order
   for (const auto& kv : members)
-    if (signature[kv.first] == *common) blocks.push_back(&kv.second);
+    if (signature[kv.first] == *common) order.emplace_back(kv.second.front(), kv.first);
+  std::sort(order.begin(), order.end());
+  for (const auto& [first, name] : order) {
+    out.names.push_back(name);
+    out.members.push_back(std::move(members[name]));
+  }
+  return out;
+}
+
+SymmetryResult place_blocks_alike(const Graph& g, const CostTables& t, solver::SolveResult& r) {
+  SymmetryResult out;
+  if (r.solution.empty()) return out;
+  const RepeatedBlocks found = find_repeated_blocks(g, t);
+  if (found.members.size() < 2) return out;
+  std::vector<const std::vector<int>*> blocks;
+  for (const std::vector<int>& m : found.members) blocks.push_back(&m);
   out.blocks = static_cast<int>(blocks.size());
 
   std::set<std::vector<int>> patterns;

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/cost_tables.h"
 #include "core/graph.h"
@@ -31,6 +32,15 @@ struct SymmetryResult {
   bool alike = true;       // the plan places them all alike
   double asymmetry_gain_s = 0;  // when not alike: how much cheaper than the best alike labelling
 };
+
+// The repeated blocks: each one's problem nodes (its IR nodes in graph order, each followed
+// by its gradient sinks and recompute choices), so that position k of every block is the
+// same op with the same strategies; blocks in forward order (by their first IR node).
+struct RepeatedBlocks {
+  std::vector<std::string> names;         // "layers.0", ...
+  std::vector<std::vector<int>> members;  // per block, its problem nodes
+};
+RepeatedBlocks find_repeated_blocks(const Graph& g, const CostTables& t);
 
 // Tries the repeated blocks' patterns on all of them; updates `r` (solution, cost, gap)
 // when an alike labelling is no dearer.

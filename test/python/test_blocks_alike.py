@@ -34,3 +34,17 @@ def test_repeated_layers_are_placed_alike_or_the_plan_says_why():
         else:
             assert blocks["asymmetry_gain_s"] > 0 or blocks["asymmetry_gain_s"] == -1
         assert "Repeated blocks:" in format_plan(plan)
+
+
+def test_many_repeated_layers_are_solved_tied_first_and_the_full_solve_starts_from_that_plan():
+    torch.manual_seed(0)
+    model, inputs = models.build("llama", models.llama.LlamaConfig.tiny(n_layers=6), batch=8)
+    plan = plan_module(model, (2, 2), inputs, time_limit=4, recompute=True)
+    blocks = plan.summary.blocks
+    assert blocks["repeated"] >= 4
+    assert "blocks folded" in blocks["folded"], blocks
+    # The full solve started from the tied plan, and keeps it unless it finds a cheaper one.
+    assert int(plan.summary.solver.cost) <= int(blocks["folded_cost"])
+    assert "Folded first solve:" in format_plan(plan)
+    unfolded = plan_module(model, (2, 2), inputs, time_limit=4, recompute=True, fold_repeated=False)
+    assert "folded" not in unfolded.summary.blocks

@@ -67,6 +67,7 @@ struct Shared {
   std::vector<double> reduced_cost;  // at the best bound (dual side only)
   long double rc_bound = 0;
   std::vector<double> memory_price;  // per node: its multipliers summed, at the best bound
+  std::vector<double> point_price;   // per check point, at the best bound
   std::atomic<int> price_version{0};  // bumped whenever memory_price changes
   RecentPool pool;                   // kick results, for solution merging
   PhaseLedger* ledger = nullptr;     // time and improvements per phase
@@ -141,10 +142,19 @@ struct Shared {
 // (30k nodes, 20k memory points, an iteration 0.45 s) the old rule (x1.1 up to 2) still
 // rose by the same amount every step when the time ran out, its steps too short by ~10x.
 void bound_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh, Clock::time_point soft_end,
-                  Clock::time_point deadline, int max_stall, int max_iterations = std::numeric_limits<int>::max()) {
+                  Clock::time_point deadline, int max_stall, int max_iterations = std::numeric_limits<int>::max(),
+                  const std::vector<double>* lam0 = nullptr) {
   if (Clock::now() >= std::min(soft_end, deadline)) return;  // its set-up alone takes seconds on 3-D meshes
   DualSolver dual(m, mat);
   std::vector<double> lam(m.cap.size(), 0.0), node_lam(m.n, 0.0);
+  if (lam0 != nullptr && lam0->size() == lam.size()) {  // start from the caller's multipliers
+    lam = *lam0;
+    std::vector<double> prefix(lam.size() + 1, 0.0);
+    for (size_t k = 0; k < lam.size(); ++k) prefix[k + 1] = prefix[k] + lam[k];
+    for (int i = 0; i < m.n; ++i)
+      if (m.plo[i] < m.phi[i]) node_lam[i] = prefix[m.phi[i]] - prefix[m.plo[i]];
+    dual.add_penalty(node_lam);
+  }
   std::vector<int> labels;
   // Points are strongly correlated (a node spans many): scale steps by the mean span.
   double span = 0;
@@ -185,6 +195,7 @@ void bound_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh, 
         sh.reduced_cost = std::move(rc);
         sh.rc_bound = raw - 1e-9L * (mag + std::fabs(cap_term)) - 1e-6L;
         sh.memory_price = node_lam;
+        sh.point_price = lam;
         ++sh.price_version;
       }
       sh.raise_bound(b);
@@ -833,6 +844,7 @@ SearchResult finish(Shared& sh) {
   r.bound = sh.bound;
   r.reduced_cost = std::move(sh.reduced_cost);
   r.rc_bound = sh.rc_bound;
+  r.point_price = std::move(sh.point_price);
   return r;
 }
 
@@ -877,6 +889,7 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
       trace("start repaired (memory %s, %d forbidden entries)", p.memory_ok() ? "fits" : "over", p.conflicts());
     if (p.memory_ok() && p.conflicts() > 0) p.clear_conflicts(Clock::now() + (deadline - Clock::now()) / 10);
   };
+  bool given_fits = false;  // a feasible start stands in for the greedy one (a folded solve's, planner.cpp)
   if (opt.start != nullptr) {  // the caller's labelling, where the reductions kept its strategies
     PhaseTimer timer(ledger, Phase::Greedy);
     std::vector<int> x = greedy_labels(m);
@@ -891,9 +904,12 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
     settle(given, Clock::time_point::max());
     if (given.memory_ok()) given.improve(8 * static_cast<size_t>(m.n));  // first moves: off forbidden pairs
     if (given.feasible()) sh.offer(given.labels(), given.cost(), Phase::Greedy);
+    given_fits = given.feasible();
     trace("given start: %s", given.feasible() ? to_string(given.cost()).c_str() : "infeasible");
   }
-  {
+  if (given_fits) {
+    sh.raise_bound(std::floor(separable_bound(m)));
+  } else {
     PhaseTimer timer(ledger, Phase::Greedy);
     Primal first(m);
     first.set(greedy_labels(m));
@@ -930,6 +946,17 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
             first.conflicts());
   }
   if (Clock::now() >= deadline) return finish(sh);
+  // The caller's multipliers on this model's check points: a price at a step goes to the check
+  // point of the run of steps it falls in (a run shares its live nodes; reduce.cpp).
+  std::vector<double> lam0;
+  if (opt.start_prices != nullptr && !m.cap.empty()) {
+    lam0.assign(m.cap.size(), 0.0);
+    for (const auto& [step, price] : *opt.start_prices) {
+      const auto at = std::upper_bound(m.point_time.begin(), m.point_time.end(), step);
+      if (at != m.point_time.begin() && price > 0) lam0[static_cast<size_t>(at - m.point_time.begin() - 1)] += price;
+    }
+  }
+  const std::vector<double>* start_lam = lam0.empty() ? nullptr : &lam0;
   const int max_stall = static_cast<int>(opt.search.stall_iterations);
   const DualSolver::EdgeCosts mat = DualSolver::edge_costs(m);  // one copy for both sides
   if (opt.threads >= 2) {
@@ -943,7 +970,8 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
           return allow_lns ? now + std::chrono::duration_cast<Clock::duration>((deadline - now) * share) : deadline;
         };
         const double most = std::max(opt.search.bound_share, opt.search.bound_share_max);
-        bound_search(m, mat, sh, share_end(opt.search.bound_share), share_end(most), max_stall);
+        bound_search(m, mat, sh, share_end(opt.search.bound_share), share_end(most), max_stall,
+                     std::numeric_limits<int>::max(), start_lam);
       }
       // Once the bound stalls, this core searches too (without HiGHS:
       // HiGHS sessions cannot overlap, see milp.cpp).
@@ -964,7 +992,7 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
     auto mid = Clock::now() + (deadline - Clock::now()) * 2 / 3;
     primal_search(m, mat, sh, mid, max_stall, report, opt.seed, allow_lns);
     PhaseTimer timer(sh.ledger, Phase::Bound);
-    bound_search(m, mat, sh, deadline, deadline, max_stall);
+    bound_search(m, mat, sh, deadline, deadline, max_stall, std::numeric_limits<int>::max(), start_lam);
   }
   return finish(sh);
 }

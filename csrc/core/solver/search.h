@@ -22,6 +22,7 @@ struct SearchResult {
   // rc_bound + sum_i reduced_cost[x_i] (empty when no bound was computed).
   std::vector<double> reduced_cost;  // per model strategy
   long double rc_bound = 0;
+  std::vector<double> point_price;  // memory multiplier per model check point at the best bound
 };
 
 // `progress` is called about once per second (model units). With

@@ -168,6 +168,8 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
                               std::max<long double>(std::fabs(static_cast<long double>(r.cost)), 1.0L));
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   r.phases = ledger.totals();
+  for (size_t k = 0; k < found.point_price.size() && k < m.point_time.size(); ++k)
+    if (found.point_price[k] > 0) r.step_prices.emplace_back(m.point_time[k], found.point_price[k]);
   if (trace_on())
     for (const auto& ph : r.phases)
       trace("phase %-16s %8.2f s in %5d runs, %4d improvements, gain %.6g", ph.name.c_str(), ph.seconds, ph.runs,

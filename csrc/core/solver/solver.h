@@ -25,6 +25,10 @@ struct SolveOptions {
   // repaired first where it breaks the memory limit; nodes whose strategy the reductions
   // dropped take the greedy start's. Not owned; must outlive the call.
   const Solution* start = nullptr;
+  // Memory multipliers to start the bound search from, as (problem time step, multiplier in
+  // cost per usage unit): a folded solve's (fold_blocks.h). Any multipliers >= 0 give a valid
+  // bound, so these only decide how strong the first ones are. Not owned.
+  const std::vector<std::pair<int64_t, double>>* start_prices = nullptr;
   // Progress callback for long solves (CLI); called from the solving thread.
   std::function<void(double elapsed_s, __int128 best_cost, double bound)> on_progress;
 };
@@ -41,6 +45,8 @@ struct SolveResult {
   // search then ran without its MILP phases, and every report must say so).
   std::string milp_note;
   std::vector<PhaseTotal> phases;  // time and improvements per phase that ran
+  // The memory multipliers of the best bound, by problem time step (empty: none computed).
+  std::vector<std::pair<int64_t, double>> step_prices;
 };
 
 // Throws InfeasibleError (a std::invalid_argument) naming conflicting constraints.

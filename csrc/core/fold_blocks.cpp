@@ -1,0 +1,130 @@
+#include "core/fold_blocks.h"
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <stdexcept>
+
+#include "core/solver/fold.h"
+#include "core/solver/trace.h"
+#include "core/symmetry.h"
+
+namespace tlm {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Whether each IR step's memory check survives the folding: the steps of the first and
+// the last repeated block and those outside every repeated block. An untagged step inside
+// the graph (a gradient's accumulation, a parameter's cast) belongs to the block of the
+// last tagged step before it; a placeholder only to its own tag.
+std::vector<char> kept_steps(const Graph& g, const RepeatedBlocks& rb) {
+  std::map<std::string, int> index;
+  for (size_t b = 0; b < rb.names.size(); ++b) index[rb.names[b]] = static_cast<int>(b);
+  const int last = static_cast<int>(rb.names.size()) - 1;
+  auto block_of = [&](const IrNode& node) {
+    const json::Value* b = node.extra.find("block");
+    if (b == nullptr || b->is_null()) return -2;  // untagged
+    auto it = index.find(b->as_string("extra.block"));
+    return it == index.end() ? -1 : it->second;  // -1: a block that is not repeated
+  };
+  std::vector<char> keep(g.nodes.size(), 1);
+  int carried = -1;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const int own = block_of(g.nodes[i]);
+    int owner = own;
+    if (g.nodes[i].op == "placeholder") {
+      if (own == -2) owner = -1;
+    } else {
+      if (own != -2) carried = own;
+      owner = carried;
+    }
+    keep[i] = owner < 0 || owner == 0 || owner == last;
+  }
+  return keep;
+}
+
+// The load at every step of `p` under `x`.
+std::vector<solver::Usage> loads(const solver::Problem& p, const solver::Solution& x) {
+  int64_t horizon = 0;
+  for (const solver::Node& node : p.nodes) horizon = std::max(horizon, node.end);
+  std::vector<solver::Usage> load(static_cast<size_t>(horizon) + 1, 0);
+  for (size_t j = 0; j < p.nodes.size(); ++j) {
+    const solver::Node& node = p.nodes[j];
+    if (node.start >= node.end) continue;
+    const solver::Usage u = node.strategies[static_cast<size_t>(x[j])].usage;
+    load[static_cast<size_t>(node.start)] += u;
+    load[static_cast<size_t>(node.end)] -= u;
+  }
+  for (size_t t = 1; t < load.size(); ++t) load[t] += load[t - 1];
+  return load;
+}
+
+}  // namespace
+
+std::optional<FoldedStart> solve_folded(const Graph& g, const CostTables& t, const solver::SolveOptions& so,
+                                        double time_limit_s) {
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(std::max(0.0, time_limit_s)));
+  const RepeatedBlocks rb = find_repeated_blocks(g, t);
+  if (static_cast<int>(rb.members.size()) < kFoldMinBlocks) return std::nullopt;
+  std::vector<std::vector<int>> classes(rb.members.front().size());
+  for (const std::vector<int>& block : rb.members)
+    for (size_t k = 0; k < block.size(); ++k) classes[k].push_back(block[k]);
+  std::vector<char> keep = kept_steps(g, rb);
+  const solver::Problem& full = t.problem;
+  std::optional<FoldedStart> out;
+  for (int round = 0; round < 3; ++round) {
+    const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
+    if (left <= 0) break;
+    std::string why;
+    std::optional<solver::Folding> f = solver::fold_problem(full, classes, keep, &why);
+    if (!f) {
+      solver::trace("fold: the repeated blocks cannot be tied (%s)", why.c_str());
+      return out;
+    }
+    solver::SolveOptions fo = so;
+    fo.time_limit_s = left;
+    fo.start = nullptr;
+    fo.on_progress = nullptr;
+    solver::SolveResult r;
+    try {
+      r = solver::solve(f->problem, fo);
+    } catch (const solver::InfeasibleError& e) {  // tied, nothing fits: the full solve says why or finds one
+      solver::trace("fold: no tied labelling fits (%s)", e.what());
+      return out;
+    } catch (const std::runtime_error& e) {  // no labelling in the time
+      solver::trace("fold: %s", e.what());
+      return out;
+    }
+    FoldedStart s;
+    s.blocks = static_cast<int>(rb.members.size());
+    s.labels = solver::unfold(*f, r.solution);
+    const solver::Evaluation ev = solver::evaluate(full, s.labels);
+    s.fits = ev.feasible;
+    s.cost = ev.cost;
+    for (const auto& [folded_step, price] : r.step_prices)
+      if (folded_step >= 0 && static_cast<size_t>(folded_step) < f->step.size())
+        s.step_prices.emplace_back(f->step[static_cast<size_t>(folded_step)], price);
+    char note[240];
+    std::snprintf(note, sizeof note,
+                  "%d blocks folded: %zu -> %zu nodes (%d shadows), %zu of %zu memory steps; tied plan %s "
+                  "(folded gap %.2f%%, %.2f s)%s",
+                  s.blocks, full.nodes.size(), f->problem.nodes.size(), f->shadows, f->kept_steps, keep.size(),
+                  solver::to_string(ev.cost).c_str(), 100 * r.gap, r.seconds, ev.feasible ? "" : ", over the limit");
+    s.note = note;
+    solver::trace("fold: round %d: %s", round + 1, note);
+    out = std::move(s);
+    if (ev.feasible || !full.usage_limit) break;
+    // Keep every step the unfolded plan is over the limit at, and fold again.
+    const std::vector<solver::Usage> load = loads(full, out->labels);
+    bool grew = false;
+    for (size_t step = 0; step < load.size() && step < keep.size(); ++step)
+      if (load[step] > *full.usage_limit && !keep[step]) keep[step] = 1, grew = true;
+    if (!grew) break;  // over at kept steps only: a forbidden pair or a limit the folding cannot see
+  }
+  return out;
+}
+
+}  // namespace tlm
