@@ -27,7 +27,7 @@ namespace tlm {
 constexpr int kFoldMinBlocks = 4;
 
 // The share of the solver's time the folded solve may take.
-constexpr double kFoldShare = 0.3;
+constexpr double kFoldShare = 0.5;
 
 struct FoldedStart {
   solver::Solution labels;  // a labelling of the full problem (feasible when `fits`)

@@ -136,6 +136,24 @@ TEST(SolverFold, SolvingTheFoldedProblemFindsTheBestTiedLabelling) {
   EXPECT_GE(solved, 3);
 }
 
+TEST(SolverFold, AMembersUsageBoundsForbidItsClassTheStrategiesTheyRuleOut) {
+  Blocks b = make_blocks(5, 3, std::nullopt);
+  Node& y3 = b.p.nodes[static_cast<size_t>(b.classes[1][3])];
+  ASSERT_NE(y3.strategies[0].usage, y3.strategies[1].usage);  // this seed's blocks differ there
+  y3.usage_upper = std::min(y3.strategies[0].usage, y3.strategies[1].usage);  // one strategy left
+  const std::optional<Folding> f = fold_problem(b.p, b.classes, b.ends_and_outside, nullptr);
+  ASSERT_TRUE(f.has_value());
+  int compared = 0;
+  for_each_folded(*f, [&](const Solution& x) {
+    const Evaluation full = evaluate(b.p, unfold(*f, x));
+    ASSERT_EQ(evaluate(f->problem, x).feasible, full.feasible);
+    const int chosen = x[static_cast<size_t>(f->node_of[static_cast<size_t>(b.classes[1][3])])];
+    if (full.feasible) EXPECT_LE(y3.strategies[static_cast<size_t>(chosen)].usage, *y3.usage_upper);
+    compared += full.feasible;
+  });
+  EXPECT_GT(compared, 0);
+}
+
 TEST(SolverFold, ClassesThatCannotBeTiedAreRefusedWithTheReason) {
   Blocks b = make_blocks(4, 7, std::nullopt);
   b.p.nodes[static_cast<size_t>(b.classes[1][2])].strategies.push_back({1, 1});

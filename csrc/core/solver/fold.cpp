@@ -82,8 +82,6 @@ std::optional<Folding> fold_problem(const Problem& p, const std::vector<std::vec
     f.node_of[i] = id;
     members[static_cast<size_t>(id)].push_back(static_cast<int>(i));
   }
-  for (const Node& node : p.nodes)
-    if (node.usage_lower || node.usage_upper) return fail("a node has usage bounds");
 
   // Memory steps kept, and each interval shrunk to the kept steps it covers.
   int64_t horizon = 0;
@@ -123,8 +121,10 @@ std::optional<Folding> fold_problem(const Problem& p, const std::vector<std::vec
       }
       bool uses = false;
       for (size_t s = 0; s < width; ++s) {
-        out.strategies[s].cost = add_cost(out.strategies[s].cost, node.strategies[s].cost);
-        uses = uses || node.strategies[s].usage != 0;
+        const Usage u = node.strategies[s].usage;
+        const bool allowed = (!node.usage_lower || u >= *node.usage_lower) && (!node.usage_upper || u <= *node.usage_upper);
+        out.strategies[s].cost = allowed ? add_cost(out.strategies[s].cost, node.strategies[s].cost) : kInfiniteCost;
+        uses = uses || u != 0;
       }
       if (!uses || node.start >= node.end) continue;
       const int64_t lo = squeeze(node.start), hi = squeeze(node.end);

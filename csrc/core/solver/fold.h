@@ -37,8 +37,10 @@ struct Folding {
 // `classes`: groups of full-problem nodes that take one label (each at least two nodes,
 // all with the same number of strategies; a node in no group is its own class).
 // `keep_step[t]`: whether memory is checked at step t (steps past its end are kept).
-// Returns nullopt, with `why` set, when the classes cannot be tied (a member's strategy
-// count or pin differs from its class's, a node has usage bounds, or is in two classes).
+// A member's usage bounds forbid its class the strategies they rule out (the folded nodes
+// carry none). Returns nullopt, with `why` set, when the classes cannot be tied (a member's
+// strategy count differs from its class's, two members are pinned apart, or a node is in
+// two classes).
 std::optional<Folding> fold_problem(const Problem& problem, const std::vector<std::vector<int>>& classes,
                                     const std::vector<char>& keep_step, std::string* why);
 
