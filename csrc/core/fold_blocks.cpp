@@ -1,5 +1,6 @@
 #include "core/fold_blocks.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -45,15 +46,15 @@ std::vector<char> kept_steps(const Graph& g, const RepeatedBlocks& rb) {
   return keep;
 }
 
-// The load at every step of `p` under `x`.
-std::vector<solver::Usage> loads(const solver::Problem& p, const solver::Solution& x) {
+// The load at every step of `p` under `x` (128-bit: no usage sum can overflow it).
+std::vector<__int128> loads(const solver::Problem& p, const solver::Solution& x) {
   int64_t horizon = 0;
   for (const solver::Node& node : p.nodes) horizon = std::max(horizon, node.end);
-  std::vector<solver::Usage> load(static_cast<size_t>(horizon) + 1, 0);
+  std::vector<__int128> load(static_cast<size_t>(horizon) + 1, 0);
   for (size_t j = 0; j < p.nodes.size(); ++j) {
     const solver::Node& node = p.nodes[j];
     if (node.start >= node.end) continue;
-    const solver::Usage u = node.strategies[static_cast<size_t>(x[j])].usage;
+    const __int128 u = node.strategies[static_cast<size_t>(x[j])].usage;
     load[static_cast<size_t>(node.start)] += u;
     load[static_cast<size_t>(node.end)] -= u;
   }
@@ -105,8 +106,7 @@ std::optional<FoldedStart> solve_folded(const Graph& g, const CostTables& t, con
     s.fits = ev.feasible;
     s.cost = ev.cost;
     for (const auto& [folded_step, price] : r.step_prices)
-      if (folded_step >= 0 && static_cast<size_t>(folded_step) < f->step.size())
-        s.step_prices.emplace_back(f->step[static_cast<size_t>(folded_step)], price);
+      if (folded_step >= 0) s.step_prices.emplace_back(f->full_step(folded_step), price);
     char note[240];
     std::snprintf(note, sizeof note,
                   "%d blocks folded: %zu -> %zu nodes (%d shadows), %zu of %zu memory steps; tied plan %s "
@@ -118,7 +118,7 @@ std::optional<FoldedStart> solve_folded(const Graph& g, const CostTables& t, con
     out = std::move(s);
     if (ev.feasible || !full.usage_limit) break;
     // Keep every step the unfolded plan is over the limit at, and fold again.
-    const std::vector<solver::Usage> load = loads(full, out->labels);
+    const std::vector<__int128> load = loads(full, out->labels);
     bool grew = false;
     for (size_t step = 0; step < load.size() && step < keep.size(); ++step)
       if (load[step] > *full.usage_limit && !keep[step]) keep[step] = 1, grew = true;

@@ -162,6 +162,10 @@ TEST(SolverFold, ClassesThatCannotBeTiedAreRefusedWithTheReason) {
   std::string why;
   EXPECT_FALSE(fold_problem(b.p, b.classes, b.ends_and_outside, &why).has_value());
   EXPECT_NE(why.find("strategies"), std::string::npos) << why;
+  Blocks huge = make_blocks(4, 7, std::nullopt);
+  for (int x : huge.classes[0]) huge.p.nodes[static_cast<size_t>(x)].strategies[0].cost = kInfiniteCost / 3;
+  EXPECT_FALSE(fold_problem(huge.p, huge.classes, huge.ends_and_outside, &why).has_value());
+  EXPECT_NE(why.find("64-bit"), std::string::npos) << why;
   Blocks twice = make_blocks(4, 7, std::nullopt);
   twice.classes[1].push_back(twice.classes[0][0]);
   EXPECT_FALSE(fold_problem(twice.p, twice.classes, twice.ends_and_outside, &why).has_value());

@@ -9,9 +9,19 @@ namespace tlm::solver {
 
 namespace {
 
-Cost add_cost(Cost a, Cost b) {
+// Sums of finite costs that leave int64 (or reach the forbidden marker) set `overflow`: the
+// fold is then refused rather than made inexact.
+Cost add_cost(Cost a, Cost b, bool& overflow) {
   if (a == kInfiniteCost || b == kInfiniteCost) return kInfiniteCost;
-  return a + b;
+  Cost out = 0;
+  if (__builtin_add_overflow(a, b, &out) || out == kInfiniteCost) overflow = true;
+  return out;
+}
+
+Cost times(Cost a, int count, bool& overflow) {
+  Cost out = 0;
+  if (__builtin_mul_overflow(a, static_cast<Cost>(count), &out) || out == kInfiniteCost) overflow = true;
+  return out;
 }
 
 // One source of a folded edge: a full edge's matrix, read transposed or not, `count` times.
@@ -30,6 +40,8 @@ struct Source {
 // fold to many class pairs whose edges are the same matrices the same number of times.
 class EdgeSums {
  public:
+  bool overflow = false;
+
   CostMatrix sum(const std::vector<Source>& sources, size_t rows, size_t cols) {
     if (sources.size() == 1 && sources[0].count == 1 && !sources[0].transposed) return sources[0].keep;
     auto it = built_.find(sources);
@@ -40,7 +52,7 @@ class EdgeSums {
         for (size_t c = 0; c < cols; ++c) {
           const Cost x = s.transposed ? (*s.matrix)[c * rows + r] : (*s.matrix)[r * cols + c];
           Cost& o = out[r * cols + c];
-          o = x == kInfiniteCost ? kInfiniteCost : add_cost(o, x * s.count);
+          o = x == kInfiniteCost ? kInfiniteCost : add_cost(o, times(x, s.count, overflow), overflow);
         }
     CostMatrix m = make_cost_matrix(std::move(out));
     built_.emplace(sources, m);
@@ -83,19 +95,24 @@ std::optional<Folding> fold_problem(const Problem& p, const std::vector<std::vec
     members[static_cast<size_t>(id)].push_back(static_cast<int>(i));
   }
 
-  // Memory steps kept, and each interval shrunk to the kept steps it covers.
+  // Memory steps kept, and each interval shrunk to the kept steps it covers. Steps from
+  // keep_step.size() on are all kept: they squeeze to themselves, shifted.
   int64_t horizon = 0;
   for (const Node& node : p.nodes) horizon = std::max(horizon, node.end);
+  const int64_t listed = static_cast<int64_t>(keep_step.size());
   std::vector<int64_t> kept;
-  for (int64_t t = 0; t < horizon; ++t)
-    if (static_cast<size_t>(t) >= keep_step.size() || keep_step[static_cast<size_t>(t)]) kept.push_back(t);
-  f.kept_steps = kept.size();
+  for (int64_t t = 0; t < listed; ++t)
+    if (keep_step[static_cast<size_t>(t)]) kept.push_back(t);
+  f.kept_steps = kept.size() + static_cast<size_t>(std::max<int64_t>(0, horizon - listed));
   f.step = kept;
+  f.listed_steps = listed;
   auto squeeze = [&](int64_t t) {
+    if (t >= listed) return static_cast<int64_t>(kept.size()) + (t - listed);
     return static_cast<int64_t>(std::lower_bound(kept.begin(), kept.end(), t) - kept.begin());
   };
 
   const size_t classes_n = members.size();
+  bool overflow = false;
   Problem& q = f.problem;
   q.name = p.name + " (folded)";
   q.usage_limit = p.usage_limit;
@@ -123,7 +140,8 @@ std::optional<Folding> fold_problem(const Problem& p, const std::vector<std::vec
       for (size_t s = 0; s < width; ++s) {
         const Usage u = node.strategies[s].usage;
         const bool allowed = (!node.usage_lower || u >= *node.usage_lower) && (!node.usage_upper || u <= *node.usage_upper);
-        out.strategies[s].cost = allowed ? add_cost(out.strategies[s].cost, node.strategies[s].cost) : kInfiniteCost;
+        out.strategies[s].cost =
+            allowed ? add_cost(out.strategies[s].cost, node.strategies[s].cost, overflow) : kInfiniteCost;
         uses = uses || u != 0;
       }
       if (!uses || node.start >= node.end) continue;
@@ -131,7 +149,8 @@ std::optional<Folding> fold_problem(const Problem& p, const std::vector<std::vec
       if (lo >= hi) continue;  // alive at no kept step
       std::vector<Usage>& load = loads[{lo, hi}];
       load.resize(width, 0);
-      for (size_t s = 0; s < width; ++s) load[s] += node.strategies[s].usage;
+      for (size_t s = 0; s < width; ++s)
+        if (__builtin_add_overflow(load[s], node.strategies[s].usage, &load[s])) overflow = true;
     }
     bool primary = true;
     for (const auto& [span, load] : loads) {
@@ -158,7 +177,7 @@ std::optional<Folding> fold_problem(const Problem& p, const std::vector<std::vec
     const std::vector<Cost>& mat = *e.costs;
     if (a == b) {
       std::vector<Strategy>& st = q.nodes[static_cast<size_t>(a)].strategies;
-      for (size_t s = 0; s < st.size(); ++s) st[s].cost = add_cost(st[s].cost, mat[s * st.size() + s]);
+      for (size_t s = 0; s < st.size(); ++s) st[s].cost = add_cost(st[s].cost, mat[s * st.size() + s], overflow);
       continue;
     }
     const bool transposed = a > b;
@@ -176,6 +195,7 @@ std::optional<Folding> fold_problem(const Problem& p, const std::vector<std::vec
     const size_t cols = q.nodes[static_cast<size_t>(pair.second)].strategies.size();
     q.edges.emplace_back(pair.first, pair.second, sums.sum(sources, rows, cols));
   }
+  if (overflow || sums.overflow) return fail("summed costs or usages leave the 64-bit range");
 
   // Couplings between classes, once each; inside one class, its strategies the map moves.
   std::map<std::tuple<int, int, std::vector<int>>, bool> seen;

@@ -31,7 +31,14 @@ struct Folding {
   std::vector<int> node_of;  // full problem node -> the folded node whose label it takes
   int shadows = 0;           // cost-free nodes that carry a class's other intervals
   size_t kept_steps = 0;     // memory check steps the folded problem keeps
-  std::vector<int64_t> step;  // the full problem's step of each folded step
+  std::vector<int64_t> step;  // the full problem's step of each folded step below step.size()
+  int64_t listed_steps = 0;   // keep_step.size(): folded step step.size() + k is full step listed_steps + k
+
+  // The full problem's step of folded step `s`.
+  int64_t full_step(int64_t s) const {
+    return s < static_cast<int64_t>(step.size()) ? step[static_cast<size_t>(s)]
+                                                 : listed_steps + (s - static_cast<int64_t>(step.size()));
+  }
 };
 
 // `classes`: groups of full-problem nodes that take one label (each at least two nodes,
