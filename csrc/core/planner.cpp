@@ -208,9 +208,10 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt) {
       folded_labels = folded->labels;
       full_options.start = &folded_labels;
       full_options.start_prices = &folded->step_prices;
-      const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - fold_t0).count();
-      full_options.time_limit_s = std::max(so.time_limit_s - spent, 0.05 * so.time_limit_s);
     }
+    // What the fold took counts, whether or not it found a plan.
+    const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - fold_t0).count();
+    full_options.time_limit_s = std::max(so.time_limit_s - spent, 0.05 * so.time_limit_s);
   }
   solver::SolveResult result;
   try {
