@@ -46,22 +46,6 @@ std::vector<char> kept_steps(const Graph& g, const RepeatedBlocks& rb) {
   return keep;
 }
 
-// The load at every step of `p` under `x` (128-bit: no usage sum can overflow it).
-std::vector<__int128> loads(const solver::Problem& p, const solver::Solution& x) {
-  int64_t horizon = 0;
-  for (const solver::Node& node : p.nodes) horizon = std::max(horizon, node.end);
-  std::vector<__int128> load(static_cast<size_t>(horizon) + 1, 0);
-  for (size_t j = 0; j < p.nodes.size(); ++j) {
-    const solver::Node& node = p.nodes[j];
-    if (node.start >= node.end) continue;
-    const __int128 u = node.strategies[static_cast<size_t>(x[j])].usage;
-    load[static_cast<size_t>(node.start)] += u;
-    load[static_cast<size_t>(node.end)] -= u;
-  }
-  for (size_t t = 1; t < load.size(); ++t) load[t] += load[t - 1];
-  return load;
-}
-
 }  // namespace
 
 std::optional<FoldedStart> solve_folded(const Graph& g, const CostTables& t, const solver::SolveOptions& so,
@@ -118,9 +102,9 @@ std::optional<FoldedStart> solve_folded(const Graph& g, const CostTables& t, con
     out = std::move(s);
     if (ev.feasible || !full.usage_limit) break;
     // Keep every step the unfolded plan is over the limit at, and fold again.
-    const std::vector<__int128> load = loads(full, out->labels);
+    const std::vector<__int128> load = solver::load_by_step(full, out->labels, keep.size());
     bool grew = false;
-    for (size_t step = 0; step < load.size() && step < keep.size(); ++step)
+    for (size_t step = 0; step < keep.size(); ++step)
       if (load[step] > *full.usage_limit && !keep[step]) keep[step] = 1, grew = true;
     if (!grew) break;  // over at kept steps only: a forbidden pair or a limit the folding cannot see
   }

@@ -78,21 +78,6 @@ MemoryLimit memory_limit_of(const PlanOptions& o, const CostModel& cm) {
 // (reserves only grow) up to four times within half the time again: the plan kept is the
 // first that fits, or else the first.
 
-// The solver's load at each time step of `problem` under `solution`.
-static std::vector<int64_t> load_by_step(const solver::Problem& problem, size_t nodes,
-                                         const solver::Solution& solution, size_t steps) {
-  std::vector<int64_t> load(steps + 1, 0);
-  for (size_t j = 0; j < nodes && j < solution.size(); ++j) {
-    const solver::Node& node = problem.nodes[j];
-    if (node.start >= node.end || solution[j] < 0) continue;
-    const int64_t u = node.strategies[static_cast<size_t>(solution[j])].usage;
-    load[static_cast<size_t>(std::min<int64_t>(node.start, static_cast<int64_t>(steps)))] += u;
-    load[static_cast<size_t>(std::min<int64_t>(node.end, static_cast<int64_t>(steps)))] -= u;
-  }
-  for (size_t t = 1; t <= steps; ++t) load[t] += load[t - 1];
-  return load;
-}
-
 // A re-solve with reserves only adds usage: every labelling that fits it fits the first
 // problem at the same cost, so the first solve's bound holds for it too (its own, from a
 // short limit, is often far weaker: 405B's gap went from 53% to 57% on the refit).
@@ -118,12 +103,12 @@ static void fit_redistribution_buffers(const Graph& g, const PlanOptions& opt, c
   for (int round = 0; round < kRounds; ++round) {
     const MemoryEstimate& m = over->summary.memory;
     const int64_t state = m.parameters + m.optimizer_state;
-    const std::vector<int64_t> load = load_by_step(problem, real_nodes, over_labels, g.nodes.size());
+    const std::vector<__int128> load = solver::load_by_step(problem, over_labels, g.nodes.size());
     bool grew = false;
     for (size_t k = 0; k < m.timeline_nodes.size(); ++k) {
       const size_t i = static_cast<size_t>(m.timeline_nodes[k]);
       if (state + m.timeline_bytes[k] <= p.limit.bytes) continue;
-      const int64_t unseen = state + m.timeline_bytes[k] - load[i];
+      const int64_t unseen = state + m.timeline_bytes[k] - static_cast<int64_t>(load[i]);
       if (unseen > reserve[i]) reserve[i] = unseen, grew = true;
     }
     const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
@@ -199,14 +184,12 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt) {
   // plan starts the full solve. A share of the limit: the full solve's reductions and first
   // moves take a few seconds on a 3-D mesh's 70B problem, and its bound certifies the gap.
   std::optional<FoldedStart> folded;
-  solver::Solution folded_labels;
   solver::SolveOptions full_options = so;
   if (opt.fold_repeated) {
     const auto fold_t0 = std::chrono::steady_clock::now();
     folded = solve_folded(g, p.tables, so, kFoldShare * so.time_limit_s);
     if (folded) {
-      folded_labels = folded->labels;
-      full_options.start = &folded_labels;
+      full_options.start = &folded->labels;
       full_options.start_prices = &folded->step_prices;
     }
     // What the fold took counts, whether or not it found a plan.

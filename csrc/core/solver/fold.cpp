@@ -100,11 +100,10 @@ std::optional<Folding> fold_problem(const Problem& p, const std::vector<std::vec
   int64_t horizon = 0;
   for (const Node& node : p.nodes) horizon = std::max(horizon, node.end);
   const int64_t listed = static_cast<int64_t>(keep_step.size());
-  std::vector<int64_t> kept;
+  std::vector<int64_t>& kept = f.step;
   for (int64_t t = 0; t < listed; ++t)
     if (keep_step[static_cast<size_t>(t)]) kept.push_back(t);
   f.kept_steps = kept.size() + static_cast<size_t>(std::max<int64_t>(0, horizon - listed));
-  f.step = kept;
   f.listed_steps = listed;
   auto squeeze = [&](int64_t t) {
     if (t >= listed) return static_cast<int64_t>(kept.size()) + (t - listed);

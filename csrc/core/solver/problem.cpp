@@ -117,6 +117,20 @@ static void check_memory(const Problem& p, const Solution& x, Evaluation& ev) {
   ev.peak_time = peak_t;
 }
 
+std::vector<__int128> load_by_step(const Problem& problem, const Solution& solution, size_t steps) {
+  std::vector<__int128> load(steps + 1, 0);
+  const int64_t last = static_cast<int64_t>(steps);
+  for (size_t j = 0; j < problem.nodes.size() && j < solution.size(); ++j) {
+    const Node& node = problem.nodes[j];
+    if (node.start >= node.end || solution[j] < 0) continue;
+    const __int128 u = node.strategies[static_cast<size_t>(solution[j])].usage;
+    load[static_cast<size_t>(std::clamp<int64_t>(node.start, 0, last))] += u;
+    load[static_cast<size_t>(std::clamp<int64_t>(node.end, 0, last))] -= u;
+  }
+  for (size_t t = 1; t <= steps; ++t) load[t] += load[t - 1];
+  return load;
+}
+
 Evaluation evaluate(const Problem& p, const Solution& x) {
   Evaluation ev;
   if (x.size() != p.nodes.size()) {

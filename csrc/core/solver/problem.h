@@ -80,6 +80,11 @@ struct Evaluation {
 
 Evaluation evaluate(const Problem& problem, const Solution& solution);
 
+// The summed usage of the nodes alive at each time step 0..steps under `solution` (a start
+// or end past `steps` counts at `steps`; nodes past solution.size() or labelled -1 count
+// nothing).
+std::vector<__int128> load_by_step(const Problem& problem, const Solution& solution, size_t steps);
+
 // Throws std::invalid_argument naming the first inconsistency (edge matrix size,
 // node index out of range, pinned index out of range, coupling map size, ...).
 void validate(const Problem& problem);

@@ -147,13 +147,22 @@ void bound_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh, 
   if (Clock::now() >= std::min(soft_end, deadline)) return;  // its set-up alone takes seconds on 3-D meshes
   DualSolver dual(m, mat);
   std::vector<double> lam(m.cap.size(), 0.0), node_lam(m.n, 0.0);
-  if (lam0 != nullptr && lam0->size() == lam.size()) {  // start from the caller's multipliers
-    lam = *lam0;
+  // Each node's potentials carry its usage times the multipliers summed over its points.
+  auto apply_multipliers = [&] {
     std::vector<double> prefix(lam.size() + 1, 0.0);
     for (size_t k = 0; k < lam.size(); ++k) prefix[k + 1] = prefix[k] + lam[k];
-    for (int i = 0; i < m.n; ++i)
-      if (m.plo[i] < m.phi[i]) node_lam[i] = prefix[m.phi[i]] - prefix[m.plo[i]];
-    dual.add_penalty(node_lam);
+    std::vector<double> delta(m.n, 0.0);
+    for (int i = 0; i < m.n; ++i) {
+      if (m.plo[i] >= m.phi[i]) continue;
+      double v = prefix[m.phi[i]] - prefix[m.plo[i]];
+      delta[i] = v - node_lam[i];
+      node_lam[i] = v;
+    }
+    dual.add_penalty(delta);
+  };
+  if (lam0 != nullptr && lam0->size() == lam.size()) {  // start from the caller's multipliers
+    lam = *lam0;
+    apply_multipliers();
   }
   std::vector<int> labels;
   // Points are strongly correlated (a node spans many): scale steps by the mean span.
@@ -224,16 +233,7 @@ void bound_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh, 
     double target = sh.upper(&ub) ? ub : std::fabs(lagr) * 1.5 + 1.0;
     double alpha = scale * std::max(target - lagr, 1e-6 * std::fabs(target) + 1.0) / (norm2 * span);
     for (size_t k = 0; k < lam.size(); ++k) lam[k] = std::max(0.0, lam[k] + alpha * g[k]);
-    std::vector<double> prefix(lam.size() + 1, 0.0);
-    for (size_t k = 0; k < lam.size(); ++k) prefix[k + 1] = prefix[k] + lam[k];
-    std::vector<double> delta(m.n, 0.0);
-    for (int i = 0; i < m.n; ++i) {
-      if (m.plo[i] >= m.phi[i]) continue;
-      double v = prefix[m.phi[i]] - prefix[m.plo[i]];
-      delta[i] = v - node_lam[i];
-      node_lam[i] = v;
-    }
-    dual.add_penalty(delta);
+    apply_multipliers();
   }
 }
 
