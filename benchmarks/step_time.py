@@ -101,8 +101,11 @@ def build(name: str):
                                        seq_len=64)
         return models.build("llama", cfg, batch=8, seed=0)
     if name == "moe":
+        # Routed per sequence (GShard's groups): each sequence's tokens have their own capacity,
+        # so a rank routes its own sequences, as torch's data-parallel rows do.
         cfg = replace(models.moe.MoEConfig.tiny(), dim=128, n_layers=2, n_heads=4, n_experts=4, top_k=2,
-                      expert_ffn_dim=256, vocab_size=512, seq_len=32, capacity_factor=2.0, aux_loss_weight=0.0)
+                      expert_ffn_dim=256, vocab_size=512, seq_len=32, capacity_factor=2.0, aux_loss_weight=0.0,
+                      route_group_size=32)
         return models.build("moe", cfg, batch=8, seed=0)
     raise ValueError(f"unknown model {name!r}; expected mlp, mlp_padded, llama or moe")
 

@@ -67,6 +67,27 @@ def test_moe_routes_each_token_to_at_most_top_k_experts():
     assert aux > 0
 
 
+def test_moe_routing_groups_route_each_group_alone():
+    """route_group_size: one group of every token is the ungrouped model; groups of two
+    sequences give what each pair of sequences gives alone (capacity 0.75 drops tokens, so
+    a group's capacity and ranking really are its own); a size that does not divide the
+    batch's tokens is refused."""
+    from dataclasses import replace
+
+    base = replace(models.moe.MoEConfig.tiny(), seq_len=8, capacity_factor=0.75)
+    m0, (x, y) = models.build("moe", base, batch=8, seed=0)
+    m1, _ = models.build("moe", replace(base, route_group_size=64), batch=8, seed=0)
+    m1.load_state_dict(m0.state_dict())
+    torch.testing.assert_close(m1(x, y), m0(x, y), rtol=0, atol=0)
+    m2, _ = models.build("moe", replace(base, route_group_size=16), batch=8, seed=0)
+    m2.load_state_dict(m0.state_dict())
+    pairs = torch.stack([m2(x[i:i + 2], y[i:i + 2]) for i in range(0, 8, 2)]).mean()
+    torch.testing.assert_close(m2(x, y), pairs)
+    assert not torch.allclose(m2(x, y), m0(x, y))  # tokens dropped per group differ from the batch's
+    with pytest.raises(ValueError, match=r"route_group_size=15: expected a positive size that divides"):
+        replace(base, route_group_size=15).routing_groups(64)
+
+
 def test_full_size_presets():
     c = models.get("llama").full()
     assert (c.dim, c.n_layers, c.n_heads, c.n_kv_heads, c.ffn_dim, c.vocab_size, c.seq_len) == \

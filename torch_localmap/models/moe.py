@@ -7,6 +7,12 @@ the expert capacity are dropped. The (tokens, experts, capacity) dispatch and
 combine tensors turn routing into two einsums, and the experts run as batched
 matmuls over stacked weights (experts, ...). Expert compute is experts * capacity
 tokens, as in a real MoE, not experts * all tokens.
+
+`route_group_size` routes tokens in groups of that many (GShard's groups, Switch's per-core
+capacity): each group has its own capacity and its own slot ranking, so routing is
+independent per group and a plan may keep each group on one rank. None: one group of every
+token in the batch (the capacity and the ranking span the whole batch, so no batch shard
+routes on its own).
 """
 from __future__ import annotations
 
@@ -30,6 +36,7 @@ class MoEConfig:
     vocab_size: int = 32000
     seq_len: int = 4096
     aux_loss_weight: float = 0.01
+    route_group_size: int | None = None  # tokens per routing group; None: the whole batch is one group
 
     @classmethod
     def mixtral_8x7b(cls) -> "MoEConfig":
@@ -44,6 +51,16 @@ class MoEConfig:
     def capacity(self, n_tokens: int) -> int:
         return max(1, math.ceil(self.capacity_factor * self.top_k * n_tokens / self.n_experts))
 
+    def routing_groups(self, n_tokens: int) -> tuple[int, int]:
+        """(groups, tokens per group) for a batch of n_tokens."""
+        g = self.route_group_size
+        if g is None:
+            return 1, n_tokens
+        if g < 1 or n_tokens % g:
+            raise ValueError(f"MoEConfig.route_group_size={g}: expected a positive size that divides the batch's "
+                             f"{n_tokens} tokens (batch x seq), or None for one group of every token")
+        return n_tokens // g, g
+
 
 def _one_hot(idx, n: int, dtype):
     # Comparison with arange instead of F.one_hot: F.one_hot traces runtime range checks
@@ -52,20 +69,21 @@ def _one_hot(idx, n: int, dtype):
 
 
 def capacity_dispatch(mask, gate, cap: int):
-    """GShard capacity routing of n tokens' top-k choices, one-hot `mask` (n, k, experts),
-    with weights `gate` (n, k): the (n, experts, cap) 0/1 dispatch tensor and the
-    gate-weighted combine tensor. Tokens past an expert's capacity are dropped."""
-    n, k, n_experts = mask.shape
+    """GShard capacity routing of n tokens' top-k choices, one-hot `mask` (..., n, k, experts),
+    with weights `gate` (..., n, k): the (..., n, experts, cap) 0/1 dispatch tensor and the
+    gate-weighted combine tensor. Tokens past an expert's capacity are dropped. Leading
+    dims are routing groups, each ranked and filled on its own."""
+    *lead, n, k, n_experts = mask.shape
     dtype = mask.dtype
     # Slot of each (token, choice) in its expert: choices ranked k-major so every
     # token's first choice is placed before any second choice.
-    mask_km = mask.transpose(0, 1).reshape(k * n, n_experts)
-    slot = (torch.cumsum(mask_km, dim=0) - 1.0) * mask_km
-    slot = slot.reshape(k, n, n_experts).transpose(0, 1)  # (n, k, e)
+    mask_km = mask.transpose(-3, -2).reshape(*lead, k * n, n_experts)
+    slot = (torch.cumsum(mask_km, dim=-2) - 1.0) * mask_km
+    slot = slot.reshape(*lead, k, n, n_experts).transpose(-3, -2)  # (..., n, k, e)
     keep = mask * (slot < cap).to(dtype)
-    slot_onehot = _one_hot(slot.sum(-1).long().clamp(max=cap - 1), cap, dtype)  # (n, k, cap)
-    dispatch = torch.einsum("nke,nkc->nec", keep, slot_onehot)  # (n, e, cap) 0/1
-    combine = torch.einsum("nke,nkc,nk->nec", keep, slot_onehot, gate)
+    slot_onehot = _one_hot(slot.sum(-1).long().clamp(max=cap - 1), cap, dtype)  # (..., n, k, cap)
+    dispatch = torch.einsum("...nke,...nkc->...nec", keep, slot_onehot)  # (..., n, e, cap) 0/1
+    combine = torch.einsum("...nke,...nkc,...nk->...nec", keep, slot_onehot, gate)
     return dispatch, combine
 
 
@@ -78,12 +96,19 @@ def add_expert_weights(module: nn.Module, e: int, d: int, h: int) -> None:
 
 
 def routed_experts(tokens, dispatch, combine, w1, w3, w2):
-    """Tokens (n, d) through their experts' SwiGLU MLPs (stacked weights w1, w3 (e, d, h) and
-    w2 (e, h, d)) by the capacity_dispatch tensors: the combined (n, d) output."""
-    expert_in = torch.einsum("nec,nd->ecd", dispatch, tokens)  # (e, cap, d)
+    """Tokens (..., n, d) through their experts' SwiGLU MLPs (stacked weights w1, w3 (e, d, h)
+    and w2 (e, h, d)) by the capacity_dispatch tensors: the combined (..., n, d) output.
+    Leading dims are routing groups: each expert runs every group's slots in one matmul."""
+    expert_in = torch.einsum("...nec,...nd->...ecd", dispatch, tokens)  # (..., e, cap, d)
+    grouped = expert_in.dim() > 3
+    if grouped:  # (e, groups * cap, d): one batched matmul per expert over every group
+        lead, (e, cap, d) = expert_in.shape[:-3], expert_in.shape[-3:]
+        expert_in = expert_in.movedim(-3, 0).reshape(e, -1, d)
     hidden = F.silu(torch.bmm(expert_in, w1)) * torch.bmm(expert_in, w3)
-    expert_out = torch.bmm(hidden, w2)  # (e, cap, d)
-    return torch.einsum("nec,ecd->nd", combine, expert_out)
+    expert_out = torch.bmm(hidden, w2)  # (e, [groups *] cap, d)
+    if grouped:
+        expert_out = expert_out.reshape(e, *lead, cap, d).movedim(0, -3)
+    return torch.einsum("...nec,...ecd->...nd", combine, expert_out)
 
 
 class MoE(nn.Module):
@@ -100,21 +125,23 @@ class MoE(nn.Module):
         """x: (batch, seq, dim) -> (output, load-balancing aux loss)."""
         b, s, d = x.shape
         cfg = self.cfg
-        tokens = x.reshape(b * s, d)
-        n, e, cap = b * s, cfg.n_experts, cfg.capacity(b * s)
+        groups, n = cfg.routing_groups(b * s)
+        tokens = x.reshape(b * s, d) if cfg.route_group_size is None else x.reshape(groups, n, d)
+        e, cap = cfg.n_experts, cfg.capacity(n)
 
-        probs = F.softmax(self.router(tokens), dim=-1)  # (n, e)
-        gate, idx = torch.topk(probs, cfg.top_k, dim=-1)  # (n, k)
+        probs = F.softmax(self.router(tokens), dim=-1)  # ([groups,] n, e)
+        gate, idx = torch.topk(probs, cfg.top_k, dim=-1)  # ([groups,] n, k)
         gate = gate / gate.sum(-1, keepdim=True)
-        mask = _one_hot(idx, e, x.dtype)  # (n, k, e)
+        mask = _one_hot(idx, e, x.dtype)  # ([groups,] n, k, e)
         dispatch, combine = capacity_dispatch(mask, gate, cap)
 
         out = routed_experts(tokens, dispatch, combine, self.w1, self.w3, self.w2).reshape(b, s, d)
 
-        # Switch-Transformer load-balancing loss: fraction routed x mean router prob.
-        frac = mask[:, 0, :].mean(0)
-        aux = e * (frac * probs.mean(0)).sum()
-        return out, aux
+        # Switch-Transformer load-balancing loss: fraction routed x mean router prob, per
+        # routing group (averaged over the groups).
+        frac = mask[..., 0, :].mean(-2)
+        aux = e * (frac * probs.mean(-2)).sum(-1)
+        return out, aux if cfg.route_group_size is None else aux.mean()
 
 
 class MoEBlock(nn.Module):
