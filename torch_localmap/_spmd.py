@@ -9,6 +9,7 @@ partitioner splits into forward and backward graphs.
 from __future__ import annotations
 
 import json
+import math
 
 import torch
 import torch.fx as fx
@@ -30,6 +31,10 @@ from ._runtime.fuse_gathers import fuse_mesh_dim_gathers
 from ._runtime.fuse_reductions import fuse_mesh_dim_reductions, fuse_mesh_dim_scatters
 from ._runtime.transposed_products import contiguous_transposed_products
 from ._runtime.schedule import schedule_overlap
+
+# A value this small (a loss and its count) is redistributed once per spec and shared by its
+# consumers (make_rank_program's `moved`).
+SMALL_MOVE_NUMEL = 64
 
 
 def _tensor_refs(arg, out):
@@ -56,16 +61,29 @@ def make_rank_program(plan: Plan, device_mesh, coord):
     call_args = json.loads(_C.rank_call_args(graph.to_json(), plan.to_json(), list(coord)))
     placeholders = [i for i, _ in graph.placeholders()]
 
+    # Small values moved once and read again where another consumer wants the same spec: a
+    # loss's Partial count is reduced for the loss in forward and read again by the loss's
+    # backward, a second collective on the critical path for a few bytes. Larger values are
+    # moved per consumer, as the plan prices them: keeping a gathered activation or
+    # parameter for a later reader would hold memory the plan does not count.
+    small_moves = {}
+
     def moved(env, ref, want):
         """The value at `ref` ([node, output]) redistributed from its planned spec to `want`."""
         src = pnodes[ref[0]].outputs[ref[1]]
         if src == want:  # nothing moves: the value itself (a copy would cost a kernel per input)
             return env[ref[0]][ref[1]]
         shape = ir_nodes[ref[0]].outputs[ref[1]].shape
+        key = (ref[0], ref[1], want)
+        if key in small_moves:
+            return small_moves[key]
         try:
-            return redistribute_local(env[ref[0]][ref[1]], shape, device_mesh, src, want)
+            out = redistribute_local(env[ref[0]][ref[1]], shape, device_mesh, src, want)
         except ValueError as e:
             raise ValueError(f"output {ref[1]} of node '{ir_nodes[ref[0]].name}' ({ir_nodes[ref[0]].op}): {e}") from e
+        if math.prod(shape) <= SMALL_MOVE_NUMEL:
+            small_moves[key] = out
+        return out
 
     def run_node(i, node, want, env):
         refs = []

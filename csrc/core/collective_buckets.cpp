@@ -44,10 +44,12 @@ class WaitAncestors {
 }  // namespace
 
 std::vector<int> collective_buckets(const std::vector<ScheduleNode>& nodes, const std::vector<int>& keys,
-                                    int64_t cap_bytes) {
+                                    int64_t cap_bytes, const std::vector<int64_t>& first_cap_bytes) {
   const size_t n = nodes.size();
   if (keys.size() != n) throw InvalidArgument("collective_buckets: expected one key per node");
   if (cap_bytes <= 0) throw InvalidArgument("collective_buckets: the byte cap must be positive");
+  for (int64_t c : first_cap_bytes)
+    if (c < 0) throw InvalidArgument("collective_buckets: a first bucket's byte cap must be >= 0 (0: the byte cap)");
   std::vector<int> wait_of(n, -1);
   for (size_t i = 0; i < n; ++i) {
     for (int in : nodes[i].inputs)
@@ -75,10 +77,17 @@ std::vector<int> collective_buckets(const std::vector<ScheduleNode>& nodes, cons
     int64_t bytes = 0;
   };
   std::map<int, Open> open;  // by key: the bucket being filled
+  std::map<int, int> buckets_of_key;  // by key: buckets closed so far (empty ones too)
   std::vector<std::vector<int>> closed;
-  auto close = [&](Open& b) {
+  auto close = [&](int key, Open& b) {
     if (b.members.size() > 1) closed.push_back(b.members);
+    if (!b.members.empty()) ++buckets_of_key[key];
     b = Open{};
+  };
+  auto cap_of = [&](int key) {
+    const bool first = buckets_of_key[key] == 0;
+    const auto k = static_cast<size_t>(key);
+    return first && k < first_cap_bytes.size() && first_cap_bytes[k] > 0 ? first_cap_bytes[k] : cap_bytes;
   };
   for (int s : starts) {
     // An open bucket (of any key) with a member whose result feeds this one's input is
@@ -88,14 +97,15 @@ std::vector<int> collective_buckets(const std::vector<ScheduleNode>& nodes, cons
     for (auto& kv : open) {
       bool feeds = false;
       for (int m : kv.second.members) feeds = feeds || ancestors.depends(s, wait_of[static_cast<size_t>(m)]);
-      if (feeds) close(kv.second);
+      if (feeds) close(kv.first, kv.second);
     }
-    Open& b = open[keys[static_cast<size_t>(s)]];
-    if (!b.members.empty() && b.bytes + nodes[static_cast<size_t>(s)].bytes > cap_bytes) close(b);
+    const int key = keys[static_cast<size_t>(s)];
+    Open& b = open[key];
+    if (!b.members.empty() && b.bytes + nodes[static_cast<size_t>(s)].bytes > cap_of(key)) close(key, b);
     b.members.push_back(s);
     b.bytes += nodes[static_cast<size_t>(s)].bytes;
   }
-  for (auto& kv : open) close(kv.second);
+  for (auto& kv : open) close(kv.first, kv.second);
   // Ids in issue order: a bucket is issued when its last member's input is ready.
   std::stable_sort(closed.begin(), closed.end(),
                    [&](const std::vector<int>& a, const std::vector<int>& b) { return ready[a.back()] < ready[b.back()]; });

@@ -29,9 +29,13 @@ namespace tlm {
 // bucket: same collective, reduce op, group and dtype); -1: never bucketed.
 // Returns per node a bucket id (0, 1, ... in issue order) for Starts that share
 // a bucket with at least one other Start, else -1. A bucket holds at most
-// `cap_bytes` unless its first member alone is larger. Deterministic: a
-// property of the graph alone, so every rank forms the same buckets.
+// `cap_bytes` unless its first member alone is larger. `first_cap_bytes[k]`
+// (> 0; absent or 0: `cap_bytes`) caps the first bucket of key k alone, as DDP's
+// reducer caps its first gradient bucket at 1 MiB: the last layers' gradients are
+// then reduced while the rest of backward runs instead of waiting for a full
+// bucket. Deterministic: a property of the graph alone, so every rank forms the
+// same buckets.
 std::vector<int> collective_buckets(const std::vector<ScheduleNode>& nodes, const std::vector<int>& keys,
-                                    int64_t cap_bytes);
+                                    int64_t cap_bytes, const std::vector<int64_t>& first_cap_bytes = {});
 
 }  // namespace tlm

@@ -14,6 +14,7 @@
 #include "core/overlap_schedule.h"
 #include "core/placement.h"
 #include "core/planner.h"
+#include "core/solver/trace.h"
 
 namespace py = pybind11;
 
@@ -57,6 +58,7 @@ void bind_planner(py::module_& m) {
       "plan",
       [](const std::string& ir_json, const std::string& options_json, py::object progress) {
         const auto t0 = std::chrono::steady_clock::now();
+        solver::trace("plan: reading the IR");
         Graph g = read_graph(ir_json);
         PlanOptions opt = read_plan_options(options_json.empty() ? json::Value() : json::parse(options_json));
         opt.elapsed_before_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -76,12 +78,16 @@ void bind_planner(py::module_& m) {
         {
           py::gil_scoped_release release;  // planning is pure C++; let other Python threads run
           plan = plan_graph(g, opt);
+          solver::trace("plan: returned (tables freed)");
         }
         opt.on_progress = nullptr;
         callback.reset();  // the last reference to the callable goes while the GIL is held
         json::Value doc = plan_to_json(*plan);
         add_plan_provenance(doc, g, opt);  // what it was made for: saved plans are checked against it
-        return doc.dump();
+        solver::trace("plan: document built");
+        std::string text = doc.dump();
+        solver::trace("plan: document written");
+        return text;
       },
       py::arg("ir_json"), py::arg("options_json") = "", py::arg("progress") = py::none(),
       "Plans a whole IR graph in one call; returns the plan as JSON text. `progress(seconds, cost_s, "
@@ -226,14 +232,16 @@ void bind_planner(py::module_& m) {
   m.def(
       "collective_buckets",
       [](const std::string& kinds, const std::vector<int64_t>& input_offsets, const std::vector<int>& inputs,
-         const std::vector<int64_t>& bytes, const std::vector<int>& keys, int64_t cap_bytes) {
+         const std::vector<int64_t>& bytes, const std::vector<int>& keys, int64_t cap_bytes,
+         const std::vector<int64_t>& first_cap_bytes) {
         return collective_buckets(schedule_nodes("collective_buckets", kinds, input_offsets, inputs, bytes), keys,
-                                  cap_bytes);
+                                  cap_bytes, first_cap_bytes);
       },
       py::arg("kinds"), py::arg("input_offsets"), py::arg("inputs"), py::arg("bytes"), py::arg("keys"),
-      py::arg("cap_bytes"),
+      py::arg("cap_bytes"), py::arg("first_cap_bytes") = std::vector<int64_t>{},
       "Per node, the bucket its collective shares with others (-1: none), for a graph described as overlap_order's "
-      "(core/collective_buckets.h). keys: per start its compatibility class (-1: never bucketed).");
+      "(core/collective_buckets.h). keys: per start its compatibility class (-1: never bucketed). "
+      "first_cap_bytes: per key, the cap of its first bucket (0: cap_bytes).");
 }
 
 }  // namespace tlm::pybind

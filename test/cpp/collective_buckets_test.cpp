@@ -54,6 +54,39 @@ TEST(CollectiveBuckets, PacksIndependentGradientsInReadyOrderUpToTheCap) {
   EXPECT_EQ(collective_buckets(b.nodes, b.keys, 250), ids);  // deterministic
 }
 
+TEST(CollectiveBuckets, AKeysFirstBucketHasItsOwnCap) {
+  Builder b;
+  const int x = b.add(K::Fixed, {});
+  std::vector<int> starts, waits, other;
+  int prev = x;
+  for (int k = 0; k < 6; ++k) {  // key 0: a first cap of 200 (two members)
+    const auto g = b.grad(prev, 100, 0);
+    starts.push_back(g[1]);
+    waits.push_back(g[2]);
+    prev = g[0];
+  }
+  for (int k = 0; k < 3; ++k) {  // key 1: no first cap of its own
+    const auto g = b.grad(x, 100, 1);
+    other.push_back(g[1]);
+    waits.push_back(g[2]);
+  }
+  b.add(K::Fixed, waits);
+  const auto ids = collective_buckets(b.nodes, b.keys, 400, {200, 0});
+  // Key 0: the first bucket holds two members (200 bytes), the next the other four (400).
+  EXPECT_EQ(ids[starts[0]], ids[starts[1]]);
+  EXPECT_NE(ids[starts[1]], ids[starts[2]]);
+  for (int k = 3; k < 6; ++k) EXPECT_EQ(ids[starts[k]], ids[starts[2]]);
+  // Key 1: the ordinary cap from its first bucket on.
+  EXPECT_GE(ids[other[0]], 0);
+  EXPECT_EQ(ids[other[0]], ids[other[1]]);
+  EXPECT_EQ(ids[other[1]], ids[other[2]]);
+  // No first caps: as before, every key capped at 400.
+  const auto plain = collective_buckets(b.nodes, b.keys, 400);
+  for (int k = 1; k < 4; ++k) EXPECT_EQ(plain[starts[k]], plain[starts[0]]);
+  EXPECT_NE(plain[starts[4]], plain[starts[0]]);
+  EXPECT_THROW(collective_buckets(b.nodes, b.keys, 400, {-1}), InvalidArgument);
+}
+
 TEST(CollectiveBuckets, KeysSeparateBucketsAndMinusOneIsNeverBucketed) {
   Builder b;
   const int x = b.add(K::Fixed, {});

@@ -504,3 +504,85 @@ def test_a_parameter_sharded_on_both_mesh_dims_is_gathered_and_reduced_once_over
                 whole = sum(p.numel() for p in params.values()) + (2 * (DIM + 1) if "uneven" in which else 0)
                 assert sum(4 * e for _, e in r["gathers"]) == whole, r["gathers"]
                 assert r["scatters"] == [4] * len(params), r["scatters"]
+
+
+def _moe_example():
+    from dataclasses import replace
+
+    from torch_localmap import models
+
+    # Routed per sequence (route_group_size = seq_len): each rank routes its own sequences,
+    # so DDP's plan exists. The auxiliary loss is an average over the groups: a Partial(avg)
+    # scalar beside the loss's Partial(sum) pieces. Capacity 0.5 drops tokens in every group.
+    cfg = replace(models.moe.MoEConfig.tiny(), route_group_size=10, capacity_factor=0.5, aux_loss_weight=0.1)
+    model, (tokens, targets) = models.build("moe", cfg, batch=4, seed=0)
+    return model.double(), (tokens, targets)
+
+
+def _rank_moe_ddp(rank, world):
+    from torch.distributed.tensor import Shard
+    from torch_localmap import parallelize
+
+    model, (tokens, targets) = _moe_example()
+    local = (tokens.chunk(world)[rank], targets.chunk(world)[rank])
+    pm = parallelize(model, make_mesh((world,)), local, device="cpu", time_limit=2.0, like="ddp",
+                     input_placements={0: [Shard(0)], 1: [Shard(0)]})
+    loss = pm(*local)
+    loss.backward()
+    return {"loss": loss.full_tensor().detach(), "grads": _grads(pm), "fw": _collectives(pm._program.fw),
+            "bw": _collectives(pm._program.bw)}
+
+
+@pytest.mark.timeout(600)
+def test_a_moe_routed_per_sequence_runs_ddps_plan_with_one_forward_reduction():
+    """A MoE whose routing groups are sequences trains on DDP's plan like one process. Its
+    loss sum, token count and averaged auxiliary loss are reduced in one forward collective
+    (the average joins the sums' bucket), and backward reads the count reduced in forward
+    instead of reducing it again: its only collectives are the gradients'."""
+    model, (tokens, targets) = _moe_example()
+    ref_loss = model(tokens, targets)
+    ref_loss.backward()
+    ref_grads = _grads(model)
+    n_params = sum(p.numel() for p in model.parameters())
+    for r in run_distributed(_rank_moe_ddp, 2, timeout=600):
+        torch.testing.assert_close(r["loss"], ref_loss.detach(), **TOL)
+        for k, g in ref_grads.items():
+            torch.testing.assert_close(r["grads"][k], g, **TOL, msg=lambda m: f"grad {k}: {m}")
+        assert [c for c in r["fw"]] == [("all_reduce", 3)], r["fw"]
+        assert {c[0] for c in r["bw"]} == {"all_reduce"} and sum(c[1] for c in r["bw"]) == n_params, r["bw"]
+
+
+class _Wide(nn.Module):
+    """Two 512x512 layers: 2 MiB of float64 gradients each, over DDP's 1 MiB first bucket."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(DIM, 512), nn.Linear(512, 512), nn.Linear(512, DIM)
+
+    def forward(self, x, y):
+        return F.mse_loss(self.c(torch.relu(self.b(torch.relu(self.a(x))))), y)
+
+
+def _rank_first_bucket(rank, world):
+    from torch.distributed.tensor import Shard
+    from torch_localmap import parallelize
+
+    torch.manual_seed(0)
+    model = _Wide().double()
+    _, (x, y) = _example()
+    local = (x.chunk(world)[rank], y.chunk(world)[rank])
+    pm = parallelize(model, make_mesh((world,)), local, device="cpu", time_limit=2.0, like="ddp",
+                     input_placements={0: [Shard(0)], 1: [Shard(0)]})
+    return {"bw": _collectives(pm._program.bw), "buckets": pm._program.buckets}
+
+
+@pytest.mark.timeout(600)
+def test_the_first_gradient_bucket_holds_a_mebibyte_as_ddps_does():
+    """The default 25 MiB cap would put this model's 2.1 MiB of gradients in one bucket,
+    reduced after backward's last op; the first bucket holds 1 MiB (the last layer's
+    gradients, made first), so it is reduced while backward still computes."""
+    n = sum(p.numel() for p in _Wide().parameters())
+    for r in run_distributed(_rank_first_bucket, 2, timeout=600):
+        sizes = [c[1] for c in r["bw"]]
+        assert {c[0] for c in r["bw"]} == {"all_reduce"} and sum(sizes) == n, r["bw"]
+        assert len(sizes) >= 2 and sizes[0] * 8 <= 2**20 < sizes[-1] * 8, sizes

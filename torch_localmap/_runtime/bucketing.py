@@ -12,7 +12,9 @@ data movement for the overlap schedule (schedule.py, run after this): the copy-i
 travels with the collective, the unpacking with the wait.
 
 Reductions (all-reduce, reduce-scatter) are bucketed in the order their inputs --
-gradients -- become ready; nothing waits for them until the step ends. So are the gathers
+gradients -- become ready; nothing waits for them until the step ends. An all-reduce's
+first bucket holds 1 MiB, as DDP's does, so it is issued while backward still runs. An
+average joins a bucket of sums and is divided after. So are the gathers
 whose results only the graph's outputs read (a weight gradient sharded by its matmul and
 gathered to its replicated parameter). Parameter
 all-gathers are all ready at the start of a graph, so that packing would gather every
@@ -39,6 +41,7 @@ import torch.fx as fx
 
 from .. import _C
 from .._torch_private import fake_tensors
+from .groups import group_size
 from .schedule import REGION_META, SAME_VALUES, apply_order, describe, is_wait, node_bytes
 
 aten = torch.ops.aten
@@ -50,6 +53,10 @@ _KINDS = {_c10d.all_reduce.default: "all_reduce", _c10d.reduce_scatter_tensor.de
 # enough that the first buckets are issued while backward still computes.
 DEFAULT_BUCKET_CAP_MB = 25
 DEFAULT_BUCKET_BYTES = DEFAULT_BUCKET_CAP_MB * 2**20
+# DDP's first gradient bucket (torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES, 1 MiB): the
+# last layers' gradients are reduced while the rest of backward runs, instead of every
+# gradient of a small model waiting for one bucket at the end.
+FIRST_BUCKET_BYTES = 2**20
 
 
 def gather_unit(fqn: str) -> str:
@@ -119,7 +126,10 @@ def _key(node: fx.Node, params: dict, seen: dict, grad_params: dict):
     val = node.args[0].meta.get("val") if node.args and isinstance(node.args[0], fx.Node) else None
     if kind is None or not isinstance(val, torch.Tensor) or node.kwargs:
         return None
-    key = (kind, val.dtype, val.device.type) + tuple(node.args[1:])  # reduce op, group size, group name
+    args = tuple(node.args[1:])  # reduce op and group name (all-reduce); group size and name
+    if kind == "all_reduce" and _averages_as_sum(node):  # one bucket with the sums (divided after)
+        args = ("sum",) + args[1:]
+    key = (kind, val.dtype, val.device.type) + args
     if kind == "all_gather":
         fqn = _source_param(node.args[0], params)
         if fqn is not None:  # a parameter's gather: one bucket per unit
@@ -132,6 +142,13 @@ def _key(node: fx.Node, params: dict, seen: dict, grad_params: dict):
         unit = _gradient_unit(node, grad_params)
         return key if unit is None else key + (unit,)
     return key
+
+
+def _averages_as_sum(node: fx.Node) -> bool:
+    """An all-reduce "avg" over a runtime group of known size: reduced as a sum in a bucket
+    of sums and divided by the group size after (a loss's average and its sums in one
+    collective instead of two)."""
+    return node.args[1] == "avg" and group_size(node.args[2]) is not None
 
 
 def bucket_collectives(gm: fx.GraphModule, cap_bytes: int = DEFAULT_BUCKET_BYTES, params=None,
@@ -156,7 +173,9 @@ def bucket_collectives(gm: fx.GraphModule, cap_bytes: int = DEFAULT_BUCKET_BYTES
     # times the cap and every gradient waited for the end of backward.
     nbytes = [max(b, node_bytes(n.args[0])) if b and n.args and isinstance(n.args[0], fx.Node) else b
               for n, b in zip(nodes, nbytes)]
-    bucket_of = _C.collective_buckets(kinds, offsets, inputs, nbytes, keys, int(cap_bytes))
+    first_caps = [FIRST_BUCKET_BYTES if key[0] == "all_reduce" and cap_bytes > FIRST_BUCKET_BYTES else 0
+                  for key in key_ids]  # dicts keep insertion order: index = key id
+    bucket_of = _C.collective_buckets(kinds, offsets, inputs, nbytes, keys, int(cap_bytes), first_caps)
     buckets: dict = {}
     for n, b in zip(nodes, bucket_of):
         if b >= 0:
@@ -207,6 +226,10 @@ def _merge(graph: fx.Graph, members: list, wait_of: dict, position: dict, mode, 
     first = min(members, key=lambda m: position[m]).prev
     b = _Builder(graph, max(xs + [first], key=lambda x: position[x]), mode, members[0])
     rest = tuple(members[0].args[1:])
+    averaged = set()
+    if kind == "all_reduce" and any(_averages_as_sum(m) for m in members):  # _key: averages join sums
+        averaged = {m for m in members if _averages_as_sum(m)}
+        rest = ("sum",) + rest[1:]
     if kind == "reduce_scatter":  # rows: the group's ranks; each rank keeps its row of every member
         world = int(rest[1])
         flats = [b.flat(x, (world, -1)) for x in xs]
@@ -227,6 +250,8 @@ def _merge(graph: fx.Graph, members: list, wait_of: dict, position: dict, mode, 
         if kind == "all_gather":
             piece = b(aten.clone.default, piece)  # the column is strided: one copy out, as FSDP2 does
         result = b(aten.view.default, piece, list(wait_of[m].meta["val"].shape))
+        if m in averaged:
+            result = b(aten.div.Tensor, result, group_size(m.args[2]))
         wait_of[m].replace_all_uses_with(result)
         graph.erase_node(wait_of[m])
         graph.erase_node(m)

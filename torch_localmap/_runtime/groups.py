@@ -20,7 +20,8 @@ import torch.distributed as dist
 
 from .._torch_private import dtensor
 
-__all__ = ["DEFAULT_TIMEOUT", "as_timeout", "runtime_mesh", "world_group", "combined_group_name", "nested_group_name"]
+__all__ = ["DEFAULT_TIMEOUT", "as_timeout", "runtime_mesh", "world_group", "combined_group_name", "nested_group_name",
+           "group_size"]
 
 # Long enough for a first step that compiles or plans on every rank, short enough that a
 # failure ends a run in minutes, not half an hour.
@@ -35,6 +36,9 @@ _members: dict = {}
 # A per-mesh-dim group's name -> its mesh dim: a combined group lists its ranks row-major
 # over its dims in ascending order, which fixes the order a merged all-gather fills.
 _dim_of: dict = {}
+# Every runtime group's name -> its number of ranks (an average over a group is its sum
+# divided by this: bucketing.py reduces averages in a sum bucket).
+_size_of: dict = {}
 
 
 def as_timeout(value, what: str = "timeout") -> datetime.timedelta:
@@ -48,6 +52,12 @@ def as_timeout(value, what: str = "timeout") -> datetime.timedelta:
     if not (0 < seconds < float("inf")):
         raise ValueError(f"{what}: expected a positive, finite duration, got {seconds} s")
     return datetime.timedelta(seconds=seconds)
+
+
+def group_size(name: str) -> int | None:
+    """The number of ranks of the runtime group `name`, or None for a group the runtime did
+    not make."""
+    return _size_of.get(name)
 
 
 def _subgroup_ranks(mesh, dims) -> list:
@@ -98,6 +108,7 @@ def _make_combined_groups(mesh, groups, timeout) -> None:
             key = frozenset(groups[d].group_name for d in subset)
             _combined[key] = mine.group_name
             _members[mine.group_name] = key
+            _size_of[mine.group_name] = mine.size()
 
 
 def runtime_mesh(mesh, timeout: datetime.timedelta):
@@ -113,6 +124,7 @@ def runtime_mesh(mesh, timeout: datetime.timedelta):
                                                         group_desc=f"torch_localmap_dim{d}")
             groups.append(mine)
             _dim_of[mine.group_name] = d
+            _size_of[mine.group_name] = mine.size()
         _make_combined_groups(mesh, groups, timeout)
         _cache[key] = dtensor.mesh_from_groups(mesh, groups)
     return _cache[key]
