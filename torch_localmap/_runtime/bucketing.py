@@ -148,7 +148,9 @@ def _averages_as_sum(node: fx.Node) -> bool:
     """An all-reduce "avg" over a runtime group of known size: reduced as a sum in a bucket
     of sums and divided by the group size after (a loss's average and its sums in one
     collective instead of two)."""
-    return node.args[1] == "avg" and group_size(node.args[2]) is not None
+    val = node.args[0].meta.get("val")
+    return (node.args[1] == "avg" and group_size(node.args[2]) is not None and isinstance(val, torch.Tensor)
+            and val.is_floating_point())  # an integer average would come back as a float
 
 
 def bucket_collectives(gm: fx.GraphModule, cap_bytes: int = DEFAULT_BUCKET_BYTES, params=None,
