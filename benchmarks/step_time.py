@@ -32,8 +32,9 @@ The last lines are the verdicts the issue's checks read:
 Plans are priced with the mesh's live calibration (parallelize(calibration="live")): the first
 planned row of each mesh measures it, the rows after read the cached profile.
 
-The MoE runs with capacity_factor = n_experts / top_k (no token is dropped) and no
-auxiliary loss, so a data-parallel shard routes its tokens as the whole batch would.
+The MoE routes each sequence as its own group (MoEConfig.route_group_size = seq_len, GShard's
+groups), so a data-parallel rank routes its own sequences as the whole batch would, and
+runs with capacity_factor = n_experts / top_k (no token is dropped) and no auxiliary loss.
 A torch row that fails fails the benchmark (it would otherwise drop out of the baseline).
 """
 from __future__ import annotations
