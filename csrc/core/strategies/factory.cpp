@@ -21,10 +21,13 @@ void fresh_rows(const RuleCtx& c, DimRows& rows) {
     rows.add(row);
   }
   // new_*(self, size): self gives only dtype and device, so a sharded or Partial self
-  // needs no gathering; its shard dim carries over to the fresh tensor where both have it
-  // (a batch-sharded value's new buffer stays on its batch shard).
+  // needs no gathering. The fresh tensor is then whole on every rank, or keeps self's shard
+  // dim where both have it (a batch-sharded value's new buffer stays on its batch shard).
   if (c.num_inputs() == 1) {
-    for (int d = 0; d < std::min(c.in(0).ndim(), c.out(0).ndim()); ++d) rows.add({S(d), S(d)});
+    for (int d = 0; d < c.in(0).ndim(); ++d) {
+      rows.add({S(d), R()});
+      if (d < c.out(0).ndim()) rows.add({S(d), S(d)});
+    }
     add_partial_rows(c, rows, {{{0}}, PartialOutputs::None});
   }
 }

@@ -69,6 +69,7 @@ void reduction_rows(const RuleCtx& c, DimRows& rows, Kind kind, const Reduced& r
     rows.add(row);
   }
   auto through = [&](ReduceOp op) {
+    if (c.in(0).dtype == DType::Bool) return;  // a bool tensor has no pending sum, max or min
     row[0] = P(op);
     for (int k = 0; k < n_out; ++k) row[1 + k] = P(op);
     rows.add(row);

@@ -30,6 +30,10 @@ void add_partial_rows(const RuleCtx& c, DimRows& rows, const PartialRows& spec) 
   std::vector<Placement> row(static_cast<size_t>(rows.width()));
   for (ReduceOp op : spec.ops)
     for (const auto& set : spec.input_sets) {
+      // A bool tensor has no pending sum (or average, max, min): a value is true or false.
+      bool has_bool = false;
+      for (int k : set) has_bool = has_bool || (k >= 0 && k < n_in && c.in(k).dtype == DType::Bool);
+      if (has_bool) continue;
       std::fill(row.begin(), row.end(), R());
       for (int k : set)
         if (k >= 0 && k < n_in) row[k] = P(op);
