@@ -571,19 +571,13 @@ bool known_like(const std::string& like) {
 }
 
 namespace {
-int64_t numel_of(const TensorMeta& t) {
-  int64_t numel = 1;
-  for (int64_t d : t.shape) numel *= d;
-  return numel;
-}
-
 // Under a torch plan (BoundaryPolicy::like) the edge from `r` may not communicate: it
 // carries an activation (not a parameter or buffer) of more than one element.
 bool local_under_like(const BoundaryPolicy& policy, const Graph& g, const TensorRef& r) {
   if (policy.like.empty()) return false;
   const IrNode& producer = g.nodes[r.node];
   if (producer.op == "placeholder" && (producer.role == "param" || producer.role == "buffer")) return false;
-  return numel_of(g.meta(r)) > 1;
+  return g.meta(r).numel() > 1;
 }
 }  // namespace
 
@@ -653,7 +647,7 @@ void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat,
       // A one-element value (a loss, its count, an auxiliary loss) is moved once per spec
       // and its reductions travel in one bucket with the others ready with it (_spmd.py's
       // small moves, bucketing.py): each reader pays a share of that collective.
-      const bool bucketed = t.bucketed_inputs[static_cast<size_t>(v)] != 0 || numel_of(g.meta(r)) == 1;
+      const bool bucketed = t.bucketed_inputs[static_cast<size_t>(v)] != 0 || g.meta(r).numel() == 1;
       edges.add(r.node, v, edges.matrices().get(t.redist.meta_id(g.meta(r), bucketed), src, dst, edge_rule));
     }
   }

@@ -228,9 +228,8 @@ def _merge(graph: fx.Graph, members: list, wait_of: dict, position: dict, mode, 
     first = min(members, key=lambda m: position[m]).prev
     b = _Builder(graph, max(xs + [first], key=lambda x: position[x]), mode, members[0])
     rest = tuple(members[0].args[1:])
-    averaged = set()
-    if kind == "all_reduce" and any(_averages_as_sum(m) for m in members):  # _key: averages join sums
-        averaged = {m for m in members if _averages_as_sum(m)}
+    averaged = {m for m in members if kind == "all_reduce" and _averages_as_sum(m)}  # _key: averages join sums
+    if averaged:
         rest = ("sum",) + rest[1:]
     if kind == "reduce_scatter":  # rows: the group's ranks; each rank keeps its row of every member
         world = int(rest[1])
