@@ -27,6 +27,7 @@ import torch
 import torch.fx as fx
 
 from . import _trace_stamp
+from ._gc_pause import gc_paused
 from ._torch_private import descriptors, dynamo, fake_tensors, flex_attention, joint_export, node_meta, pytrees, tracing
 from ._local_map import RegionMutationError
 from ._integrations import tracing_context
@@ -122,7 +123,8 @@ def trace_joint(module: torch.nn.Module, args, kwargs=None, root_hooks: bool = T
         # builder or attention function, as torchtitan writes them) run as their eager code:
         # compiled, they would run Inductor's kernels on the fake tensors instead of being traced.
         # Tensors a flex_attention score_mod / mask_mod closure captures become the op's buffers.
-        with dynamo.compiled_code_runs_eagerly(), flex_attention.flex_closure_tensors_lifted():
+        # The collector paused: stamping copies a node per layer's op (_gc_pause.py).
+        with dynamo.compiled_code_runs_eagerly(), flex_attention.flex_closure_tensors_lifted(), gc_paused():
             joint = _trace_joint(module, args, kwargs)
         _log.info("traced %s: %d graph nodes, %d module calls, in %.2f s", type(module).__name__,
                   len(joint.gm.graph.nodes), len(joint.module_calls), time.perf_counter() - t0)

@@ -12,7 +12,8 @@ from ._runtime.failures import failure_scope
 from .solver import InfeasibleError
 from ._plan_types import NodePlan, Plan, PlanMismatchError, PlanSummary, SolverSummary  # noqa: F401  (public)
 from ._ir_export import export_graph
-from ._node_origin import label_plan_nodes
+from ._gc_pause import gc_paused
+from ._node_origin import label_plan_document, module_calls_of
 from ._trace import JointGraph, trace_joint
 from ._log import get_logger
 from ._progress import SolveProgress
@@ -72,11 +73,12 @@ def _spec_str(spec) -> str:
     return as_spec(spec)
 
 
-def _plan_json(ir_json: str, options_json: str, progress) -> str:
-    """One C++ planner call, with a progress bar on long solves (_progress.py)."""
+def _plan_json(ir_json: str, options_json: str, progress, host_seconds: float = 0.0) -> str:
+    """One C++ planner call, with a progress bar on long solves (_progress.py).
+    `host_seconds`: this call's Python time before and after it (it counts against the limit)."""
     time_limit = json.loads(options_json).get("time_limit", 10.0)
     with SolveProgress(time_limit, enabled=progress, description="torch_localmap plan") as bar:
-        return _C.plan(ir_json, options_json, bar.update)
+        return _C.plan(ir_json, options_json, bar.update, host_seconds)
 
 
 def _saved_plan_json(saved: Plan, ir_json: str, options_json: str) -> str:
@@ -122,7 +124,7 @@ _ERRORS = {"ValueError": ValueError, "RuntimeError": RuntimeError, "PlanMismatch
 
 
 def _agreed_plan_json(ir_json: str, options_json: str, mesh, timeout, progress=None, saved=None,
-                      previous=None, tolerance=0.05):
+                      previous=None, tolerance=0.05, host_seconds=0.0):
     """Plans (or checks `saved`, or carries `previous` to these sizes) on one rank and
     broadcasts, so every rank runs the same plan even when a time-limited solve could end
     differently on different processes. Returns (plan document, transfer outcome or None)."""
@@ -135,7 +137,7 @@ def _agreed_plan_json(ir_json: str, options_json: str, mesh, timeout, progress=N
             return _saved_plan_json(saved, ir_json, options_json), None
         if previous is not None:
             return _transferred_plan_json(previous, ir_json, options_json, tolerance, progress)
-        return _plan_json(ir_json, options_json, progress), None
+        return _plan_json(ir_json, options_json, progress, host_seconds), None
 
     if not hasattr(mesh, "get_group") or not dist.is_initialized() or mesh.size() == 1:
         return make()
@@ -209,8 +211,10 @@ def plan_joint(joint: JointGraph, mesh, *, node_extra=None, timeout=None, progre
 
     from ._runtime.groups import DEFAULT_TIMEOUT, as_timeout
 
+    started = time.perf_counter()
     shape, names = mesh_shape_and_names(mesh)
-    exported = export_graph(joint.gm, shape, names, node_extra=node_extra)
+    with gc_paused():  # the IR is bulk Python data (_gc_pause.py)
+        exported = export_graph(joint.gm, shape, names, node_extra=node_extra)
     if isinstance(options.get("recompute"), str):  # torchtitan's AC modes as fixed policies
         from ._ac_policy import recompute_policy_nodes
 
@@ -220,11 +224,18 @@ def plan_joint(joint: JointGraph, mesh, *, node_extra=None, timeout=None, progre
     timeout = DEFAULT_TIMEOUT if timeout is None else as_timeout(timeout)
     options_json = plan_options(**options)
     saved = None if plan is None else as_saved_plan(plan)
+    with gc_paused():
+        ir_json = exported.to_json()
     t0 = time.perf_counter()
-    doc, transfer = _agreed_plan_json(exported.to_json(), options_json, mesh, timeout, progress, saved,
-                                      previous, replan_tolerance)
-    plan = Plan.from_document(json.loads(doc), validate=False)
-    plan.transfer = transfer
+    # time_limit bounds the planning after tracing: this side's export so far, and reading the
+    # plan back after, which takes about as long (both build a dict or two per node).
+    doc, transfer = _agreed_plan_json(ir_json, options_json, mesh, timeout, progress, saved, previous,
+                                      replan_tolerance, host_seconds=2 * (t0 - started))
+    with gc_paused():  # so is the plan document
+        doc = json.loads(doc)
+        label_plan_document(doc["nodes"], exported)
+        plan = Plan.from_document(doc, validate=False)
+    plan.transfer, plan.module_calls = transfer, module_calls_of(joint)
     s = plan.summary
     verb = "applied the saved plan of" if saved is not None else \
         "carried the previous sizes' plan to" if transfer and not transfer["replanned"] else "planned"
@@ -235,7 +246,6 @@ def plan_joint(joint: JointGraph, mesh, *, node_extra=None, timeout=None, progre
               s.estimated_step_s, s.memory.peak / 2**30)
     plan.graph, plan.joint, plan.options = exported, joint, options_json
     plan.mesh_dim_names = tuple(names) if names else None  # a saved plan's simulated mesh may have had none
-    label_plan_nodes(plan, exported, joint)
     if plan.summary.solver.note:  # the plan is still valid, but was found without the MILP phases
         warnings.warn(f"torch_localmap: {plan.summary.solver.note}", stacklevel=3)
     s = plan.summary

@@ -166,7 +166,8 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt) {
   // always gets a little time (its first labelling takes one pass over the tables).
   const double built = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   so.time_limit_s =
-      std::max(opt.time_limit_s - opt.elapsed_before_s - (1 + 1.0 / 3) * built, 0.05 * opt.time_limit_s);
+      std::max(opt.time_limit_s - opt.elapsed_before_s - opt.host_seconds - (1 + 1.0 / 3) * built,
+               0.05 * opt.time_limit_s);
   so.seed = opt.seed;
   so.threads = opt.threads;
   so.gap_tolerance = opt.gap_tolerance;
@@ -187,7 +188,7 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt) {
   solver::SolveOptions full_options = so;
   if (opt.fold_repeated) {
     const auto fold_t0 = std::chrono::steady_clock::now();
-    folded = solve_folded(g, p.tables, so, kFoldShare * so.time_limit_s);
+    folded = solve_folded(g, p.tables, so, fold_seconds(so.time_limit_s));
     if (folded) {
       full_options.start = &folded->labels;
       full_options.start_prices = &folded->step_prices;

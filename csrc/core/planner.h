@@ -42,6 +42,10 @@ struct PlanOptions {
   // Seconds this plan already took before plan_graph (reading the IR): they
   // count against time_limit_s, which bounds the whole plan call.
   double elapsed_before_s = 0;
+  // The caller's own share of the call, outside this library: exporting the graph
+  // before and reading the plan back after (Python glue: about a second on a 70B
+  // graph). It counts against time_limit_s too.
+  double host_seconds = 0;
   uint64_t seed = 0;
   int threads = 2;
   // Per-rank memory limit over the whole step. Unset (the default): the

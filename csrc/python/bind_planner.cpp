@@ -1,6 +1,7 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <optional>
 
@@ -56,12 +57,15 @@ void bind_planner(py::module_& m) {
   m.attr("PLAN_FORMAT_VERSION") = kPlanFormatVersion;
   m.def(
       "plan",
-      [](const std::string& ir_json, const std::string& options_json, py::object progress) {
+      [](const std::string& ir_json, const std::string& options_json, py::object progress, double host_seconds) {
         const auto t0 = std::chrono::steady_clock::now();
         solver::trace("plan: reading the IR");
         Graph g = read_graph(ir_json);
         PlanOptions opt = read_plan_options(options_json.empty() ? json::Value() : json::parse(options_json));
         opt.elapsed_before_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (!(host_seconds >= 0) || !std::isfinite(host_seconds))
+          throw InvalidArgument("plan: host_seconds must be a finite number of seconds >= 0");
+        opt.host_seconds = host_seconds;
         // The planner copies its options (and so this callback) while the GIL is released:
         // the callable is held through a shared_ptr, whose copies touch no Python refcount.
         auto callback = progress.is_none() ? nullptr : std::make_shared<py::object>(progress);
@@ -90,8 +94,11 @@ void bind_planner(py::module_& m) {
         return text;
       },
       py::arg("ir_json"), py::arg("options_json") = "", py::arg("progress") = py::none(),
+      py::arg("host_seconds") = 0.0,
       "Plans a whole IR graph in one call; returns the plan as JSON text. `progress(seconds, cost_s, "
-      "bound_s)` is called as the solve improves (from the solver's threads, with the GIL).");
+      "bound_s)` is called as the solve improves (from the solver's threads, with the GIL). `host_seconds`: "
+      "the caller's own time for this plan outside the call (exporting the graph, reading the plan back), "
+      "counted against options.time_limit with the call's.");
   m.def(
       "transfer_plan",
       [](const std::string& ir_json, const std::string& options_json, const std::string& previous_json,

@@ -98,6 +98,9 @@ def test_cpp_errors_become_python_exceptions():
     with pytest.raises(ValueError, match="options.mode"):
         _C.plan('{"mesh": {"shape": [2]}, "nodes": [{"name": "output", "op": "output", "args": [[]]}]}',
                 '{"mode": "fast"}')
+    for host_seconds in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="host_seconds must be a finite number of seconds >= 0"):
+            _C.plan(_nll_loss_ir(2), "", None, host_seconds)
 
 
 def _nll_loss_ir(n_outputs: int) -> str:
