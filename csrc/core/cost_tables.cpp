@@ -92,6 +92,10 @@ void add_nodes(const Graph& g, const std::vector<NodeStrategies>& strat, const s
     const bool state = policy.train && node.op == "placeholder" && (node.role == "param" || node.role == "buffer");
     const int64_t copies = 1 + (state && node.role == "param" ? policy.optimizer_states : 0);
     if (state) pn.start = 0, pn.end = n;
+    if (strat[i].same_as >= 0 && node.op != "placeholder") {  // the same op on the same metas: the same prices
+      pn.strategies = prob.nodes[static_cast<size_t>(strat[i].same_as)].strategies;
+      continue;
+    }
     std::vector<int> out_meta;  // shard bytes repeat across strategies and layers: cached per (meta, spec)
     for (const auto& t : node.outputs) out_meta.push_back(cache.meta_id(t));
     pn.strategies.reserve(strat[i].strategies.size());
@@ -623,13 +627,18 @@ void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat,
   const int n = static_cast<int>(g.nodes.size());
   t.problem.name = "plan";
   std::vector<SpecIds> ids(n);
-  for (int i = 0; i + 1 < n; ++i)
+  for (int i = 0; i + 1 < n; ++i) {
+    if (strat[i].same_as >= 0) {  // a copy of an earlier node's strategies: its ids too
+      ids[i] = ids[static_cast<size_t>(strat[i].same_as)];
+      continue;
+    }
     for (const auto& st : strat[i].strategies) {
       ids[i].in.emplace_back();
       for (const auto& sp : st.inputs) ids[i].in.back().push_back(t.redist.spec_id(sp));
       ids[i].out.emplace_back();
       for (const auto& sp : st.outputs) ids[i].out.back().push_back(t.redist.spec_id(sp));
     }
+  }
   solver::trace("tables: spec ids");
   add_nodes(g, strat, ids, cm, policy, t.redist, t.problem);
   const Placeholders placeholders = pin_placeholders(g, strat, policy, t.problem);

@@ -6,9 +6,11 @@
 #include "core/sharding_constraint.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "core/strategies/rule.h"
 #include "core/strategies/shard_math.h"
+#include "core/strategy_signature.h"
 
 namespace tlm {
 
@@ -352,6 +354,8 @@ std::vector<NodeStrategies> enumerate_graph_strategies(const Graph& g, const Str
   // is topologically sorted), so consumers only see kinds that can reach them.
   std::vector<std::vector<uint8_t>> kinds(g.nodes.size());
   std::vector<uint8_t> in_kinds;
+  // Repeated layers repeat their nodes' signatures: each is enumerated once.
+  std::unordered_map<std::string, int> first_with;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const IrNode& n = g.nodes[i];
     if (n.op == "output") {
@@ -360,7 +364,15 @@ std::vector<NodeStrategies> enumerate_graph_strategies(const Graph& g, const Str
     }
     in_kinds.clear();
     for (const auto& r : n.tensor_inputs) in_kinds.push_back(kinds[r.node][r.output]);
-    out[i] = enumerate_impl(g, static_cast<int>(i), options, &in_kinds);
+    const std::string signature = strategy_signature(g, static_cast<int>(i), in_kinds);
+    const auto seen = signature.empty() ? first_with.end() : first_with.find(signature);
+    if (seen != first_with.end()) {
+      out[i] = out[static_cast<size_t>(seen->second)];
+      out[i].same_as = seen->second;
+    } else {
+      out[i] = enumerate_impl(g, static_cast<int>(i), options, &in_kinds);
+      if (!signature.empty()) first_with.emplace(signature, static_cast<int>(i));
+    }
     auto& k = kinds[i];
     k.assign(n.outputs.size(), 0);
     for (const auto& s : out[i].strategies)

@@ -27,6 +27,9 @@ struct NodeStrategies {
   std::vector<OpStrategy> strategies;  // deterministic order, no duplicates, never empty
   bool fell_back = false;              // replicate-only fallback was used
   std::string family;                  // op family name, for per-family counts ("matmul", "pointwise", ...)
+  // An earlier node with the same strategy signature (strategy_signature.h), whose
+  // strategies these are a copy of: the cost tables copy its prices too. -1: none.
+  int same_as = -1;
 };
 
 // No rule for an op and fallback disabled. The message names the op and the
