@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "core/solver/greedy_start.h"
+#include "core/solver/milp.h"
 #include "core/solver/model.h"
 #include "core/solver/problem_io.h"
 #include "core/solver/search_options.h"
@@ -108,6 +109,24 @@ TEST(GreedyStart, FeasibleOnLargeCyclicCoresWithoutMemory) {
   std::vector<int> x = greedy_labels(red.model);
   ASSERT_EQ(static_cast<int>(x.size()), red.model.n);
   EXPECT_TRUE(evaluate(p, red.expand(x)).feasible);
+}
+
+TEST(SeparableBound, CountsAPooledBlockOncePerEdgeThatSharesIt) {
+  // Edges 0 and 1 share one pooled block (matrix_pool.h), least entry 2; edge 2 starts at
+  // the same offset but spans 1 x 2 entries of it (least 3): each is counted with its own size.
+  Model m = hand_model({{5, 1}, {0, 3}, {4, 4}, {7}},
+                       {{0, 1, {3, 4, 2, 9}}, {1, 2, {8, 8, 8, 8}}, {3, 0, {8, 8}}});
+  m.edges[1].off = m.edges[0].off;
+  m.edges[2].off = m.edges[0].off;
+  EXPECT_EQ(separable_bound(m), (1 + 0 + 4 + 7) + 2 + 2 + 3);
+}
+
+TEST(MilpWithin, AgreesWithTheFullCountAtEveryCap) {
+  const Model m = hand_model({{5, 1}, {0, 3}, {4, 4}},
+                             {{0, 1, {3, kInfiniteCost, 2, 9}}, {1, 2, {8, 8, 8, 8}}});
+  const auto [cols, nz] = milp_size(m);
+  for (size_t c = 0; c <= cols + 2; ++c)
+    for (size_t z = 0; z <= nz + 2; ++z) EXPECT_EQ(milp_within(m, c, z), cols <= c && nz <= z) << c << " " << z;
 }
 
 TEST(SeparableBound, NeverExceedsTheOptimum) {

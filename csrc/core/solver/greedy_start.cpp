@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 #include <tuple>
+#include <unordered_map>
+#include <utility>
 
 #include "core/solver/cost_math.h"
 
@@ -51,11 +53,18 @@ long double separable_bound(const Model& m) {
     for (size_t k = m.off[i]; k < m.off[i + 1]; ++k) least = std::min(least, m.cost[k]);
     total += static_cast<long double>(least);
   }
+  // Edges share pooled matrix blocks (matrix_pool.h): each block's least entry is read
+  // once (a 70B model: 6 M distinct entries against 760 M read edge by edge, 0.5 s).
+  std::unordered_map<size_t, std::pair<size_t, Cost>> least_of;  // block offset -> (entries, least)
   for (const auto& e : m.edges) {
     const size_t size = static_cast<size_t>(m.num_strategies(e.u)) * m.num_strategies(e.v);
-    Cost least = kInfiniteCost;
-    for (size_t k = e.off; k < e.off + size; ++k) least = std::min(least, m.mat[k]);
-    if (least != kInfiniteCost) total += static_cast<long double>(least);
+    auto known = least_of.find(e.off);
+    if (known == least_of.end() || known->second.first != size) {
+      Cost least = kInfiniteCost;
+      for (size_t k = e.off; k < e.off + size; ++k) least = std::min(least, m.mat[k]);
+      known = least_of.insert_or_assign(e.off, std::make_pair(size, least)).first;
+    }
+    if (known->second.second != kInfiniteCost) total += static_cast<long double>(known->second.second);
   }
   return total;
 }

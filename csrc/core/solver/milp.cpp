@@ -14,9 +14,13 @@
 
 namespace tlm::solver {
 
-std::pair<size_t, size_t> milp_size(const Model& m) {
+namespace {
+
+// Columns and nonzeros of the MILP of `m`, counted until either passes its cap.
+std::pair<size_t, size_t> count_milp(const Model& m, size_t max_cols, size_t max_nz) {
   size_t cols = m.strat.size(), nz = m.strat.size();
   for (const auto& e : m.edges) {
+    if (cols > max_cols || nz > max_nz) return {cols, nz};
     size_t su = m.num_strategies(e.u), sv = m.num_strategies(e.v);
     size_t allowed = 0;
     for (size_t k = 0; k < su * sv; ++k) allowed += m.mat[e.off + k] != kInfiniteCost;
@@ -24,7 +28,6 @@ std::pair<size_t, size_t> milp_size(const Model& m) {
     nz += 2 * allowed + su + sv;
   }
   // memory rows: one entry per (point, live node strategy with usage)
-  std::vector<size_t> per_point(m.cap.size() + 1, 0);
   for (int i = 0; i < m.n; ++i) {
     if (m.plo[i] >= m.phi[i]) continue;
     size_t used = 0;
@@ -32,6 +35,17 @@ std::pair<size_t, size_t> milp_size(const Model& m) {
     nz += used * (m.phi[i] - m.plo[i]);
   }
   return {cols, nz};
+}
+
+}  // namespace
+
+std::pair<size_t, size_t> milp_size(const Model& m) {
+  return count_milp(m, std::numeric_limits<size_t>::max(), std::numeric_limits<size_t>::max());
+}
+
+bool milp_within(const Model& m, size_t max_cols, size_t max_nz) {
+  const auto [cols, nz] = count_milp(m, max_cols, max_nz);
+  return cols <= max_cols && nz <= max_nz;
 }
 
 namespace {

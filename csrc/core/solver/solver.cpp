@@ -70,11 +70,10 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
   SearchResult found;
   bool proven = false;
   if (m.n > 0) {
-    auto [cols, nz] = milp_size(m);
     // Small reduced models go to HiGHS after the heuristic even without
     // exact mode: there it usually proves optimality within seconds.
-    const bool small = cols <= static_cast<size_t>(so.whole_milp_columns) &&
-                       nz <= static_cast<size_t>(so.whole_milp_nonzeros);
+    const bool small =
+        milp_within(m, static_cast<size_t>(so.whole_milp_columns), static_cast<size_t>(so.whole_milp_nonzeros));
     const bool use_milp = options.exact || small;
     // The heuristic gets the whole budget unless HiGHS follows; then half.
     auto search_deadline = use_milp ? t0 + (deadline - t0) / 2 : deadline;
