@@ -215,6 +215,7 @@ def plan_joint(joint: JointGraph, mesh, *, node_extra=None, timeout=None, progre
     shape, names = mesh_shape_and_names(mesh)
     with gc_paused():  # the IR is bulk Python data (_gc_pause.py)
         exported = export_graph(joint.gm, shape, names, node_extra=node_extra)
+        ir_json = exported.to_json()
     if isinstance(options.get("recompute"), str):  # torchtitan's AC modes as fixed policies
         from ._ac_policy import recompute_policy_nodes
 
@@ -224,8 +225,6 @@ def plan_joint(joint: JointGraph, mesh, *, node_extra=None, timeout=None, progre
     timeout = DEFAULT_TIMEOUT if timeout is None else as_timeout(timeout)
     options_json = plan_options(**options)
     saved = None if plan is None else as_saved_plan(plan)
-    with gc_paused():
-        ir_json = exported.to_json()
     t0 = time.perf_counter()
     # time_limit bounds the planning after tracing: this side's export so far, and reading the
     # plan back after, which takes about as long (both build a dict or two per node).

@@ -92,7 +92,7 @@ void add_nodes(const Graph& g, const std::vector<NodeStrategies>& strat, const s
     const bool state = policy.train && node.op == "placeholder" && (node.role == "param" || node.role == "buffer");
     const int64_t copies = 1 + (state && node.role == "param" ? policy.optimizer_states : 0);
     if (state) pn.start = 0, pn.end = n;
-    if (strat[i].same_as >= 0 && node.op != "placeholder") {  // the same op on the same metas: the same prices
+    if (strat[i].same_as >= 0) {  // a call node like an earlier one (strategy_signature.h): the same prices
       pn.strategies = prob.nodes[static_cast<size_t>(strat[i].same_as)].strategies;
       continue;
     }

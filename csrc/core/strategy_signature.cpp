@@ -6,6 +6,13 @@ namespace tlm {
 
 namespace {
 
+// Position of `r` among `distinct` (its size when absent).
+size_t position_of(const std::vector<TensorRef>& distinct, const TensorRef& r) {
+  size_t k = 0;
+  while (k < distinct.size() && !(distinct[k] == r)) ++k;
+  return k;
+}
+
 void append_meta(std::string& out, const TensorMeta& m) {
   out += to_string(m.dtype);
   for (int64_t s : m.shape) out += ',' + std::to_string(s);
@@ -18,9 +25,7 @@ void append_canonical(std::string& out, const json::Value& v, const std::vector<
   if (is_tensor_ref(v)) {
     std::vector<TensorRef> one;
     collect_tensor_refs(v, one);
-    size_t k = 0;
-    while (k < distinct.size() && !(distinct[k] == one.front())) ++k;
-    out += "#" + std::to_string(k);
+    out += "#" + std::to_string(position_of(distinct, one.front()));
   } else if (v.is_array()) {
     out += '[';
     for (const json::Value& x : v.as_array()) append_canonical(out, x, distinct), out += ',';
@@ -42,8 +47,7 @@ std::string strategy_signature(const Graph& g, int id, const std::vector<uint8_t
   std::vector<TensorRef> distinct;
   std::string out = n.op + '|' + n.role + '|';
   for (const TensorRef& r : n.tensor_inputs) {
-    size_t k = 0;
-    while (k < distinct.size() && !(distinct[k] == r)) ++k;
+    const size_t k = position_of(distinct, r);
     if (k == distinct.size()) distinct.push_back(r);
     out += std::to_string(k) + ':';
     append_meta(out, g.meta(r));
