@@ -6,6 +6,8 @@ VENV ?= .venv
 PY ?= $(VENV)/bin/python
 PIP = $(PY) -m pip
 JOBS ?= 2
+# CLEAN=1: test-compat removes its venv when done (CI; see tools/test_compat.sh).
+CLEAN ?= 0
 
 # Runtime and build requirements (pyproject.toml says the same for `pip install .`).
 # highspy: HiGHS is loaded through the C API the wheel exports; 1.16 exports none,
@@ -49,7 +51,7 @@ test: install gtest-dev chromium versions
 # The smoke subset against another torch of the supported range (pyproject.toml), in a venv
 # of its own: `make test-compat TORCH=2.11.0` (tools/test_compat.sh).
 test-compat:
-	TORCH=$(TORCH) JOBS=$(JOBS) PYTHON=python3 bash tools/test_compat.sh
+	TORCH=$(TORCH) JOBS=$(JOBS) PYTHON=python3 CLEAN=$(CLEAN) bash tools/test_compat.sh
 
 # The oldest and the newest torch release of the supported range (CI runs both after
 # `make test`; test_torch_compat.py checks these stay the ends of pyproject's range).

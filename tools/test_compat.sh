@@ -7,17 +7,33 @@
 # one process through parallelize and the compile backend. The GoogleTests are not
 # rerun: csrc/core is torch-free, so they test the same code under every torch.
 #   TORCH=2.15.0 PYTHON=python3 JOBS=2 bash tools/test_compat.sh
+# CLEAN=1 removes the venv and source copy afterwards, pass or fail (5-6 GB each with a default
+# torch wheel; CI sets it, so its two compat venvs never sit on the disk together).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 : "${TORCH:?set TORCH to a torch release of the supported range, e.g. TORCH=2.11.0}"
 PYTHON=${PYTHON:-python3}
 JOBS=${JOBS:-2}
 DIR="$ROOT/build/compat/torch-$TORCH"
-VENV=${VENV:-$DIR/venv}  # an existing venv with that torch may be given
+VENV_GIVEN=${VENV:+1}
+VENV=${VENV:-$DIR/venv}  # an existing venv with that torch may be given (never removed)
 SRC="$DIR/src"
+CLEAN=${CLEAN:-0}
 t0=$SECONDS
-
-[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+if [ "$CLEAN" = 1 ]; then
+  trap 'if [ -z "$VENV_GIVEN" ]; then rm -rf "$DIR"; else rm -rf "$SRC"; fi' EXIT
+fi
+mkdir -p "$DIR"
+if [ ! -x "$VENV/bin/python" ]; then
+  # A default torch wheel with its CUDA libraries takes about 6 GB: say so before pip fails
+  # halfway with ENOSPC.
+  free_kb=$(df -Pk "$DIR" | awk 'NR==2 {print $4}')
+  if [ "$free_kb" -lt $((7 * 1024 * 1024)) ]; then
+    echo "test-compat torch $TORCH: only $((free_kb / 1024)) MiB free under $DIR; its venv needs about 7 GiB" >&2
+    exit 1
+  fi
+  "$PYTHON" -m venv "$VENV"
+fi
 # The machine-wide pip constraint caps torch below the newest releases: lifted for this
 # venv, which pins its own torch. Test pins as the Makefile's.
 PIP_CONSTRAINT=/dev/null "$VENV/bin/python" -m pip install -q "torch==$TORCH" "numpy>=1.24,<3" "highspy>=1.7,<1.16" \
