@@ -85,6 +85,9 @@ std::optional<FoldedStart> solve_folded(const Graph& g, const CostTables& t, con
     }
     FoldedStart s;
     s.blocks = static_cast<int>(rb.members.size());
+    s.block_nodes = rb.members;
+    s.kept_steps = keep;
+    s.milp_note = r.milp_note;
     s.labels = solver::unfold(*f, r.solution);
     const solver::Evaluation ev = solver::evaluate(full, s.labels);
     s.fits = ev.feasible;

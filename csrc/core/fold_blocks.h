@@ -41,6 +41,19 @@ inline double fold_seconds(double seconds) {
   return std::min(kFoldShareShortLimit * seconds, std::max(kFoldShare * seconds, kFoldEnoughSeconds));
 }
 
+// After the folded solve, the full solve needs about this long per strategy of the full
+// problem before its first move or bound (reductions, the start's repair, edge factoring:
+// 1.5-1.7 s for Llama-3-70B's 3.1 M strategies on one core). With less than twice that
+// left it would only overrun the limit and return the folded plan; the time goes instead
+// to a bound on the full problem computed block by block (solver/block_bound.h), and the
+// plan is the folded one.
+constexpr double kFullSolveSetupSecondsPerStrategy = 0.5e-6;
+// That bound's time under such a short limit `seconds`, the folded solve getting the rest:
+// on 70B building it takes 0.6 s and an iteration 0.05 s, and it rises most in its first
+// 30 iterations (28% -> 6% of the plan's cost after a good fold); the fold's plan is the
+// same from 3 s on.
+inline double block_bound_seconds(double seconds) { return std::max(1.0, 0.3 * seconds); }
+
 struct FoldedStart {
   solver::Solution labels;  // a labelling of the full problem (feasible when `fits`)
   bool fits = false;
@@ -49,6 +62,11 @@ struct FoldedStart {
   // bound search starts from them (solver.h: SolveOptions::start_prices).
   std::vector<std::pair<int64_t, double>> step_prices;
   int blocks = 0;
+  // What was folded, for a bound on the full problem (solver/block_bound.h): each repeated
+  // block's problem nodes, and the memory steps the folded problem kept.
+  std::vector<std::vector<int>> block_nodes;
+  std::vector<char> kept_steps;
+  std::string milp_note;  // the folded solve's (solver.h)
   std::string note;  // one line for the trace and the plan's log: what was folded, what it found
 };
 

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "core/fold_blocks.h"
+#include "core/solver/block_bound.h"
 #include "core/solver/solver.h"
 #include "core/solver/trace.h"
 #include "core/symmetry.h"
@@ -87,6 +88,39 @@ static void keep_stronger_bound(const solver::SolveResult& first, solver::SolveR
   again.bound = std::min(first.bound, cost);
   again.gap = (cost - again.bound) / std::max(std::fabs(cost), 1.0);
   if (again.bound >= cost) again.optimal = true, again.status = "optimal";
+}
+
+// A bound proven apart from the solve (solver/block_bound.h) raises the solve's.
+static void raise_bound(long double bound, double gap_tolerance, solver::SolveResult& r) {
+  if (!(bound > static_cast<long double>(r.bound))) return;
+  const double cost = static_cast<double>(r.cost);
+  r.bound = std::min(static_cast<double>(bound), cost);
+  r.gap = (cost - r.bound) / std::max(std::fabs(cost), 1.0);
+  if (r.bound >= cost) r.optimal = true, r.status = "optimal";
+  else if (r.gap <= gap_tolerance) r.status = "gap_tolerance";
+}
+
+// Under a limit too short for the full solve (kFullSolveSetupSecondsPerStrategy) the folded
+// plan is the plan, its gap certified on the full problem block by block for `seconds`.
+static solver::SolveResult folded_result(const solver::Problem& problem, const FoldedStart& f, double seconds,
+                                         double gap_tolerance) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(std::max(0.0, seconds)));
+  const solver::BlockBound block =
+      solver::block_bound(problem, f.block_nodes, f.kept_steps, f.step_prices, f.cost, deadline);
+  solver::SolveResult r;
+  r.solution = f.labels;
+  r.cost = f.cost;
+  r.bound = 0;  // costs are times: never negative
+  const double cost = static_cast<double>(r.cost);
+  r.gap = cost / std::max(std::fabs(cost), 1.0);
+  r.optimal = r.cost <= 0;
+  r.status = r.optimal ? "optimal" : "time_limit";
+  r.milp_note = f.milp_note;
+  r.step_prices = f.step_prices;
+  raise_bound(block.bound, gap_tolerance, r);
+  return r;
 }
 
 static void fit_redistribution_buffers(const Graph& g, const PlanOptions& opt, const solver::SolveOptions& so, Priced& p,
@@ -185,10 +219,17 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt) {
   // plan starts the full solve. A share of the limit: the full solve's reductions and first
   // moves take a few seconds on a 3-D mesh's 70B problem, and its bound certifies the gap.
   std::optional<FoldedStart> folded;
+  bool skip_full = false;  // the folded plan is the plan (kFullSolveSetupSecondsPerStrategy)
   solver::SolveOptions full_options = so;
   if (opt.fold_repeated) {
     const auto fold_t0 = std::chrono::steady_clock::now();
-    folded = solve_folded(g, p.tables, so, fold_seconds(so.time_limit_s));
+    size_t strategies = 0;
+    for (const solver::Node& node : p.tables.problem.nodes) strategies += node.strategies.size();
+    double fold_time = fold_seconds(so.time_limit_s);
+    const bool short_limit =
+        so.time_limit_s - fold_time < 2 * kFullSolveSetupSecondsPerStrategy * static_cast<double>(strategies);
+    if (short_limit) fold_time = std::max(0.5 * so.time_limit_s, so.time_limit_s - block_bound_seconds(so.time_limit_s));
+    folded = solve_folded(g, p.tables, so, fold_time);
     if (folded) {
       full_options.start = &folded->labels;
       full_options.start_prices = &folded->step_prices;
@@ -196,22 +237,28 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt) {
     // What the fold took counts, whether or not it found a plan.
     const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - fold_t0).count();
     full_options.time_limit_s = std::max(so.time_limit_s - spent, 0.05 * so.time_limit_s);
+    skip_full = short_limit && folded && folded->fits;
   }
   solver::SolveResult result;
-  try {
-    result = solver::solve(p.tables.problem, full_options);
-  } catch (const solver::InfeasibleError& e) {
-    if (!opt.like.empty())
-      throw solver::InfeasibleError("like='" + opt.like + "': no plan of this graph keeps every activation on its " +
-                                    "own rank (" + e.what() + "); some op's only rules need communication on the " +
-                                    "batch (e.g. batch statistics or an op without a sharding rule). Expected a " +
-                                    "model whose ops all shard over the batch, or like=None.");
-    if (p.limit.bytes <= 0) throw;
-    throw solver::InfeasibleError("no plan fits the per-rank memory limit of " +
-                                  std::to_string(p.limit.bytes) + " bytes (" + p.limit.source +
-                                  "): " + e.what() +
-                                  ". Expected a larger mesh, a smaller batch, or a larger memory_limit "
-                                  "(memory_limit=None plans without one).");
+  if (skip_full) {
+    result = folded_result(p.tables.problem, *folded, full_options.time_limit_s, so.gap_tolerance);
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - built;
+  } else {
+    try {
+      result = solver::solve(p.tables.problem, full_options);
+    } catch (const solver::InfeasibleError& e) {
+      if (!opt.like.empty())
+        throw solver::InfeasibleError("like='" + opt.like + "': no plan of this graph keeps every activation on its " +
+                                      "own rank (" + e.what() + "); some op's only rules need communication on the " +
+                                      "batch (e.g. batch statistics or an op without a sharding rule). Expected a " +
+                                      "model whose ops all shard over the batch, or like=None.");
+      if (p.limit.bytes <= 0) throw;
+      throw solver::InfeasibleError("no plan fits the per-rank memory limit of " +
+                                    std::to_string(p.limit.bytes) + " bytes (" + p.limit.source +
+                                    "): " + e.what() +
+                                    ". Expected a larger mesh, a smaller batch, or a larger memory_limit "
+                                    "(memory_limit=None plans without one).");
+    }
   }
   solver::trace("planner: solved");
   SymmetryResult alike = place_blocks_alike(g, p.tables, result);

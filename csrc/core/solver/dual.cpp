@@ -35,6 +35,10 @@ void DualSolver::add_penalty(const std::vector<double>& delta) {
   }
 }
 
+void DualSolver::add_potentials(const std::vector<double>& delta) {
+  for (size_t k = 0; k < pot_.size(); ++k) pot_[k] += delta[k];
+}
+
 // min over t of M[s][t] + pv[t] is min over column classes c of K[row(s)][c]
 // plus the least pv[t] in class c (factored_costs.h), and symmetrically.
 // Blocks without repeated rows (columns) skip the class step on that side.

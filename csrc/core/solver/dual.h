@@ -31,6 +31,8 @@ class DualSolver {
 
   // Adds usage * delta[i] to node i's potentials (penalty change of node i).
   void add_penalty(const std::vector<double>& delta);
+  // Adds delta[k] to model strategy k's potential (any other Lagrangian term).
+  void add_potentials(const std::vector<double>& delta);
   // One forward pass; fills `labels` with the labelling decoded on the way.
   void forward(std::vector<int>& labels);
   void backward();
