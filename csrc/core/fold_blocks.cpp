@@ -16,33 +16,37 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Whether each IR step's memory check survives the folding: the steps of the first and
-// the last repeated block and those outside every repeated block. An untagged step inside
-// the graph (a gradient's accumulation, a parameter's cast) belongs to the block of the
-// last tagged step before it; a placeholder only to its own tag.
-std::vector<char> kept_steps(const Graph& g, const RepeatedBlocks& rb) {
+// The repeated block each IR step belongs to (-1: none, or a block that is not repeated).
+// An untagged step inside the graph (a gradient's accumulation, a parameter's cast) belongs
+// to the block of the last tagged step before it; a placeholder only to its own tag.
+std::vector<int> step_blocks(const Graph& g, const RepeatedBlocks& rb) {
   std::map<std::string, int> index;
   for (size_t b = 0; b < rb.names.size(); ++b) index[rb.names[b]] = static_cast<int>(b);
-  const int last = static_cast<int>(rb.names.size()) - 1;
   auto block_of = [&](const IrNode& node) {
     const json::Value* b = node.extra.find("block");
     if (b == nullptr || b->is_null()) return -2;  // untagged
     auto it = index.find(b->as_string("extra.block"));
     return it == index.end() ? -1 : it->second;  // -1: a block that is not repeated
   };
-  std::vector<char> keep(g.nodes.size(), 1);
+  std::vector<int> owner(g.nodes.size(), -1);
   int carried = -1;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const int own = block_of(g.nodes[i]);
-    int owner = own;
     if (g.nodes[i].op == "placeholder") {
-      if (own == -2) owner = -1;
+      owner[i] = own == -2 ? -1 : own;
     } else {
       if (own != -2) carried = own;
-      owner = carried;
+      owner[i] = carried;
     }
-    keep[i] = owner < 0 || owner == 0 || owner == last;
   }
+  return owner;
+}
+
+// Whether each IR step's memory check survives the folding: the steps of the first and the
+// last repeated block and those outside every repeated block.
+std::vector<char> kept_steps(const std::vector<int>& owner, int blocks) {
+  std::vector<char> keep(owner.size(), 1);
+  for (size_t i = 0; i < owner.size(); ++i) keep[i] = owner[i] < 0 || owner[i] == 0 || owner[i] == blocks - 1;
   return keep;
 }
 
@@ -57,7 +61,8 @@ std::optional<FoldedStart> solve_folded(const Graph& g, const CostTables& t, con
   std::vector<std::vector<int>> classes(rb.members.front().size());
   for (const std::vector<int>& block : rb.members)
     for (size_t k = 0; k < block.size(); ++k) classes[k].push_back(block[k]);
-  std::vector<char> keep = kept_steps(g, rb);
+  const std::vector<int> owner = step_blocks(g, rb);
+  std::vector<char> keep = kept_steps(owner, static_cast<int>(rb.names.size()));
   const solver::Problem& full = t.problem;
   std::optional<FoldedStart> out;
   for (int round = 0; round < 3; ++round) {
@@ -87,6 +92,7 @@ std::optional<FoldedStart> solve_folded(const Graph& g, const CostTables& t, con
     s.blocks = static_cast<int>(rb.members.size());
     s.block_nodes = rb.members;
     s.kept_steps = keep;
+    s.step_block = owner;
     s.milp_note = r.milp_note;
     s.labels = solver::unfold(*f, r.solution);
     const solver::Evaluation ev = solver::evaluate(full, s.labels);

@@ -49,9 +49,10 @@ inline double fold_seconds(double seconds) {
 // plan is the folded one.
 constexpr double kFullSolveSetupSecondsPerStrategy = 0.5e-6;
 // That bound's time under such a short limit `seconds`, the folded solve getting the rest:
-// on 70B building it takes 0.6 s and an iteration 0.05 s, and it rises most in its first
-// 30 iterations (28% -> 6% of the plan's cost after a good fold); the fold's plan is the
-// same from 3 s on.
+// on 70B building it takes 0.6 s and an iteration 0.05 s, and it starts from the fold's
+// memory multipliers, so a longer fold gives it a better start as well as a plan. Half the
+// limit instead of 0.3 gave 8.1-8.2% gaps at limit 10 (against 5.3-13%), and at limit 7 a
+// 2.1 s fold once stopped at a plan 11% dearer.
 inline double block_bound_seconds(double seconds) { return std::max(1.0, 0.3 * seconds); }
 
 struct FoldedStart {
@@ -63,9 +64,10 @@ struct FoldedStart {
   std::vector<std::pair<int64_t, double>> step_prices;
   int blocks = 0;
   // What was folded, for a bound on the full problem (solver/block_bound.h): each repeated
-  // block's problem nodes, and the memory steps the folded problem kept.
+  // block's problem nodes, the memory steps the folded problem kept, each step's block.
   std::vector<std::vector<int>> block_nodes;
   std::vector<char> kept_steps;
+  std::vector<int> step_block;  // the repeated block of each IR step (-1: none)
   std::string milp_note;  // the folded solve's (solver.h)
   std::string note;  // one line for the trace and the plan's log: what was folded, what it found
 };

@@ -108,7 +108,7 @@ static solver::SolveResult folded_result(const solver::Problem& problem, const F
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(std::max(0.0, seconds)));
   const solver::BlockBound block =
-      solver::block_bound(problem, f.block_nodes, f.kept_steps, f.step_prices, f.cost, deadline);
+      solver::block_bound(problem, f.block_nodes, f.kept_steps, f.step_block, f.step_prices, f.cost, deadline);
   solver::SolveResult r;
   r.solution = f.labels;
   r.cost = f.cost;

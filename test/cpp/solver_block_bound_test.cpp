@@ -28,6 +28,7 @@ struct Chain {
   Problem p;
   std::vector<std::vector<int>> blocks;
   std::vector<char> ends_and_outside;  // steps of the first and last block, and the rest
+  std::vector<int> step_block;         // each step's block (-1: outside)
 };
 
 Chain make_chain(int blocks, uint64_t seed, bool alike, std::optional<Usage> limit, int strategies = 2) {
@@ -65,6 +66,10 @@ Chain make_chain(int blocks, uint64_t seed, bool alike, std::optional<Usage> lim
   c.p.edges.emplace_back(c.blocks.back()[1], static_cast<int>(c.p.nodes.size()) - 1, link);
   c.p.usage_limit = limit;
   c.ends_and_outside.assign(static_cast<size_t>(end), 1);
+  c.step_block.assign(static_cast<size_t>(end), -1);
+  for (int k = 0; k < blocks; ++k)
+    c.step_block[static_cast<size_t>(1 + 2 * k)] = c.step_block[static_cast<size_t>(2 + 2 * k)] =
+        c.step_block[static_cast<size_t>(loss + 1 + (blocks - 1 - k))] = k;
   for (int k = 1; k + 1 < blocks; ++k) {
     c.ends_and_outside[static_cast<size_t>(1 + 2 * k)] = c.ends_and_outside[static_cast<size_t>(2 + 2 * k)] = 0;
     c.ends_and_outside[static_cast<size_t>(loss + 1 + (blocks - 1 - k))] = 0;
@@ -100,9 +105,11 @@ TEST(BlockBound, NeverAboveTheOptimum) {
     std::vector<std::pair<int64_t, double>> big;
     for (int64_t t = 0; t < static_cast<int64_t>(all.size()); ++t) big.emplace_back(t, 3.0 + static_cast<double>(t % 3));
     const std::vector<std::pair<int64_t, double>> none;
+    const std::vector<int> no_owners;
     for (const std::vector<char>* keep : {&all, &c.ends_and_outside})
+      for (const std::vector<int>* step_block : {&no_owners, static_cast<const std::vector<int>*>(&c.step_block)})
       for (const auto* start : {&none, static_cast<const std::vector<std::pair<int64_t, double>>*>(&big)}) {
-        const BlockBound b = block_bound(c.p, c.blocks, *keep, *start, static_cast<__int128>(*opt), kNoDeadline, 60);
+        const BlockBound b = block_bound(c.p, c.blocks, *keep, *step_block, *start, static_cast<__int128>(*opt), kNoDeadline, 60);
         ASSERT_TRUE(std::isfinite(static_cast<double>(b.bound))) << b.note;
         EXPECT_LE(b.bound, static_cast<long double>(*opt)) << "seed " << seed << ": " << b.note;
         EXPECT_EQ(b.pieces, 5);
@@ -116,18 +123,18 @@ TEST(BlockBound, CountsIdenticalBlocksOnce) {
   // reaches it from a block before), blocks 1-6, block 7 (its y is read by the loss, not
   // by a next block) and the rest. Blocks made with their own costs are all distinct.
   Chain alike = make_chain(8, 3, true, std::nullopt);
-  const BlockBound a = block_bound(alike.p, alike.blocks, {}, {}, -1, kNoDeadline, 1);
+  const BlockBound a = block_bound(alike.p, alike.blocks, {}, {}, {}, -1, kNoDeadline, 1);
   EXPECT_EQ(a.pieces, 9);
   EXPECT_EQ(a.distinct, 4) << a.note;
   Chain own = make_chain(8, 3, false, std::nullopt);
-  const BlockBound b = block_bound(own.p, own.blocks, {}, {}, -1, kNoDeadline, 1);
+  const BlockBound b = block_bound(own.p, own.blocks, {}, {}, {}, -1, kNoDeadline, 1);
   EXPECT_EQ(b.distinct, 9) << b.note;
   // Under a limit priced at every step, each block is alive at steps of its own: all distinct.
   alike.p.usage_limit = 1000;
   std::vector<char> all(alike.ends_and_outside.size(), 1);
-  EXPECT_EQ(block_bound(alike.p, alike.blocks, all, {}, -1, kNoDeadline, 1).distinct, 9);
+  EXPECT_EQ(block_bound(alike.p, alike.blocks, all, {}, {}, -1, kNoDeadline, 1).distinct, 9);
   // Priced only at the end blocks' steps and outside, the middle six are alike again.
-  const BlockBound ends = block_bound(alike.p, alike.blocks, alike.ends_and_outside, {}, -1, kNoDeadline, 1);
+  const BlockBound ends = block_bound(alike.p, alike.blocks, alike.ends_and_outside, {}, {}, -1, kNoDeadline, 1);
   EXPECT_EQ(ends.distinct, 4) << ends.note;
 }
 
@@ -154,7 +161,7 @@ TEST(BlockBound, ExactWhenBlocksShareNothing) {
       }
     }
     const std::optional<__int128> opt = brute_force(p);
-    const BlockBound b = block_bound(p, blocks, {}, {}, -1, kNoDeadline, 20);
+    const BlockBound b = block_bound(p, blocks, {}, {}, {}, -1, kNoDeadline, 20);
     EXPECT_EQ(b.bound, static_cast<long double>(*opt)) << "seed " << seed;
     EXPECT_EQ(b.pieces, 4);  // no rest: every node is in a block
   }
@@ -170,16 +177,16 @@ TEST(BlockBound, AgreementMultipliersRecoverTheLinksBetweenBlocks) {
   p.nodes.push_back(node(0, 0, {{5, 0}, {0, 0}}));
   p.edges.emplace_back(0, 1, std::vector<Cost>{0, 10, 10, 0});
   const std::vector<std::vector<int>> blocks = {{0}, {1}};
-  EXPECT_EQ(block_bound(p, blocks, {}, {}, 5, kNoDeadline, 1).bound, 0);
-  const BlockBound b = block_bound(p, blocks, {}, {}, 5, kNoDeadline, 200);
+  EXPECT_EQ(block_bound(p, blocks, {}, {}, {}, 5, kNoDeadline, 1).bound, 0);
+  const BlockBound b = block_bound(p, blocks, {}, {}, {}, 5, kNoDeadline, 200);
   EXPECT_EQ(b.bound, 5) << b.note;
   // On the chains above, without memory, the multipliers add to the first iteration's bound.
   int raised = 0;
   for (uint64_t seed = 0; seed < 10; ++seed) {
     const Chain c = make_chain(4, seed, seed % 2 == 0, std::nullopt);
     const __int128 opt = *brute_force(c.p);
-    const long double first = block_bound(c.p, c.blocks, {}, {}, -1, kNoDeadline, 1).bound;
-    const long double later = block_bound(c.p, c.blocks, {}, {}, opt, kNoDeadline, 200).bound;
+    const long double first = block_bound(c.p, c.blocks, {}, {}, {}, -1, kNoDeadline, 1).bound;
+    const long double later = block_bound(c.p, c.blocks, {}, {}, {}, opt, kNoDeadline, 200).bound;
     EXPECT_GE(later, first);
     EXPECT_LE(later, static_cast<long double>(opt));
     raised += later > first;
@@ -187,11 +194,36 @@ TEST(BlockBound, AgreementMultipliersRecoverTheLinksBetweenBlocks) {
   EXPECT_GT(raised, 0);
 }
 
+TEST(BlockBound, PricesAMiddleBlocksOwnSteps) {
+  // Four blocks, each two nodes alive at its own step only, each cheap and large (20) or
+  // dear and small (1), under a limit of 30: one of the two must be small, 10 per block.
+  // Memory is kept at the end blocks' steps only; given each step's block, the middle
+  // blocks' own steps are priced too (one row per position in a block, shared by blocks 1
+  // and 2, which stay one piece), and the bound rises.
+  Problem p;
+  std::vector<std::vector<int>> blocks;
+  for (int b = 0; b < 4; ++b) {
+    blocks.push_back({2 * b, 2 * b + 1});
+    for (int k = 0; k < 2; ++k) p.nodes.push_back(node(b, b + 1, {{0, 20}, {10, 1}}));
+  }
+  p.usage_limit = 30;
+  const std::vector<char> ends = {1, 0, 0, 1};
+  const std::vector<int> owners = {0, 1, 2, 3};
+  const __int128 opt = *brute_force(p);
+  ASSERT_EQ(opt, 40);
+  const BlockBound without = block_bound(p, blocks, ends, {}, {}, opt, kNoDeadline, 100);
+  const BlockBound with = block_bound(p, blocks, ends, owners, {}, opt, kNoDeadline, 100);
+  EXPECT_LE(with.bound, 40);
+  EXPECT_GE(with.bound, without.bound + 5) << without.note << " / " << with.note;
+  EXPECT_NE(with.note.find("1 own-step rows"), std::string::npos) << with.note;
+  EXPECT_EQ(with.distinct, 3) << with.note;
+}
+
 TEST(BlockBound, ForbiddenEverywhereGivesNoBound) {
   Chain c = make_chain(4, 1, true, std::nullopt);
   Node& x = c.p.nodes[static_cast<size_t>(c.blocks[2][0])];
   x.usage_upper = 0;  // every strategy uses memory
-  const BlockBound b = block_bound(c.p, c.blocks, {}, {}, -1, kNoDeadline, 5);
+  const BlockBound b = block_bound(c.p, c.blocks, {}, {}, {}, -1, kNoDeadline, 5);
   EXPECT_FALSE(std::isfinite(static_cast<double>(b.bound)));
   EXPECT_NE(b.note.find("no allowed strategy"), std::string::npos) << b.note;
 }
@@ -199,7 +231,7 @@ TEST(BlockBound, ForbiddenEverywhereGivesNoBound) {
 TEST(BlockBound, RejectsANodeInTwoBlocks) {
   Chain c = make_chain(4, 1, true, std::nullopt);
   c.blocks[1].push_back(c.blocks[0][0]);
-  EXPECT_THROW(block_bound(c.p, c.blocks, {}, {}, -1, kNoDeadline, 1), std::invalid_argument);
+  EXPECT_THROW(block_bound(c.p, c.blocks, {}, {}, {}, -1, kNoDeadline, 1), std::invalid_argument);
 }
 
 }  // namespace

@@ -95,6 +95,7 @@ struct Distinct {
   Model model;
   std::unique_ptr<DualSolver> dual;
   std::vector<int> lo, hi;          // per model node: its kept-step range (lo >= hi: none)
+  std::vector<int> own_lo, own_hi;  // per model node: its range of its block's own-step rows
   std::vector<std::vector<std::pair<int, int>>> terms;  // per model node: agreement terms
   std::vector<double> node_lam;     // per model node: the memory multipliers it carries now
   std::vector<double> applied;      // per model strategy: the agreement multipliers it carries now
@@ -151,7 +152,7 @@ void forbid_what_cannot_fit(const Problem& p, Usage limit, std::vector<std::vect
 }  // namespace
 
 BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& blocks,
-                       const std::vector<char>& keep_step,
+                       const std::vector<char>& keep_step, const std::vector<int>& step_block,
                        const std::vector<std::pair<int64_t, double>>& start_prices, __int128 upper,
                        Clock::time_point deadline, int max_iterations) {
   BlockBound out;
@@ -213,6 +214,65 @@ BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& bl
       if (!reached[t]) unary[static_cast<size_t>(c.v)][t] = kInfiniteCost;
   }
   if (p.usage_limit) forbid_what_cannot_fit(p, *p.usage_limit, unary);
+
+  // A block's own steps that are not kept (a middle layer's): at each, the block's nodes
+  // alive there may use at most the limit less the least that everything else alive there
+  // can use. One such row per block and step; the rows of the j-th own step of every block
+  // share a multiplier (their sum is a valid row), so blocks alike stay alike, and the
+  // row's right-hand side, which differs by block, only enters the bound as a constant.
+  // These extra points follow the kept ones; a block node's range of them is `own_lo/hi`.
+  std::vector<std::vector<int64_t>> own_steps(blocks.size());
+  if (p.usage_limit)
+    for (size_t t = 0; t < step_block.size(); ++t) {
+      const int b = step_block[t];
+      if (b < 0 || static_cast<size_t>(b) >= blocks.size()) continue;
+      if (static_cast<int64_t>(t) >= listed || keep_step[t]) continue;  // priced already
+      own_steps[static_cast<size_t>(b)].push_back(static_cast<int64_t>(t));
+    }
+  size_t own_points = 0;
+  for (const auto& st : own_steps) own_points = std::max(own_points, st.size());
+  const size_t kept_points = points;
+  const size_t all_points = kept_points + own_points;
+  std::vector<long double> rhs(all_points, p.usage_limit ? static_cast<long double>(*p.usage_limit) : 0.0L);
+  std::vector<int> own_lo(n, 0), own_hi(n, 0);
+  if (own_points > 0) {
+    std::vector<Usage> least(n, 0);
+    std::vector<__int128> outside_diff(static_cast<size_t>(horizon) + 2, 0);
+    std::vector<std::vector<__int128>> own_diff(blocks.size());
+    for (size_t b = 0; b < blocks.size(); ++b) own_diff[b].assign(own_steps[b].size() + 1, 0);
+    for (size_t v = 0; v < n; ++v) {
+      const Node& node = p.nodes[v];
+      if (node.start >= node.end) continue;
+      bool any = false;
+      for (size_t s = 0; s < node.strategies.size(); ++s)
+        if (unary[v][s] != kInfiniteCost)
+          least[v] = any ? std::min(least[v], node.strategies[s].usage) : node.strategies[s].usage, any = true;
+      outside_diff[static_cast<size_t>(std::max<int64_t>(node.start, 0))] += least[v];
+      outside_diff[static_cast<size_t>(node.end)] -= least[v];
+      if (piece_of[v] == rest) continue;
+      const std::vector<int64_t>& st = own_steps[static_cast<size_t>(piece_of[v])];
+      const int lo = static_cast<int>(std::lower_bound(st.begin(), st.end(), node.start) - st.begin());
+      const int hi = static_cast<int>(std::lower_bound(st.begin(), st.end(), node.end) - st.begin());
+      if (lo >= hi) continue;
+      own_diff[static_cast<size_t>(piece_of[v])][static_cast<size_t>(lo)] += least[v];
+      own_diff[static_cast<size_t>(piece_of[v])][static_cast<size_t>(hi)] -= least[v];
+      bool uses = false;
+      for (const Strategy& s : node.strategies) uses = uses || s.usage != 0;
+      if (uses) own_lo[v] = static_cast<int>(kept_points) + lo, own_hi[v] = static_cast<int>(kept_points) + hi;
+    }
+    std::vector<__int128> least_load(outside_diff.size(), 0);
+    __int128 run = 0;
+    for (size_t t = 0; t < outside_diff.size(); ++t) run += outside_diff[t], least_load[t] = run;
+    std::fill(rhs.begin() + static_cast<std::ptrdiff_t>(kept_points), rhs.end(), 0.0L);
+    for (size_t b = 0; b < blocks.size(); ++b) {
+      __int128 own = 0;
+      for (size_t j = 0; j < own_steps[b].size(); ++j) {
+        own += own_diff[b][j];
+        const __int128 outside = least_load[static_cast<size_t>(own_steps[b][j])] - own;
+        rhs[kept_points + j] += static_cast<long double>(static_cast<__int128>(*p.usage_limit) - outside);
+      }
+    }
+  }
   std::vector<Piece> pieces(blocks.size() + 1);
   std::vector<int> local(n, -1);  // a node's index in its own piece
   for (size_t v = 0; v < n; ++v) {
@@ -304,7 +364,8 @@ BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& bl
     return ln.copy && c != kInfiniteCost ? 0 : c;
   };
   auto priced = [&](const LocalNode& ln) {
-    return !ln.copy && range_lo[static_cast<size_t>(ln.source)] < range_hi[static_cast<size_t>(ln.source)];
+    const size_t v = static_cast<size_t>(ln.source);
+    return !ln.copy && (range_lo[v] < range_hi[v] || own_lo[v] < own_hi[v]);
   };
 
   // Each piece's shape: its nodes' costs, usages, priced ranges and agreement terms, and
@@ -320,6 +381,8 @@ BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& bl
       sh.push_back(ln.copy);
       sh.push_back(on ? range_lo[v] : 0);
       sh.push_back(on ? range_hi[v] : 0);
+      sh.push_back(on ? own_lo[v] : 0);
+      sh.push_back(on ? own_hi[v] : 0);
       for (size_t s = 0; s < unary[v].size(); ++s) {
         sh.push_back(cost_of(ln, s));
         sh.push_back(on ? p.nodes[v].strategies[s].usage : 0);
@@ -382,6 +445,8 @@ BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& bl
       m.orig.push_back(static_cast<int>(v));
       d.lo.push_back(on ? range_lo[v] : 0);
       d.hi.push_back(on ? range_hi[v] : 0);
+      d.own_lo.push_back(on ? own_lo[v] : 0);
+      d.own_hi.push_back(on ? own_hi[v] : 0);
       d.terms.push_back(ln.terms);
     }
     m.plo.assign(static_cast<size_t>(m.n), 0);
@@ -441,20 +506,21 @@ BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& bl
           out.pieces, out.distinct, strategies, entries, copy_in.size(), key_width.size());
   }
 
-  // Multipliers per priced step, from the caller's where given.
-  std::vector<double> lam(points, 0.0);
+  // Multipliers per priced row (kept steps, then own-step rows), from the caller's where given.
+  std::vector<double> lam(all_points, 0.0);
   for (const auto& [step, price] : start_prices) {
     if (step < 0 || !(price > 0)) continue;
     if (step < listed && !keep_step[static_cast<size_t>(step)]) continue;
     const int64_t k = squeeze(step);
-    if (k < static_cast<int64_t>(points)) lam[static_cast<size_t>(k)] = price;
+    if (k < static_cast<int64_t>(kept_points)) lam[static_cast<size_t>(k)] = price;
   }
-  const long double cap = p.usage_limit ? static_cast<long double>(*p.usage_limit) : 0.0L;
   // Steps are scaled by the mean priced span, as the full bound search's (search.cpp).
   double span = 0, spanned = 0;
   for (const Distinct& d : distinct)
-    for (size_t i = 0; i < d.lo.size(); ++i)
+    for (size_t i = 0; i < d.lo.size(); ++i) {
       if (d.lo[i] < d.hi[i]) span += d.count * (d.hi[i] - d.lo[i]), spanned += d.count;
+      if (d.own_lo[i] < d.own_hi[i]) span += d.count * (d.own_hi[i] - d.own_lo[i]), spanned += d.count;
+    }
   span = spanned > 0 ? std::max(1.0, span / spanned) : 1.0;
   // Agreement multipliers per key and strategy of its source, from zero (a copy is then
   // free: each edge across pieces at its least entry given the reading node's strategy).
@@ -467,16 +533,17 @@ BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& bl
   // (the plan: 10.74e12).
   double scale = 0.02, prev = -1e300;
   bool fell = false;
-  std::vector<double> prefix(points + 1, 0.0), load(points + 1, 0.0), change;
+  std::vector<double> prefix(all_points + 1, 0.0), load(all_points + 1, 0.0), change;
   for (int it = 0; it < max_iterations && (it == 0 || Clock::now() < deadline); ++it) {
-    for (size_t k = 0; k < points; ++k) prefix[k + 1] = prefix[k] + lam[k];
+    for (size_t k = 0; k < all_points; ++k) prefix[k + 1] = prefix[k] + lam[k];
     long double raw = 0, magnitude = 0;
     for (Distinct& d : distinct) {
       const Model& m = d.model;
       std::vector<double> delta(d.lo.size(), 0.0);
       for (size_t i = 0; i < d.lo.size(); ++i) {
-        if (d.lo[i] >= d.hi[i]) continue;
-        const double v = prefix[static_cast<size_t>(d.hi[i])] - prefix[static_cast<size_t>(d.lo[i])];
+        if (d.lo[i] >= d.hi[i] && d.own_lo[i] >= d.own_hi[i]) continue;
+        const double v = prefix[static_cast<size_t>(d.hi[i])] - prefix[static_cast<size_t>(d.lo[i])] +
+                         prefix[static_cast<size_t>(d.own_hi[i])] - prefix[static_cast<size_t>(d.own_lo[i])];
         delta[i] = v - d.node_lam[i];
         d.node_lam[i] = v;
       }
@@ -500,7 +567,7 @@ BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& bl
       magnitude += d.count * mag;
     }
     long double cap_term = 0;
-    for (size_t k = 0; k < points; ++k) cap_term += static_cast<long double>(lam[k]) * cap;
+    for (size_t k = 0; k < all_points; ++k) cap_term += static_cast<long double>(lam[k]) * rhs[k];
     raw -= cap_term;
     const long double b = safe_integer_bound(raw, magnitude + std::fabs(cap_term));
     out.bound = std::max(out.bound, b);
@@ -509,20 +576,25 @@ BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& bl
     // Subgradients at the decoded labels: each priced step's load minus the limit, and per
     // agreement key the copies' labels minus their sources'.
     double norm2 = 0;
-    std::vector<double> g(points);
-    if (points > 0) {
+    std::vector<double> g(all_points);
+    if (all_points > 0) {
       std::fill(load.begin(), load.end(), 0.0);
       for (const Distinct& d : distinct)
         for (size_t i = 0; i < d.lo.size(); ++i) {
-          if (d.lo[i] >= d.hi[i]) continue;
           const double u = static_cast<double>(d.model.usage[d.model.off[i] + static_cast<size_t>(d.labels[i])]);
-          load[static_cast<size_t>(d.lo[i])] += d.count * u;
-          load[static_cast<size_t>(d.hi[i])] -= d.count * u;
+          if (d.lo[i] < d.hi[i]) {
+            load[static_cast<size_t>(d.lo[i])] += d.count * u;
+            load[static_cast<size_t>(d.hi[i])] -= d.count * u;
+          }
+          if (d.own_lo[i] < d.own_hi[i]) {
+            load[static_cast<size_t>(d.own_lo[i])] += d.count * u;
+            load[static_cast<size_t>(d.own_hi[i])] -= d.count * u;
+          }
         }
       double run = 0;
-      for (size_t k = 0; k < points; ++k) {
+      for (size_t k = 0; k < all_points; ++k) {
         run += load[k];
-        g[k] = run - static_cast<double>(cap);
+        g[k] = run - static_cast<double>(rhs[k]);
         if (lam[k] <= 0 && g[k] < 0) g[k] = 0;
         norm2 += g[k] * g[k];
       }
@@ -547,7 +619,7 @@ BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& bl
     const double share = norm2 > 0 && norm2_mu > 0 ? 0.5 : 1.0;
     if (norm2 > 0) {
       const double alpha = share * scale * gap / (norm2 * span);
-      for (size_t k = 0; k < points; ++k) lam[k] = std::max(0.0, lam[k] + alpha * g[k]);
+      for (size_t k = 0; k < all_points; ++k) lam[k] = std::max(0.0, lam[k] + alpha * g[k]);
     }
     if (norm2_mu > 0) {
       const double alpha = share * scale * gap / norm2_mu;
@@ -555,9 +627,10 @@ BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& bl
         for (size_t s = 0; s < mu[k].size(); ++s) mu[k][s] += alpha * g_mu[k][s];
     }
   }
-  char note[200];
-  std::snprintf(note, sizeof note, "block bound: %d pieces, %d distinct, %zu priced steps, %d iterations, bound %.0Lf",
-                out.pieces, out.distinct, points, out.iterations, out.bound);
+  char note[240];
+  std::snprintf(note, sizeof note,
+                "block bound: %d pieces, %d distinct, %zu priced steps and %zu own-step rows, %d iterations, bound %.0Lf",
+                out.pieces, out.distinct, kept_points, own_points, out.iterations, out.bound);
   out.note = note;
   trace("%s", note);
   return out;

@@ -7,8 +7,10 @@
 // smaller, but its bound holds for tied labellings only. This one holds for every
 // labelling and costs about what the fold's does, because it bounds a relaxation (a
 // Lagrangian decomposition) that splits into the blocks:
-// - memory is priced (multipliers >= 0) only at the kept steps; the other steps' limits
-//   are dropped, and a strategy that breaks the limit on its own at any step is forbidden;
+// - memory is priced (multipliers >= 0) at the kept steps; at a block's own other steps
+//   only its own nodes are priced, against the limit less the least the rest can use there
+//   (those rows of every block share multipliers by position); a strategy that breaks the
+//   limit on its own at any step is forbidden;
 // - an edge between two pieces (a block, or everything outside the blocks) is read in the
 //   consuming node's piece from a copy of its source, and each copy is tied to its source
 //   by multipliers (+mu on the copy, -mu on the source: zero for any labelling where they
@@ -46,11 +48,14 @@ struct BlockBound {
 
 // `blocks[b]`: the problem nodes of repeated block b (disjoint; a node in none belongs to
 // the rest). `keep_step[t]`: whether memory is priced at step t (steps past its end are
-// priced, as fold_problem keeps them). `start_prices`: (problem step, multiplier) to start
+// priced, as fold_problem keeps them). `step_block[t]`: the block whose step t is (-1:
+// none); each block's own steps that are not kept are then priced too, a block at a time,
+// against the limit less the least load of everything else alive there (empty: not
+// priced). `start_prices`: (problem step, multiplier) to start
 // from; prices at steps not kept are dropped. `upper`: a labelling's cost (the step size
 // aims at it), or -1. Runs until `deadline` or `max_iterations`, at least one iteration.
 BlockBound block_bound(const Problem& problem, const std::vector<std::vector<int>>& blocks,
-                       const std::vector<char>& keep_step,
+                       const std::vector<char>& keep_step, const std::vector<int>& step_block,
                        const std::vector<std::pair<int64_t, double>>& start_prices, __int128 upper,
                        Clock::time_point deadline, int max_iterations = 1 << 30);
 
