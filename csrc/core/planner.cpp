@@ -79,18 +79,10 @@ MemoryLimit memory_limit_of(const PlanOptions& o, const CostModel& cm) {
 // (reserves only grow) up to four times within half the time again: the plan kept is the
 // first that fits, or else the first.
 
-// A re-solve with reserves only adds usage: every labelling that fits it fits the first
-// problem at the same cost, so the first solve's bound holds for it too (its own, from a
-// short limit, is often far weaker: 405B's gap went from 53% to 57% on the refit).
-static void keep_stronger_bound(const solver::SolveResult& first, solver::SolveResult& again) {
-  if (first.bound <= again.bound) return;
-  const double cost = static_cast<double>(again.cost);
-  again.bound = std::min(first.bound, cost);
-  again.gap = (cost - again.bound) / std::max(std::fabs(cost), 1.0);
-  if (again.bound >= cost) again.optimal = true, again.status = "optimal";
-}
-
-// A bound proven apart from the solve (solver/block_bound.h) raises the solve's.
+// A bound proven apart from a solve raises the solve's: one from solver/block_bound.h, or a
+// first solve's for a re-solve with reserves (which only add usage: every labelling that
+// fits the re-solve fits the first problem at the same cost, and the re-solve's own bound,
+// from a short limit, is often far weaker: 405B's gap went from 53% to 57% on the refit).
 static void raise_bound(long double bound, double gap_tolerance, solver::SolveResult& r) {
   if (!(bound > static_cast<long double>(r.bound))) return;
   const double cost = static_cast<double>(r.cost);
@@ -175,7 +167,7 @@ static void fit_redistribution_buffers(const Graph& g, const PlanOptions& opt, c
     problem.nodes.resize(real_nodes);
     if (!again) break;
     again->solution.resize(real_nodes);
-    keep_stronger_bound(result, *again);
+    raise_bound(result.bound, /*gap_tolerance=*/0, *again);  // its status changes only if the bound meets its cost
     SymmetryResult again_alike = place_blocks_alike(g, p.tables, *again);  // before the plan: it may relabel
     over_labels = again->solution;
     fitted = make_plan(g, p.strategies, p.tables, *again, opt.device, opt.mode, opt.optimizer_states);

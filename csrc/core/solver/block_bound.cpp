@@ -98,7 +98,8 @@ BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& bl
       st.dual->add_penalty(delta);
       change.assign(m.cost.size(), 0.0);
       bool moved = false;
-      for (size_t i = 0; i < d.terms.size(); ++i)
+      for (size_t i = 0; i < d.terms.size(); ++i) {
+        if (d.terms[i].empty()) continue;  // carries no agreement multiplier: nothing to move
         for (size_t j = m.off[i]; j < m.off[i + 1]; ++j) {
           double want = 0;
           for (const auto& [key, coefficient] : d.terms[i])
@@ -107,6 +108,7 @@ BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& bl
           st.applied[j] = want;
           moved = moved || change[j] != 0;
         }
+      }
       if (moved) st.dual->add_potentials(change);
       st.dual->forward(st.labels);
       st.dual->backward();

@@ -82,6 +82,35 @@ struct Piece {
   uint64_t hash = 0;
 };
 
+// Each node's least usage over its allowed strategies (0 for a node alive at no step).
+std::vector<Usage> least_usages(const Problem& p, const std::vector<std::vector<Cost>>& unary) {
+  std::vector<Usage> least(p.nodes.size(), 0);
+  for (size_t v = 0; v < p.nodes.size(); ++v) {
+    const Node& node = p.nodes[v];
+    if (node.start >= node.end) continue;
+    bool any = false;
+    for (size_t s = 0; s < node.strategies.size(); ++s)
+      if (unary[v][s] != kInfiniteCost)
+        least[v] = any ? std::min(least[v], node.strategies[s].usage) : node.strategies[s].usage, any = true;
+  }
+  return least;
+}
+
+// The load at each step t < `steps` when every node uses `least` (intervals end by `steps`).
+std::vector<__int128> least_load_by_step(const Problem& p, const std::vector<Usage>& least, size_t steps) {
+  std::vector<__int128> load(steps + 1, 0);
+  for (size_t v = 0; v < p.nodes.size(); ++v) {
+    const Node& node = p.nodes[v];
+    if (node.start >= node.end) continue;
+    load[static_cast<size_t>(std::max<int64_t>(node.start, 0))] += least[v];
+    load[static_cast<size_t>(node.end)] -= least[v];
+  }
+  __int128 run = 0;
+  for (size_t t = 0; t <= steps; ++t) run += load[t], load[t] = run;
+  load.pop_back();
+  return load;
+}
+
 // Forbids every strategy that alone breaks the limit: its node's usage with it, plus the
 // least every other node alive with it can use, is over the limit at some step of its
 // interval. No feasible labelling uses one, and the relaxation prices memory at the kept
@@ -92,21 +121,11 @@ void forbid_what_cannot_fit(const Problem& p, Usage limit, std::vector<std::vect
   for (const Node& node : p.nodes) horizon = std::max(horizon, node.end);
   const size_t steps = static_cast<size_t>(std::max<int64_t>(horizon, 0)) + 1;
   for (int round = 0; round < 2; ++round) {
-    std::vector<__int128> diff(steps + 1, 0);
-    std::vector<Usage> least(p.nodes.size(), 0);
-    for (size_t v = 0; v < p.nodes.size(); ++v) {
-      const Node& node = p.nodes[v];
-      if (node.start >= node.end) continue;
-      bool any = false;
-      for (size_t s = 0; s < node.strategies.size(); ++s)
-        if (unary[v][s] != kInfiniteCost) least[v] = any ? std::min(least[v], node.strategies[s].usage) : node.strategies[s].usage, any = true;
-      diff[static_cast<size_t>(std::max<int64_t>(node.start, 0))] += least[v];
-      diff[static_cast<size_t>(node.end)] -= least[v];
-    }
+    const std::vector<Usage> least = least_usages(p, unary);
+    const std::vector<__int128> load = least_load_by_step(p, least, steps);
     // Room left at each step when everything alive uses its least; a sparse table of minima.
     std::vector<std::vector<__int128>> room(1, std::vector<__int128>(steps));
-    __int128 load = 0;
-    for (size_t t = 0; t < steps; ++t) load += diff[t], room[0][t] = static_cast<__int128>(limit) - load;
+    for (size_t t = 0; t < steps; ++t) room[0][t] = static_cast<__int128>(limit) - load[t];
     for (size_t w = 1; 2 * w <= steps; w *= 2) {
       const std::vector<__int128>& prev = room.back();
       std::vector<__int128> next(steps - 2 * w + 1);
@@ -166,14 +185,16 @@ BlockPieces split_into_pieces(const Problem& p, const std::vector<std::vector<in
     if (t >= listed) return static_cast<int64_t>(kept.size()) + (t - listed);
     return static_cast<int64_t>(std::lower_bound(kept.begin(), kept.end(), t) - kept.begin());
   };
+  auto uses_memory = [&](size_t v) {
+    const Node& node = p.nodes[v];
+    return node.start < node.end && std::any_of(node.strategies.begin(), node.strategies.end(),
+                                                [](const Strategy& s) { return s.usage != 0; });
+  };
   std::vector<int> range_lo(n, 0), range_hi(n, 0);
   if (points > 0)
     for (size_t v = 0; v < n; ++v) {
+      if (!uses_memory(v)) continue;
       const Node& node = p.nodes[v];
-      if (node.start >= node.end) continue;
-      bool uses = false;
-      for (const Strategy& s : node.strategies) uses = uses || s.usage != 0;
-      if (!uses) continue;
       range_lo[v] = static_cast<int>(squeeze(node.start));
       range_hi[v] = static_cast<int>(std::min<int64_t>(squeeze(node.end), static_cast<int64_t>(points)));
     }
@@ -227,33 +248,22 @@ BlockPieces split_into_pieces(const Problem& p, const std::vector<std::vector<in
   rhs.assign(all_points, p.usage_limit ? static_cast<long double>(*p.usage_limit) : 0.0L);
   std::vector<int> own_lo(n, 0), own_hi(n, 0);
   if (own_points > 0) {
-    std::vector<Usage> least(n, 0);
-    std::vector<__int128> outside_diff(static_cast<size_t>(horizon) + 2, 0);
+    const std::vector<Usage> least = least_usages(p, unary);
+    const std::vector<__int128> least_load =
+        least_load_by_step(p, least, std::max(static_cast<size_t>(horizon) + 1, step_block.size()));
     std::vector<std::vector<__int128>> own_diff(blocks.size());
     for (size_t b = 0; b < blocks.size(); ++b) own_diff[b].assign(own_steps[b].size() + 1, 0);
     for (size_t v = 0; v < n; ++v) {
       const Node& node = p.nodes[v];
-      if (node.start >= node.end) continue;
-      bool any = false;
-      for (size_t s = 0; s < node.strategies.size(); ++s)
-        if (unary[v][s] != kInfiniteCost)
-          least[v] = any ? std::min(least[v], node.strategies[s].usage) : node.strategies[s].usage, any = true;
-      outside_diff[static_cast<size_t>(std::max<int64_t>(node.start, 0))] += least[v];
-      outside_diff[static_cast<size_t>(node.end)] -= least[v];
-      if (piece_of[v] == rest) continue;
+      if (node.start >= node.end || piece_of[v] == rest) continue;
       const std::vector<int64_t>& st = own_steps[static_cast<size_t>(piece_of[v])];
       const int lo = static_cast<int>(std::lower_bound(st.begin(), st.end(), node.start) - st.begin());
       const int hi = static_cast<int>(std::lower_bound(st.begin(), st.end(), node.end) - st.begin());
       if (lo >= hi) continue;
       own_diff[static_cast<size_t>(piece_of[v])][static_cast<size_t>(lo)] += least[v];
       own_diff[static_cast<size_t>(piece_of[v])][static_cast<size_t>(hi)] -= least[v];
-      bool uses = false;
-      for (const Strategy& s : node.strategies) uses = uses || s.usage != 0;
-      if (uses) own_lo[v] = static_cast<int>(kept_points) + lo, own_hi[v] = static_cast<int>(kept_points) + hi;
+      if (uses_memory(v)) own_lo[v] = static_cast<int>(kept_points) + lo, own_hi[v] = static_cast<int>(kept_points) + hi;
     }
-    std::vector<__int128> least_load(outside_diff.size(), 0);
-    __int128 run = 0;
-    for (size_t t = 0; t < outside_diff.size(); ++t) run += outside_diff[t], least_load[t] = run;
     std::fill(rhs.begin() + static_cast<std::ptrdiff_t>(kept_points), rhs.end(), 0.0L);
     for (size_t b = 0; b < blocks.size(); ++b) {
       __int128 own = 0;
