@@ -1,7 +1,9 @@
 #include "core/collective_buckets.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
+#include <set>
 #include <string>
 
 #include "core/placement.h"
@@ -75,14 +77,34 @@ std::vector<int> collective_buckets(const std::vector<ScheduleNode>& nodes, cons
   struct Open {
     std::vector<int> members;
     int64_t bytes = 0;
+    std::set<int> after;  // keys of open buckets this one must be issued after
   };
-  std::map<int, Open> open;  // by key: the bucket being filled
+  struct Closed {
+    std::vector<int> members;
+    int issue = 0;  // the node after which it can be issued: its last input, and its predecessors'
+  };
+  std::map<int, Open> open;           // by key: the bucket being filled
   std::map<int, int> buckets_of_key;  // by key: buckets closed so far (empty ones too)
-  std::vector<std::vector<int>> closed;
-  auto close = [&](int key, Open& b) {
-    if (b.members.size() > 1) closed.push_back(b.members);
-    if (!b.members.empty()) ++buckets_of_key[key];
-    b = Open{};
+  std::map<int, int> issue_of_key;    // by key: when the last bucket closed for it can be issued
+  std::vector<Closed> closed;
+  // Closing a bucket closes the open buckets it must follow first, so a closed bucket never
+  // waits on an open one (which a later member could make wait on it in turn: a cycle).
+  std::function<void(int)> close = [&](int key) {
+    Open b = std::move(open[key]);
+    open[key] = Open{};
+    int issue = b.members.empty() ? 0 : ready[static_cast<size_t>(b.members.back())];
+    for (int k : b.after) {
+      if (!open[k].members.empty()) close(k);
+      issue = std::max(issue, issue_of_key[k]);
+    }
+    if (b.members.size() > 1) closed.push_back({b.members, issue});
+    if (!b.members.empty()) ++buckets_of_key[key], issue_of_key[key] = issue;
+  };
+  // Whether open bucket `from` must (through the buckets it follows) be issued after `to`.
+  std::function<bool(int, int)> follows = [&](int from, int to) {
+    for (int k : open[from].after)
+      if (k == to || follows(k, to)) return true;
+    return false;
   };
   auto cap_of = [&](int key) {
     const bool first = buckets_of_key[key] == 0;
@@ -90,28 +112,42 @@ std::vector<int> collective_buckets(const std::vector<ScheduleNode>& nodes, cons
     return first && k < first_cap_bytes.size() && first_cap_bytes[k] > 0 ? first_cap_bytes[k] : cap_bytes;
   };
   for (int s : starts) {
-    // An open bucket (of any key) with a member whose result feeds this one's input is
-    // closed first: it must be issued before this input can exist. So every
-    // dependency between buckets points from one closed earlier to one closed later,
-    // and the buckets cannot wait on each other in a cycle.
+    const int key = keys[static_cast<size_t>(s)];
+    // An open bucket with a member whose result feeds this one's input must be issued
+    // before this input exists. Of this one's own key it is closed. Of another key it stays
+    // open, and this one's bucket follows it: a gradient reduced over one mesh dim and then
+    // another is bucketed on both, as the cost model prices it -- unless that bucket already
+    // follows this key's open one (a cycle): then it is closed, with what it follows.
+    std::vector<int> feeding;
     for (auto& kv : open) {
       bool feeds = false;
       for (int m : kv.second.members) feeds = feeds || ancestors.depends(s, wait_of[static_cast<size_t>(m)]);
-      if (feeds) close(kv.first, kv.second);
+      if (feeds) feeding.push_back(kv.first);
     }
-    const int key = keys[static_cast<size_t>(s)];
+    for (int k : feeding) {
+      if (open[k].members.empty()) continue;  // closed by an earlier one of this loop
+      if (k == key || follows(k, key))
+        close(k);
+      else
+        open[key].after.insert(k);
+    }
     Open& b = open[key];
-    if (!b.members.empty() && b.bytes + nodes[static_cast<size_t>(s)].bytes > cap_of(key)) close(key, b);
-    b.members.push_back(s);
-    b.bytes += nodes[static_cast<size_t>(s)].bytes;
+    // Full: closed, with the buckets it follows (this member's input is ready after theirs).
+    if (!b.members.empty() && b.bytes + nodes[static_cast<size_t>(s)].bytes > cap_of(key)) close(key);
+    Open& into = open[key];
+    into.members.push_back(s);
+    into.bytes += nodes[static_cast<size_t>(s)].bytes;
   }
-  for (auto& kv : open) close(kv.first, kv.second);
-  // Ids in issue order: a bucket is issued when its last member's input is ready.
-  std::stable_sort(closed.begin(), closed.end(),
-                   [&](const std::vector<int>& a, const std::vector<int>& b) { return ready[a.back()] < ready[b.back()]; });
+  std::vector<int> keys_open;
+  for (auto& kv : open) keys_open.push_back(kv.first);
+  for (int k : keys_open)
+    if (!open[k].members.empty()) close(k);
+  // Ids in issue order: a bucket is issued when its last member's input is ready and the
+  // buckets it follows are issued (ties: the order they closed in, which puts those first).
+  std::stable_sort(closed.begin(), closed.end(), [](const Closed& a, const Closed& b) { return a.issue < b.issue; });
   std::vector<int> out(n, -1);
   for (size_t k = 0; k < closed.size(); ++k)
-    for (int s : closed[k]) out[static_cast<size_t>(s)] = static_cast<int>(k);
+    for (int s : closed[k].members) out[static_cast<size_t>(s)] = static_cast<int>(k);
   return out;
 }
 

@@ -152,3 +152,30 @@ TEST(CollectiveBuckets, RefusesMalformedGraphs) {
   EXPECT_THROW(collective_buckets(d.nodes, {}, 100), InvalidArgument);
   EXPECT_THROW(collective_buckets(d.nodes, d.keys, 0), InvalidArgument);
 }
+
+TEST(CollectiveBuckets, GradientsReducedOverOneMeshDimThenAnotherAreBucketedOnBoth) {
+  // A 2-D plan's weight gradients: each is all-reduced over mesh dim 1's group (key 1) and the
+  // result over dim 0's (key 0). Closing the key-1 bucket whenever a key-0 reduction reads its
+  // result left every key-1 reduction alone (llama on 2x2: 8 all-reduces priced as bucket members).
+  Builder b;
+  const int x = b.add(K::Fixed, {});
+  std::vector<int> first, second, waits;
+  int prev = x;
+  for (int k = 0; k < 4; ++k) {
+    const auto g = b.grad(prev, 10, 1);
+    const int s = b.add(K::Start, {g[2]}, 10, 0);
+    first.push_back(g[1]);
+    second.push_back(s);
+    waits.push_back(b.add(K::Wait, {s}));
+    prev = g[0];
+  }
+  b.add(K::Fixed, waits);
+  const auto ids = collective_buckets(b.nodes, b.keys, 1 << 20);
+  for (int k = 1; k < 4; ++k) {
+    EXPECT_EQ(ids[first[k]], ids[first[0]]);
+    EXPECT_EQ(ids[second[k]], ids[second[0]]);
+  }
+  ASSERT_GE(ids[first[0]], 0);
+  // The dim-1 bucket is issued first: the dim-0 one reads its results.
+  EXPECT_LT(ids[first[0]], ids[second[0]]);
+}
