@@ -14,9 +14,12 @@ down as they do in training):
 - the time of one node of an FX graph of tiny ops: the per-op Python and dispatch cost of
   our runtime, which runs each rank's program as FX graphs (kernel_overhead_s);
 - AdamW's step over small DTensor parameters, per kernel beyond a graph node's
-  (optimizer_kernel_overhead_s: the optimizer runs eagerly on the DTensor parameters);
+  (optimizer_kernel_overhead_s: the optimizer runs eagerly on the DTensor parameters), and
+  over large plain ones, the bytes/s its updates stream (optimizer_bandwidth);
 - all_gather / reduce_scatter / all_reduce / all_to_all on every mesh dim's process group at
-  sizes from 16 KiB to 16 MiB (the C++ side fits latency and bandwidth per collective).
+  sizes from 16 KiB to 16 MiB (the C++ side fits latency and bandwidth per collective); on
+  CPU each call follows a burst of compute, as in a training step, where the peers must be
+  woken and have drifted apart (_between_compute_seconds).
 
 Each figure is the median of its timed rounds on a rank, then the slowest rank's (a step ends
 when its slowest rank does); every rank gets rank 0's profile, so all plan alike. The profile
@@ -45,7 +48,8 @@ __all__ = ["live_profile", "cache_path", "measure_mesh", "collective_call"]
 PROFILE_VERSION = 1
 # Part of the cache key: raised when measure_mesh changes what it writes, so profiles cached by
 # an earlier release are measured afresh. 2: the topology (ranks per node) is always written.
-MEASURE_REVISION = 2
+# 3: CPU collectives timed between compute (_between_compute_seconds); optimizer_bandwidth.
+MEASURE_REVISION = 3
 COLLECTIVE_SIZES = (16 << 10, 256 << 10, 2 << 20, 16 << 20)
 MATMUL_SHAPES = ((64, 512, 512), (256, 512, 2048), (512, 1024, 1024), (1024, 1024, 2048))
 _ROUND_SECONDS = 0.02  # each timed round runs the op at least this long (timer and scheduler noise)
@@ -92,6 +96,38 @@ def _per_call_seconds(fn, device, group=None) -> float:
             fn()
         _sync(device)
         per_call.append((time.perf_counter() - t0) / calls)
+    return statistics.median(per_call)
+
+
+def _between_compute_seconds(fn, device, group=None) -> float:
+    """Median seconds a rank spends inside one call of collective `fn` when every call
+    follows a burst of compute, as a training step issues its collectives: the peers are
+    not all waiting in the collective already, so each call pays for waking them (on ranks
+    that share cores, for a scheduler slice) and for their drift. Back-to-back calls hide
+    that: the ranks stay in lockstep, and on this project's 2-core VM with 4 gloo ranks a
+    256 KiB all-reduce of a 2-rank group took 0.6 ms back to back against 2.5-3.1 ms waited
+    in a training step. Returns this rank's figure; rounds as _per_call_seconds's."""
+    dist = _dist()
+    a = torch.randn(128, 256, device=device)
+    b = torch.randn(256, 256, device=device)
+
+    def burst():  # about 1 ms of one core: 8 small matmuls, as a layer's ops between collectives
+        for _ in range(8):
+            torch.mm(a, b)
+
+    def timed_call() -> float:
+        burst()
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+
+    timed_call()  # warm-up: allocation, connections
+    probe = max(timed_call(), 1e-7)
+    calls = int(_max_over_ranks([min(1_000, max(3, int(_ROUND_SECONDS / probe) + 1))], device)[0])
+    per_call = []
+    for _ in range(_ROUNDS):
+        dist.barrier(group=group)
+        per_call.append(sum(timed_call() for _ in range(calls)) / calls)
     return statistics.median(per_call)
 
 
@@ -150,6 +186,22 @@ def _optimizer_kernel_seconds(mesh, device, node_s: float) -> float:
     opt = torch.optim.AdamW(params, lr=1e-3)
     per_param = _per_call_seconds(opt.step, device) / len(params)
     return max(per_param / 7 - node_s, 0.0)
+
+
+def _optimizer_bandwidth(device) -> float:
+    """Bytes/s AdamW's step streams over plain parameters whose state is larger than the
+    caches, as a model's is: 19 parameter-sized tensors read or written per step
+    (cost_model.h: optimizer_bandwidth). The torch default implementation for the device
+    runs, as it does for the user."""
+    numel = (16 << 20) if device.type == "cuda" else (1 << 20)
+    params = []
+    for _ in range(4):
+        p = torch.nn.Parameter(torch.zeros(numel, device=device))
+        p.grad = torch.full_like(p, 1e-3)
+        params.append(p)
+    opt = torch.optim.AdamW(params, lr=1e-3)
+    seconds = _per_call_seconds(opt.step, device)
+    return 19 * 4 * numel * len(params) / seconds
 
 
 def collective_call(name: str, nbytes: int, world: int, device, group=None):
@@ -212,6 +264,8 @@ def measure_mesh(mesh, table: str) -> dict:
     fields["kernel_overhead_s"] = node_s
     fields["optimizer_kernel_overhead_s"] = _max_over_ranks([_optimizer_kernel_seconds(mesh, device, node_s)],
                                                             device)[0]
+    # The slowest rank's: the least bandwidth (the most seconds) over the ranks.
+    fields["optimizer_bandwidth"] = -_max_over_ranks([-_optimizer_bandwidth(device)], device)[0]
     del src, dst
 
     hosts = _hosts()
@@ -227,7 +281,10 @@ def measure_mesh(mesh, table: str) -> dict:
         for name in ("all_gather", "reduce_scatter", "all_reduce", "all_to_all"):
             for nbytes in COLLECTIVE_SIZES:
                 fn, size = collective_call(name, nbytes, n, device, group)
-                seconds = _max_over_ranks([_per_call_seconds(fn, device, group)], device)[0]
+                # On CPU, timed as a step issues them (between compute); NCCL's run on their own
+                # streams, asynchronous to the compute, and are timed back to back as nccl-tests do.
+                timing = _between_compute_seconds if device.type == "cpu" else _per_call_seconds
+                seconds = _max_over_ranks([timing(fn, device, group)], device)[0]
                 rows.append({"collective": name, "group_size": n, "bytes": int(size), "seconds": seconds,
                              "link": link})
     profile = {

@@ -38,8 +38,9 @@ double CostModel::optimizer_step_seconds(double shard_bytes, DType dtype, int op
   const double kernels = 1 + 3.0 * optimizer_states;
   const double elements = shard_bytes / static_cast<double>(element_size(dtype));
   const OpWork work{elements * (2 + 3.0 * optimizer_states), shard_bytes * (3 + 8.0 * optimizer_states)};
-  return compute_seconds(work, dtype) + (kernels - 1) * device.kernel_overhead_s +
-         kernels * device.optimizer_kernel_overhead_s;
+  const double streams = device.optimizer_bandwidth > 0 ? work.bytes / device.optimizer_bandwidth + device.kernel_overhead_s
+                                                        : compute_seconds(work, dtype);
+  return streams + (kernels - 1) * device.kernel_overhead_s + kernels * device.optimizer_kernel_overhead_s;
 }
 
 const CollectiveFit* CostModel::fit(CollectiveKind kind, bool inter) const {

@@ -33,6 +33,11 @@ struct DeviceProfile {
   // parameters as the user holds them (DTensors), whose dispatch costs more per op than a
   // planned graph node. 0 in the table; live calibration measures it.
   double optimizer_kernel_overhead_s = 0;
+  // Bytes/s the optimizer's update streams (the 3 + 8 x states shard-sized tensors of
+  // optimizer_step_seconds) when measured: AdamW's element-wise kernels (sqrt, div, lerp,
+  // addcdiv) over state larger than the caches run well below a copy's bandwidth (on the
+  // 2-core VM with 4 ranks, 11 against 23 GB/s). 0: the roofline's memory bandwidth.
+  double optimizer_bandwidth = 0;
 };
 
 struct Topology {

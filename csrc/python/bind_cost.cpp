@@ -27,6 +27,7 @@ py::dict device_dict(const DeviceProfile& d) {
   out["memory_efficiency"] = d.memory_efficiency;
   out["kernel_overhead_s"] = d.kernel_overhead_s;
   out["optimizer_kernel_overhead_s"] = d.optimizer_kernel_overhead_s;
+  out["optimizer_bandwidth"] = d.optimizer_bandwidth;
   return out;
 }
 

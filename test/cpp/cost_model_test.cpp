@@ -117,6 +117,10 @@ TEST(Compute, OptimizerStepStreamsItsStateAndLaunchesAKernelPerUpdate) {
   const CostModel c = make_cost_model("H100", R"({"device": {"optimizer_kernel_overhead_s": 5e-5}})");
   expect_close(c.optimizer_step_seconds(shard, DType::Float32, 2), 19 * shard / (3.35e12 * 0.8) + 7 * 4e-6 + 7 * 5e-5);
   EXPECT_THROW(make_cost_model("H100", R"({"device": {"optimizer_kernel_overhead_s": -1}})"), InvalidArgument);
+  // A measured optimizer bandwidth replaces the roofline for the update's 19 streams.
+  const CostModel b = make_cost_model("H100", R"({"device": {"optimizer_bandwidth": 1e11}})");
+  expect_close(b.optimizer_step_seconds(shard, DType::Float32, 2), 19 * shard / 1e11 + 7 * 4e-6);
+  EXPECT_THROW(make_cost_model("H100", R"({"device": {"optimizer_bandwidth": -1}})"), InvalidArgument);
   EXPECT_THROW(m.optimizer_step_seconds(shard, DType::Float32, -1), InvalidArgument);
 }
 

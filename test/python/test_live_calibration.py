@@ -52,6 +52,9 @@ def test_live_calibration_round_trips_through_its_file(tmp_path):
     p = r0["first"]
     assert p["device"]["peak_flops_fp32"] > 0 and p["device"]["kernel_overhead_s"] > 0
     assert p["device"]["optimizer_kernel_overhead_s"] >= 0
+    # AdamW's streams measured over state larger than the caches: slower than the copy's bandwidth
+    # would price them on CPU (cost_model.h: optimizer_bandwidth).
+    assert 0 < p["device"]["optimizer_bandwidth"] < 2 * p["device"]["memory_bandwidth"]
     # One host holds every rank: all of them are one node's (the "cpu" table's own figure would not do
     # for a larger world: it would price half of a group's hops on an inter-node link never measured).
     assert p["topology"] == {"ranks_per_node": len(results)}
