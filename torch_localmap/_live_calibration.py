@@ -74,29 +74,33 @@ def _max_over_ranks(values, device) -> list:
     return [float(x) for x in t.tolist()]
 
 
-def _per_call_seconds(fn, device, group=None) -> float:
-    """Median seconds of one call of `fn` over timed rounds that every rank runs together.
-    The calls per round are agreed on (the most any rank needs to fill a round), so ranks
-    overlap for the whole round. Returns this rank's figure."""
-    dist = _dist()
-    fn()  # warm-up: allocation, kernel choice, connections
-    _sync(device)
-    t0 = time.perf_counter()
-    fn()
-    _sync(device)
-    probe = max(time.perf_counter() - t0, 1e-7)
-    calls = _max_over_ranks([min(10_000, max(1, int(_ROUND_SECONDS / probe) + 1))], device)[0]
-    calls = int(calls)
+def _median_per_call(timed_round, device, group, min_calls: int, max_calls: int) -> float:
+    """Median seconds of one call over timed rounds that every rank runs together;
+    `timed_round(calls)` makes `calls` calls and returns the seconds it timed. The calls per
+    round are agreed on (the most any rank needs to fill a round), so ranks overlap for the
+    whole round. Returns this rank's figure."""
+    timed_round(1)  # warm-up: allocation, kernel choice, connections
+    probe = max(timed_round(1), 1e-7)
+    calls = int(_max_over_ranks([min(max_calls, max(min_calls, int(_ROUND_SECONDS / probe) + 1))], device)[0])
     per_call = []
     for _ in range(_ROUNDS):
-        dist.barrier(group=group)
+        _dist().barrier(group=group)
+        per_call.append(timed_round(calls) / calls)
+    return statistics.median(per_call)
+
+
+def _per_call_seconds(fn, device, group=None) -> float:
+    """Median seconds of one call of `fn`, the calls of a round back to back."""
+
+    def timed_round(calls: int) -> float:
         _sync(device)
         t0 = time.perf_counter()
         for _ in range(calls):
             fn()
         _sync(device)
-        per_call.append((time.perf_counter() - t0) / calls)
-    return statistics.median(per_call)
+        return time.perf_counter() - t0
+
+    return _median_per_call(timed_round, device, group, min_calls=1, max_calls=10_000)
 
 
 def _between_compute_seconds(fn, device, group=None) -> float:
@@ -106,29 +110,21 @@ def _between_compute_seconds(fn, device, group=None) -> float:
     that share cores, for a scheduler slice) and for their drift. Back-to-back calls hide
     that: the ranks stay in lockstep, and on this project's 2-core VM with 4 gloo ranks a
     256 KiB all-reduce of a 2-rank group took 0.6 ms back to back against 2.5-3.1 ms waited
-    in a training step. Returns this rank's figure; rounds as _per_call_seconds's."""
-    dist = _dist()
+    in a training step. Returns this rank's figure."""
     a = torch.randn(128, 256, device=device)
     b = torch.randn(256, 256, device=device)
 
-    def burst():  # about 1 ms of one core: 8 small matmuls, as a layer's ops between collectives
-        for _ in range(8):
-            torch.mm(a, b)
+    def timed_round(calls: int) -> float:
+        seconds = 0.0
+        for _ in range(calls):
+            for _ in range(8):  # about 1 ms of one core, as a layer's ops between collectives
+                torch.mm(a, b)
+            t0 = time.perf_counter()
+            fn()
+            seconds += time.perf_counter() - t0
+        return seconds
 
-    def timed_call() -> float:
-        burst()
-        t0 = time.perf_counter()
-        fn()
-        return time.perf_counter() - t0
-
-    timed_call()  # warm-up: allocation, connections
-    probe = max(timed_call(), 1e-7)
-    calls = int(_max_over_ranks([min(1_000, max(3, int(_ROUND_SECONDS / probe) + 1))], device)[0])
-    per_call = []
-    for _ in range(_ROUNDS):
-        dist.barrier(group=group)
-        per_call.append(sum(timed_call() for _ in range(calls)) / calls)
-    return statistics.median(per_call)
+    return _median_per_call(timed_round, device, group, min_calls=3, max_calls=1_000)
 
 
 def _fit_rate(samples) -> tuple:

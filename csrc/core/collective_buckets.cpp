@@ -131,17 +131,14 @@ std::vector<int> collective_buckets(const std::vector<ScheduleNode>& nodes, cons
       else
         open[key].after.insert(k);
     }
-    Open& b = open[key];
+    Open& b = open[key];  // close() empties the entry in place: `b` stays this key's open bucket
     // Full: closed, with the buckets it follows (this member's input is ready after theirs).
     if (!b.members.empty() && b.bytes + nodes[static_cast<size_t>(s)].bytes > cap_of(key)) close(key);
-    Open& into = open[key];
-    into.members.push_back(s);
-    into.bytes += nodes[static_cast<size_t>(s)].bytes;
+    b.members.push_back(s);
+    b.bytes += nodes[static_cast<size_t>(s)].bytes;
   }
-  std::vector<int> keys_open;
-  for (auto& kv : open) keys_open.push_back(kv.first);
-  for (int k : keys_open)
-    if (!open[k].members.empty()) close(k);
+  for (auto& kv : open)  // close() only reassigns existing entries: the iteration stays valid
+    if (!kv.second.members.empty()) close(kv.first);
   // Ids in issue order: a bucket is issued when its last member's input is ready and the
   // buckets it follows are issued (ties: the order they closed in, which puts those first).
   std::stable_sort(closed.begin(), closed.end(), [](const Closed& a, const Closed& b) { return a.issue < b.issue; });
