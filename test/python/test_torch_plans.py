@@ -586,3 +586,45 @@ def test_the_first_gradient_bucket_holds_a_mebibyte_as_ddps_does():
         sizes = [c[1] for c in r["bw"]]
         assert {c[0] for c in r["bw"]} == {"all_reduce"} and sum(sizes) == n, r["bw"]
         assert len(sizes) >= 2 and sizes[0] * 8 <= 2**20 < sizes[-1] * 8, sizes
+
+
+def test_reductions_over_two_mesh_dims_with_a_transpose_between_become_one():
+    """A weight gradient reduced over one mesh dim, transposed and copied, then reduced over
+    the other (a transposed product's layout, as the planner's 2-D plans reduce them) is one
+    all-reduce over both dims' group, of the transposed unreduced value: no reduction waits
+    for another, so it buckets with the rest."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from torch_localmap._runtime import fuse_reductions
+
+    c10d = torch.ops._c10d_functional
+    aten = torch.ops.aten
+
+    def step(g):
+        a = c10d.wait_tensor.default(c10d.all_reduce.default(g, "sum", "dim0"))
+        b = aten.clone.default(aten.t.default(a))
+        return c10d.wait_tensor.default(c10d.all_reduce.default(b, "sum", "dim1"))
+
+    gm = make_fx(step, tracing_mode="fake")(torch.randn(3, 5))
+    combined = {frozenset(("dim0", "dim1")): "both"}
+    orig = fuse_reductions.combined_group_name
+    fuse_reductions.combined_group_name = lambda names: combined.get(frozenset(names))
+    try:
+        assert fuse_reductions.fuse_mesh_dim_reductions(gm) == 1
+    finally:
+        fuse_reductions.combined_group_name = orig
+    reductions = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is c10d.all_reduce.default]
+    assert [n.args[1:] for n in reductions] == [("sum", "both")]
+    # Its input: the transposed copy of the unreduced gradient.
+    x = reductions[0].args[0]
+    assert x.target is aten.clone.default and x.args[0].target is aten.t.default
+    assert x.args[0].args[0].op == "placeholder"
+    g = torch.randn(3, 5)
+    waits = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is c10d.wait_tensor.default]
+    assert len(waits) == 1
+    # Run with the collectives as identities (one rank): the result is g transposed.
+    for n in reductions + waits:
+        n.replace_all_uses_with(n.args[0])
+        gm.graph.erase_node(n)
+    gm.recompile()
+    torch.testing.assert_close(gm(g), g.t())

@@ -5,8 +5,8 @@ gradient on a 2-D mesh, above all) is redistributed one mesh dim at a time, as D
 does: an all-reduce over dim a's group, then one over dim b's. One all-reduce over the
 ranks of both dims gives the same sum (or mean, max, min) in one collective -- what DDP
 does over all its ranks -- and moves about half the data. This pass finds such chains in a
-rank program (an all-reduce whose input is, through views only, the waited result of
-another all-reduce with the same reduce op and no other user) and merges them onto the
+rank program (an all-reduce whose input is, through views, copies or transposes, the waited
+result of another all-reduce with the same reduce op and no other user) and merges them onto the
 runtime's combined group (groups.combined_group_name). Runs before bucketing, so the
 merged reductions are bucketed together.
 
@@ -40,12 +40,21 @@ _RESPLIT = frozenset({_aten.squeeze.dim, _aten.view.default, _aten._unsafe_view.
 _PAD = _aten.constant_pad_nd.default
 
 
+# Between two chained all-reduces, besides SAME_VALUES: ops that move elements, the same way
+# on every rank. A reduction over ranks is taken element by element, so it commutes with
+# them: a weight gradient computed as a transposed product (transposed_products.py) is
+# reduced over one mesh dim, transposed, then reduced over the other -- the same as
+# transposed, then reduced once over both.
+_REARRANGE = frozenset({_aten.t.default, _aten.transpose.int, _aten.permute.default})
+
+
 def _chained_reduction(ar: fx.Node):
-    """The all-reduce whose waited result, through value-keeping ops with one user each,
-    is `ar`'s input; None if there is none. Returns (that all-reduce, the nodes between,
-    nearest to `ar` first, its wait last)."""
+    """The all-reduce whose waited result, through value-keeping or element-moving ops with
+    one user each, is `ar`'s input; None if there is none. Returns (that all-reduce, the
+    nodes between, nearest to `ar` first, its wait last)."""
     between, x = [], ar.args[0]
-    while isinstance(x, fx.Node) and x.op == "call_function" and x.target in SAME_VALUES and len(x.users) == 1:
+    while isinstance(x, fx.Node) and x.op == "call_function" and (x.target in SAME_VALUES or x.target in _REARRANGE) \
+            and len(x.users) == 1:
         between.append(x)
         x = x.args[0]
     if not (isinstance(x, fx.Node) and is_wait(x) and len(x.users) == 1):
@@ -68,14 +77,23 @@ def fuse_mesh_dim_reductions(gm: fx.GraphModule) -> int:
         group = combined_group_name([first.args[2], ar.args[2]])
         if group is None:
             continue
-        val = ar.args[0].meta.get("val")
-        x = first.args[0]
-        if val is not None and tuple(x.meta["val"].shape) != tuple(val.shape):
-            with gm.graph.inserting_before(ar):
-                x = gm.graph.call_function(_aten.view.default, (x, list(val.shape)))
-                x.meta["val"] = val
-        ar.args = (x, ar.args[1], group)
-        for n in between:
+        wait = between[-1]
+        if any(n.target in _REARRANGE for n in between):
+            # The ops between keep their place and now move the unreduced value; the one
+            # reduction after them sums what the two did.
+            wait.replace_all_uses_with(first.args[0])
+            erase = [wait]
+        else:  # values in the same order: the first reduction's input, viewed to `ar`'s shape
+            val = ar.args[0].meta.get("val")
+            x = first.args[0]
+            if val is not None and tuple(x.meta["val"].shape) != tuple(val.shape):
+                with gm.graph.inserting_before(ar):
+                    x = gm.graph.call_function(_aten.view.default, (x, list(val.shape)))
+                    x.meta["val"] = val
+            ar.args = (x,) + tuple(ar.args[1:])
+            erase = between
+        ar.args = (ar.args[0], ar.args[1], group)
+        for n in erase:
             gm.graph.erase_node(n)
         gm.graph.erase_node(first)
         saved += 1
