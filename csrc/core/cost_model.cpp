@@ -43,6 +43,12 @@ double CostModel::optimizer_step_seconds(double shard_bytes, DType dtype, int op
   return streams + (kernels - 1) * device.kernel_overhead_s + kernels * device.optimizer_kernel_overhead_s;
 }
 
+double CostModel::bucket_copy_seconds(double bytes) const {
+  if (!std::isfinite(bytes) || bytes < 0)
+    throw InvalidArgument("bucket copy: bytes must be finite and non-negative, got " + std::to_string(bytes));
+  return 2 * bytes / (device.memory_bandwidth * device.memory_efficiency);
+}
+
 const CollectiveFit* CostModel::fit(CollectiveKind kind, bool inter) const {
   for (const auto& f : fits)
     if (f.kind == kind && f.inter == inter) return &f;

@@ -80,6 +80,11 @@ struct CostModel {
   // whole on every rank, a sharded one in pieces: without this term the
   // solver would see replicated parameters as free.
   double optimizer_step_seconds(double shard_bytes, DType dtype, int optimizer_states) const;
+  // Time to copy a collective's input of `bytes` into its bucket's flat buffer
+  // (read + write): the runtime packs the members of a bucket with one cat
+  // (_runtime/bucketing.py), so no kernel overhead per member. DDP's reducer
+  // pays the same copy.
+  double bucket_copy_seconds(double bytes) const;
   // Time of one collective over mesh dim `mesh_dim`'s process groups moving
   // `bytes` per rank (the nccl-tests convention: gathered output of an
   // all-gather, unreduced input of a reduce-scatter, the all-reduce buffer, the

@@ -101,6 +101,13 @@ TEST(Compute, ZeroWorkCostsNothingAndBadWorkThrows) {
   EXPECT_THROW(m.compute_seconds(OpWork{0, std::nan("")}, DType::Float32), InvalidArgument);
 }
 
+TEST(Compute, ABucketCopyReadsAndWritesItsBytesOnce) {
+  const CostModel m = make_cost_model("A100");
+  EXPECT_EQ(m.bucket_copy_seconds(0), 0.0);
+  EXPECT_DOUBLE_EQ(m.bucket_copy_seconds(1e6), 2e6 / (m.device.memory_bandwidth * m.device.memory_efficiency));
+  EXPECT_THROW(m.bucket_copy_seconds(-1), InvalidArgument);
+}
+
 TEST(Compute, OptimizerStepStreamsItsStateAndLaunchesAKernelPerUpdate) {
   const CostModel m = make_cost_model("H100");
   // AdamW (2 states) over a 64 MiB float32 shard: 3 + 8 x 2 = 19 shard-sized streams,

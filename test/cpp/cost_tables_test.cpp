@@ -83,8 +83,9 @@ TEST(RedistCostCache, NegativeDimsAndOutOfRangeDimsTakeTheCheckedPath) {
 
 TEST(RedistCostCache, ABucketedReductionPaysItsShareOfOneCollectivesLatencyByBytes) {
   // A gradient the runtime reduces in a bucket of B bytes: its all-reduce costs the
-  // bandwidth term plus latency x bytes / B, never more than unbucketed, and the
-  // same once it fills a bucket alone (or without buckets).
+  // bandwidth term plus latency x bytes / B plus its copy into the bucket's flat buffer,
+  // less than unbucketed, and the same once it fills a bucket alone (reduced in place,
+  // not copied) or without buckets.
   const CostModel cm = make_cost_model("H100");
   const Mesh mesh = make_mesh({8});
   const PlacementSpec partial{Placement::partial(ReduceOp::Sum)}, rep{Placement::replicate()};
@@ -99,7 +100,10 @@ TEST(RedistCostCache, ABucketedReductionPaysItsShareOfOneCollectivesLatencyByByt
   ASSERT_GT(latency, 0);
   const double whole = cm.redistribute_seconds(small, mesh, partial, rep);
   EXPECT_EQ(cache.get(small, partial, rep), to_cost(whole));  // the plain meta is unchanged
-  EXPECT_NEAR(to_seconds(bucketed(small)), whole - (1 - 256.0 * 1024 / bucket) * latency, 1e-9);
+  const double copy = cm.bucket_copy_seconds(256.0 * 1024);
+  EXPECT_NEAR(copy, 2 * 256.0 * 1024 / (cm.device.memory_bandwidth * cm.device.memory_efficiency), 1e-15);
+  EXPECT_GT(copy, 0);
+  EXPECT_NEAR(to_seconds(bucketed(small)), whole - (1 - 256.0 * 1024 / bucket) * latency + copy, 1e-9);
   EXPECT_LT(bucketed(small), cache.get(small, partial, rep));
   EXPECT_EQ(bucketed(big), cache.get(big, partial, rep));  // 64 MiB fills a bucket of its own
 
