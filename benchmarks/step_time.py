@@ -7,9 +7,10 @@ placements as fixed_params), which separates the runtime's speed from the planne
 
     PYTHONPATH=$PWD python benchmarks/step_time.py [--device cpu|cuda] [--models mlp,mlp_padded,llama,moe] [--meshes 4,2x2]
         [--rows ...] [--steps 20] [--warmup 3] [--repeats 3] [--calibration profile.json]
-        [--json results.json]
+        [--optimizer fused|foreach|for-loop] [--json results.json]
 
-Every row trains the same model (same seed, same batch every step, AdamW) for the same
+Every row trains the same model (same seed, same batch every step, AdamW: by default its
+fused implementation, the fastest torch has on CPU and CUDA, --optimizer) for the same
 number of steps on 4 gloo ranks (the single-process row: one process, the whole batch);
 the data-parallel rows, ours on torch's data-parallel plans included, give each rank its
 local batch as a data loader would. Each row runs --repeats times, interleaved with the
@@ -174,7 +175,7 @@ def _cost_table(device: str) -> str:
     return "cpu" if device == "cpu" else "H100"
 
 
-def _setup(row, name, model, batch, mesh_shape, calibration, plan_dir, device):
+def _setup(row, name, model, batch, mesh_shape, calibration, plan_dir, device, optimizer):
     """(module to train, the step's (args), how to read the global loss, plan or None)."""
     if row == "single":
         return model, batch, lambda loss: loss.item(), None
@@ -233,7 +234,7 @@ def _setup(row, name, model, batch, mesh_shape, calibration, plan_dir, device):
             with open(path + ".like") as f:
                 kwargs = {"like": f.read() or None}
     pm = parallelize(model, mesh, args, device=_cost_table(device), time_limit=5.0, calibration=calibration,
-                     compile=row == "ours_compiled", plan=saved, **kwargs)
+                     compile=row == "ours_compiled", plan=saved, optimizer_impl=optimizer, **kwargs)
     if saved is None and rank == 0:
         pm.plan.save(path)
         if row == "ours_measured":
@@ -334,7 +335,14 @@ def _param_groups(module) -> list:
     return [{"params": g} for g in groups if g]
 
 
-def _rank(rank, world, row, name, mesh_shape, steps, warmup, calibration, plan_dir, device="cpu"):
+def _adamw(groups, impl: str):
+    """torch.optim.AdamW running implementation `impl` (the same for every row)."""
+    from torch_localmap._live_calibration import adamw_flags
+
+    return torch.optim.AdamW(groups, lr=1e-3, **adamw_flags(impl))
+
+
+def _rank(rank, world, row, name, mesh_shape, steps, warmup, calibration, plan_dir, device="cpu", optimizer="fused"):
     if device == "cpu":
         torch.set_num_threads(1)  # 4 ranks share the machine's cores
     else:  # float32 as on CPU: the rows' losses are compared
@@ -352,8 +360,9 @@ def _rank(rank, world, row, name, mesh_shape, steps, warmup, calibration, plan_d
         tokens = _tokens(batch)
         if device == "cuda":
             model, batch = model.cuda(), tuple(t.cuda() for t in batch)
-        module, args, read, plan = _setup(row, name, model, batch, mesh_shape, calibration, plan_dir, device)
-        opt = torch.optim.AdamW(_param_groups(module), lr=1e-3)
+        module, args, read, plan = _setup(row, name, model, batch, mesh_shape, calibration, plan_dir, device,
+                                          optimizer)
+        opt = _adamw(_param_groups(module), optimizer)
 
         def step():
             loss = _loss_of(module, args)
@@ -390,13 +399,13 @@ def _rank(rank, world, row, name, mesh_shape, steps, warmup, calibration, plan_d
     return out
 
 
-def run_row(row, name, mesh_shape, steps, warmup, calibration, plan_dir, device="cpu"):
+def run_row(row, name, mesh_shape, steps, warmup, calibration, plan_dir, device="cpu", optimizer="fused"):
     if row == "tp_fsdp2" and name not in HAND_TP or row == "ours_on_tp_fsdp2" and name not in HAND_TP:
         raise NotImplementedError(NO_HAND_TP)
     # Every run in fresh processes: nothing a previous row allocated is in its memory figures.
     world = 1 if row == "single" else world_size(device)
     results = run_distributed(_rank, world, row, name, mesh_shape, steps, warmup, calibration, plan_dir, device,
-                              timeout=1800, pg_timeout=600, backend="nccl" if device == "cuda" else "gloo")
+                              optimizer, timeout=1800, pg_timeout=600, backend="nccl" if device == "cuda" else "gloo")
     r0 = dict(results[0])
     r0["median_s"] = max(r["median_s"] for r in results)  # a step ends when the slowest rank ends
     r0["peak_bytes"] = max(r["peak_bytes"] for r in results)
@@ -415,7 +424,8 @@ def run_case(name, mesh_shape, rows, a, plan_dir) -> dict:
                 continue  # one process: the same on every mesh; measured with the first
             t0 = time.time()
             try:
-                runs[row].append(run_row(row, name, mesh_shape, a.steps, a.warmup, a.calibration, plan_dir, a.device))
+                runs[row].append(run_row(row, name, mesh_shape, a.steps, a.warmup, a.calibration, plan_dir, a.device,
+                                         a.optimizer))
             except NotImplementedError as e:
                 errors[row] = {"error": f"n/a: {e}"}
             except Exception as e:  # ours: the row says why; torch's rows: the benchmark fails (main)
@@ -572,6 +582,9 @@ def main(argv=None):
     p.add_argument("--calibration", default="live",
                    help="a cost-model profile to plan with (default 'live': measured on each mesh by the first "
                         "planned row, cached for the others in a fresh directory; 'none': the table)")
+    p.add_argument("--optimizer", default="fused", choices=("for-loop", "foreach", "fused"),
+                   help="the AdamW implementation every row runs (foreach=False / foreach=True / fused=True; "
+                        "default fused: the fastest torch has on CPU and CUDA); the planned rows price it")
     p.add_argument("--json", default=None, help="write all results here")
     p.add_argument("--keep-plans", default=None, metavar="DIR",
                    help="save the plans of the planned rows here (Plan.load reads them back) instead of a temp dir")

@@ -52,7 +52,7 @@ from .placements import as_spec, spec_to_placements
 
 _KNOWN_OPTIONS = {"device", "time_limit", "memory_limit", "calibration", "fallback_replicate", "seed", "timeout",
                   "inductor", "overlap", "reshard_after_forward", "bucket_cap_mb", "plan_cache_size",
-                  "replan_tolerance"}
+                  "replan_tolerance", "optimizer_impl"}
 # How the per-rank programs run (parallelize's compile / overlap / reshard_after_forward).
 _EXECUTION_OPTIONS = ("inductor", "overlap", "reshard_after_forward", "bucket_cap_mb")
 
@@ -81,7 +81,10 @@ def localmap_backend(gm: torch.fx.GraphModule, example_inputs, options=None, **_
     ex = {k: options.pop(k) for k in _EXECUTION_OPTIONS if k in options}
     execution = _execution_options(mesh, ex.get("inductor"), ex.get("reshard_after_forward"), ex.get("overlap"),
                                    options.get("memory_limit", "device"), ex.get("bucket_cap_mb", DEFAULT_BUCKET_CAP_MB))
-    from ._parallelize import _check_count, _check_fraction
+    from ._parallelize import _check_count, _check_fraction, _priced_for_optimizer
+
+    if "optimizer_impl" in options:  # which AdamW implementation's measured figures price the step
+        options["calibration"] = _priced_for_optimizer(options.get("calibration"), options.pop("optimizer_impl"))
 
     cache_size = _check_count(options.pop("plan_cache_size", 16), "plan_cache_size", minimum=1)
     tolerance = _check_fraction(options.pop("replan_tolerance", 0.05), "replan_tolerance")

@@ -15,7 +15,9 @@ down as they do in training):
   our runtime, which runs each rank's program as FX graphs (kernel_overhead_s);
 - AdamW's step over small DTensor parameters, per kernel beyond a graph node's
   (optimizer_kernel_overhead_s: the optimizer runs eagerly on the DTensor parameters), and
-  over large plain ones, the bytes/s its updates stream (optimizer_bandwidth);
+  over large plain ones, the bytes/s its updates stream (optimizer_bandwidth) -- for each
+  implementation (the per-tensor loop, foreach, fused: meta.optimizer_impls); the device
+  fields hold torch's default one, and parallelize's optimizer_impl picks another;
 - all_gather / reduce_scatter / all_reduce / all_to_all on every mesh dim's process group at
   sizes from 16 KiB to 16 MiB (the C++ side fits latency and bandwidth per collective); on
   CPU each call follows a burst of compute, as in a training step, where the peers must be
@@ -43,13 +45,14 @@ import torch
 
 from ._calibrate import _sync
 
-__all__ = ["live_profile", "cache_path", "measure_mesh", "collective_call"]
+__all__ = ["live_profile", "cache_path", "measure_mesh", "collective_call", "with_optimizer_impl", "OPTIMIZER_IMPLS"]
 
 PROFILE_VERSION = 1
 # Part of the cache key: raised when measure_mesh changes what it writes, so profiles cached by
 # an earlier release are measured afresh. 2: the topology (ranks per node) is always written.
 # 3: CPU collectives timed between compute (_between_compute_seconds); optimizer_bandwidth.
-MEASURE_REVISION = 3
+# 4: the optimizer figures of every AdamW implementation (meta.optimizer_impls).
+MEASURE_REVISION = 4
 COLLECTIVE_SIZES = (16 << 10, 256 << 10, 2 << 20, 16 << 20)
 MATMUL_SHAPES = ((64, 512, 512), (256, 512, 2048), (512, 1024, 1024), (1024, 1024, 2048))
 _ROUND_SECONDS = 0.02  # each timed round runs the op at least this long (timer and scheduler noise)
@@ -168,10 +171,37 @@ def _fx_node_seconds(device) -> float:
     return _per_call_seconds(lambda: gm(tiny), device) / nodes
 
 
-def _optimizer_kernel_seconds(mesh, device, node_s: float) -> float:
-    """Seconds per optimizer kernel beyond a graph node's: AdamW's step over small DTensor
-    parameters on the mesh, as the user's optimizer runs on a planned module's parameters
-    (cost_model.h: optimizer_kernel_overhead_s; AdamW runs 7 kernels per parameter)."""
+# The AdamW implementations a training loop may run (torch.optim.AdamW's foreach / fused
+# flags; torchtitan's optimizer.implementation names them the same way). Their costs differ
+# several-fold: on this project's 2-core VM, over the step-time benchmark's llama parameters
+# on 4 ranks, the per-tensor loop took 27 ms on DTensor parameters (18 ms plain), the fused
+# kernel 8 ms (6 ms plain) -- DTensor's dispatch is paid per kernel, and the loop runs 7 per
+# parameter where the fused step runs one over all of them.
+OPTIMIZER_IMPLS = ("for-loop", "foreach", "fused")
+
+
+def default_optimizer_impl(device_type: str) -> str:
+    """The implementation torch.optim.AdamW runs when neither foreach nor fused is given:
+    foreach on CUDA, the per-tensor loop elsewhere (torch/optim/optimizer.py,
+    _default_to_fused_or_foreach)."""
+    return "foreach" if device_type == "cuda" else "for-loop"
+
+
+def adamw_flags(impl: str) -> dict:
+    """torch.optim.AdamW's keyword arguments that select implementation `impl`."""
+    return {"for-loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}[impl]
+
+
+def _adamw(params, impl: str):
+    return torch.optim.AdamW(params, lr=1e-3, **adamw_flags(impl))
+
+
+def _optimizer_kernel_seconds(mesh, device, node_s: float, impl: str) -> float:
+    """Seconds per optimizer kernel beyond a graph node's: AdamW's step (implementation
+    `impl`) over small DTensor parameters on the mesh, as the user's optimizer runs on a
+    planned module's parameters (cost_model.h: optimizer_kernel_overhead_s, priced for the
+    7 kernels per parameter of the loop; a foreach or fused step shares its kernels among
+    the parameters, so its figure per parameter is smaller)."""
     from torch.distributed.tensor import Replicate, distribute_tensor
 
     params = []
@@ -179,25 +209,52 @@ def _optimizer_kernel_seconds(mesh, device, node_s: float) -> float:
         p = torch.nn.Parameter(distribute_tensor(torch.zeros(16, device=device), mesh, [Replicate()] * mesh.ndim))
         p.grad = distribute_tensor(torch.ones(16, device=device), mesh, [Replicate()] * mesh.ndim)
         params.append(p)
-    opt = torch.optim.AdamW(params, lr=1e-3)
+    opt = _adamw(params, impl)
     per_param = _per_call_seconds(opt.step, device) / len(params)
     return max(per_param / 7 - node_s, 0.0)
 
 
-def _optimizer_bandwidth(device) -> float:
-    """Bytes/s AdamW's step streams over plain parameters whose state is larger than the
-    caches, as a model's is: 19 parameter-sized tensors read or written per step
-    (cost_model.h: optimizer_bandwidth). The torch default implementation for the device
-    runs, as it does for the user."""
+def _optimizer_bandwidth(device, impl: str) -> float:
+    """Bytes/s AdamW's step (implementation `impl`) streams over plain parameters whose state
+    is larger than the caches, as a model's is, counted as the 19 parameter-sized tensors the
+    loop reads or writes per step (cost_model.h: optimizer_bandwidth): an implementation
+    that streams fewer (the fused kernel reads and writes each once) measures faster."""
     numel = (16 << 20) if device.type == "cuda" else (1 << 20)
     params = []
     for _ in range(4):
         p = torch.nn.Parameter(torch.zeros(numel, device=device))
         p.grad = torch.full_like(p, 1e-3)
         params.append(p)
-    opt = torch.optim.AdamW(params, lr=1e-3)
+    opt = _adamw(params, impl)
     seconds = _per_call_seconds(opt.step, device)
     return 19 * 4 * numel * len(params) / seconds
+
+
+def _optimizer_figures(mesh, device, node_s: float) -> dict:
+    """{implementation: its optimizer_kernel_overhead_s and optimizer_bandwidth}, each the
+    slowest rank's."""
+    out = {}
+    for impl in OPTIMIZER_IMPLS:
+        overhead, neg_bandwidth = _max_over_ranks(
+            [_optimizer_kernel_seconds(mesh, device, node_s, impl), -_optimizer_bandwidth(device, impl)], device)
+        out[impl] = {"optimizer_kernel_overhead_s": overhead, "optimizer_bandwidth": -neg_bandwidth}
+    return out
+
+
+def with_optimizer_impl(profile: dict, impl: str) -> dict:
+    """`profile` pricing the optimizer step as implementation `impl` of AdamW runs it: its
+    device figures for the optimizer replaced by the ones measured for `impl`
+    (meta.optimizer_impls, written by measure_mesh)."""
+    if impl not in OPTIMIZER_IMPLS:
+        raise ValueError(f"optimizer_impl must be one of {', '.join(OPTIMIZER_IMPLS)} (torch.optim.AdamW's "
+                         f"foreach=False, foreach=True, fused=True), got {impl!r}")
+    figures = (profile.get("meta") or {}).get("optimizer_impls") or {}
+    if impl not in figures:
+        raise ValueError(f"optimizer_impl={impl!r}: this calibration profile has no optimizer figures measured for "
+                         f"it (meta.optimizer_impls holds {sorted(figures) or 'none'}); a profile made by "
+                         "calibration='live' measures every implementation")
+    meta = dict(profile["meta"], optimizer_impl=impl)
+    return dict(profile, device=dict(profile["device"], **figures[impl]), meta=meta)
 
 
 def collective_call(name: str, nbytes: int, world: int, device, group=None):
@@ -258,10 +315,10 @@ def measure_mesh(mesh, table: str) -> dict:
                                      device)
     fields["memory_bandwidth"] = 2 * copy_bytes / copy_s
     fields["kernel_overhead_s"] = node_s
-    fields["optimizer_kernel_overhead_s"] = _max_over_ranks([_optimizer_kernel_seconds(mesh, device, node_s)],
-                                                            device)[0]
-    # The slowest rank's: the least bandwidth (the most seconds) over the ranks.
-    fields["optimizer_bandwidth"] = -_max_over_ranks([-_optimizer_bandwidth(device)], device)[0]
+    # Every AdamW implementation's figures are kept (parallelize's optimizer_impl picks one);
+    # the device fields price the one torch runs by default on this device.
+    optimizers = _optimizer_figures(mesh, device, node_s)
+    fields.update(optimizers[default_optimizer_impl(device.type)])
     del src, dst
 
     hosts = _hosts()
@@ -288,7 +345,8 @@ def measure_mesh(mesh, table: str) -> dict:
         "meta": {"how": "torch_localmap._live_calibration.measure_mesh", "key": _key(mesh),
                  "table_device": table, "matmul_fits": fits, "statistic":
                  "median of timed rounds run by every rank together, then the slowest rank's",
-                 "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S")},
+                 "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                 "optimizer_impls": optimizers, "optimizer_impl": default_optimizer_impl(device.type)},
         "device": fields,
         "collectives": rows,
     }

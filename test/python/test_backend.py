@@ -90,6 +90,14 @@ def _rank_backend(rank, world_size):
     with torch.no_grad():
         res["dtensor_in"] = _full(dcompiled(distribute_tensor(_inputs(8), mesh, [Shard(0)])))
     res["dtensor_specs"] = {p.state_placements().get("shared.weight") for p in dplans} - {None}
+
+    # optimizer_impl picks figures a live calibration measured; this profile has none: refused.
+    try:
+        torch.compile(_model(), backend="localmap",
+                      options={"mesh": mesh, "calibration": FORCE_SHARDING, "optimizer_impl": "fused"})(_inputs(8))
+        res["impl_error"] = None
+    except Exception as e:  # Dynamo wraps the backend's ValueError
+        res["impl_error"] = str(e)
     return res
 
 
@@ -108,6 +116,8 @@ def test_backend_graph_breaks_buffers_eval_dynamic_shapes_and_dtensor_inputs():
         for b, want in ref["eval"].items():
             torch.testing.assert_close(r["eval"][b], want, **TOL, msg=lambda m: f"eval batch {b}: {m}")
         assert r["eval_plans"] >= 2 and not any(r["eval_backward"]), "eval graphs: forward-only plans"
+        assert "optimizer_impl='fused': this calibration profile has no optimizer figures" in (r["impl_error"] or ""), \
+            r["impl_error"]
         assert r["eval_sharded"], "eval graphs were planned all-replicated"
         assert r["eval_shared_specs"] <= r["shared_specs"]  # eval reuses the training placement
         torch.testing.assert_close(r["dtensor_in"], ref["fresh_eval"], **TOL)

@@ -187,11 +187,12 @@ def _rank_bad_options(rank, world):
 
     model, (x, y) = make_example(**CFG)
     errors = []
-    for bad in (dict(compile="yes"), dict(overlap="yes"), dict(reshard_after_forward=1), dict(optimizer_states=-1)):
+    for bad in (dict(compile="yes"), dict(overlap="yes"), dict(reshard_after_forward=1), dict(optimizer_states=-1),
+                dict(optimizer_impl="adam")):
         try:
             parallelize(model, make_mesh((world,)), (x, y), **bad)
             errors.append(None)
-        except TypeError as e:
+        except (TypeError, ValueError) as e:
             errors.append(str(e))
     return errors
 
@@ -201,6 +202,7 @@ def test_execution_options_are_checked():
         assert all(errors), errors
         assert "compile must be True, False or None" in errors[0]
         assert "overlap must be True, False or None, got 'yes'" in errors[1]
+        assert "optimizer_impl must be one of for-loop, foreach, fused or None, got 'adam'" in errors[4]
 
 
 def test_overlap_is_on_by_default_with_one_collective_in_flight_on_gloo():

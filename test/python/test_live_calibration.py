@@ -13,6 +13,8 @@ from dist_utils import make_mesh, run_distributed
 def _rank_live(rank, world, cache):
     os.environ["TLM_CACHE_DIR"] = cache
     torch.set_num_threads(1)
+    from torch.distributed.tensor import Replicate
+
     from torch_localmap import _live_calibration as live
     from torch_localmap import parallelize
     from torch_localmap.cost_model import load_cost_model
@@ -36,8 +38,22 @@ def _rank_live(rank, world, cache):
     from_file = parallelize(nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64)), mesh,
                             (torch.randn(16, 64),), device="cpu", calibration=path, time_limit=2.0)
     est = [pm.plan.summary.estimated_step_s, from_file.plan.summary.estimated_step_s]
+    # The same profile, but its "fused" figures an optimizer step 100x cheaper than the loop's:
+    # optimizer_impl="fused" must price the step with them, the default with the loop's.
+    with open(path) as f:
+        cheap = json.load(f)
+    loop = cheap["meta"]["optimizer_impls"]["for-loop"]
+    cheap["meta"]["optimizer_impls"]["fused"] = {"optimizer_kernel_overhead_s": 0.0,
+                                                 "optimizer_bandwidth": 100 * loop["optimizer_bandwidth"]}
+    priced = {}
+    for impl in (None, "fused"):
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64))
+        pm_impl = parallelize(m, mesh, (torch.randn(16, 64),), device="cpu", calibration=cheap, time_limit=2.0,
+                              fixed_params={n: [Replicate()] for n, _ in m.named_parameters()}, optimizer_impl=impl)
+        priced[str(impl)] = pm_impl.plan.summary.estimated_step_s
     return {"first": first, "again": again, "exists": exists, "measured_again": len(measured), "fresh": fresh,
-            "rate": model_fields["peak_flops_fp32"], "estimates": est}
+            "rate": model_fields["peak_flops_fp32"], "estimates": est, "priced": priced}
 
 
 def test_live_calibration_round_trips_through_its_file(tmp_path):
@@ -55,6 +71,14 @@ def test_live_calibration_round_trips_through_its_file(tmp_path):
     # AdamW's streams measured over state larger than the caches: slower than the copy's bandwidth
     # would price them on CPU (cost_model.h: optimizer_bandwidth).
     assert 0 < p["device"]["optimizer_bandwidth"] < 2 * p["device"]["memory_bandwidth"]
+    # Every AdamW implementation measured; the device fields hold torch's CPU default, the loop.
+    impls = p["meta"]["optimizer_impls"]
+    assert set(impls) == {"for-loop", "foreach", "fused"}
+    assert all(f["optimizer_bandwidth"] > 0 and f["optimizer_kernel_overhead_s"] >= 0 for f in impls.values())
+    assert p["meta"]["optimizer_impl"] == "for-loop"
+    assert {k: p["device"][k] for k in impls["for-loop"]} == impls["for-loop"]
+    # The parameters replicated: every rank steps the whole of them; the fused figures price it less.
+    assert r0["priced"]["fused"] < r0["priced"]["None"], r0["priced"]
     # One host holds every rank: all of them are one node's (the "cpu" table's own figure would not do
     # for a larger world: it would price half of a group's hops on an inter-node link never measured).
     assert p["topology"] == {"ranks_per_node": len(results)}
@@ -80,3 +104,23 @@ def test_live_calibration_needs_an_initialized_process_group(monkeypatch):
     with pytest.raises(ValueError, match="process group is initialized"):
         live_profile(object(), "cpu")
 
+
+
+def test_optimizer_impl_picks_the_profile_figures_measured_for_it():
+    from torch_localmap._live_calibration import with_optimizer_impl
+
+    figures = {"for-loop": {"optimizer_kernel_overhead_s": 2e-5, "optimizer_bandwidth": 1e10},
+               "fused": {"optimizer_kernel_overhead_s": 0.0, "optimizer_bandwidth": 7e10}}
+    profile = {"version": 1, "device": {"optimizer_bandwidth": 1e10, "optimizer_kernel_overhead_s": 2e-5,
+                                        "memory_bandwidth": 2e10},
+               "meta": {"optimizer_impls": figures, "optimizer_impl": "for-loop"}}
+    fused = with_optimizer_impl(profile, "fused")
+    assert fused["device"] == {"optimizer_bandwidth": 7e10, "optimizer_kernel_overhead_s": 0.0, "memory_bandwidth": 2e10}
+    assert fused["meta"]["optimizer_impl"] == "fused"
+    assert profile["device"]["optimizer_bandwidth"] == 1e10  # the caller's profile is left as it was
+    with pytest.raises(ValueError, match="optimizer_impl must be one of for-loop, foreach, fused"):
+        with_optimizer_impl(profile, "adam")
+    with pytest.raises(ValueError, match="no optimizer figures measured for it"):
+        with_optimizer_impl(profile, "foreach")
+    with pytest.raises(ValueError, match="no optimizer figures measured for it"):
+        with_optimizer_impl({"version": 1, "device": {}}, "fused")
