@@ -29,6 +29,7 @@ from ._runtime.reshard import kept_gather_bytes, mark_reshard_after_forward
 from ._runtime.bucketing import bucket_collectives
 from ._runtime.fuse_gathers import fuse_mesh_dim_gathers
 from ._runtime.fuse_reductions import fuse_mesh_dim_reductions, fuse_mesh_dim_scatters
+from ._runtime.reduce_before_transposes import reduce_before_transposes
 from ._runtime.transposed_products import contiguous_transposed_products
 from ._runtime.schedule import schedule_overlap
 
@@ -293,6 +294,7 @@ class RankProgram:
         for gm in (self.fw, self.bw):  # before bucketing: the merged collectives bucket together
             if gm is not None:
                 fuse_mesh_dim_reductions(gm)
+                reduce_before_transposes(gm)
                 fuse_mesh_dim_scatters(gm)
                 fuse_mesh_dim_gathers(gm)
         if self.options.bucket_bytes:

@@ -628,3 +628,39 @@ def test_reductions_over_two_mesh_dims_with_a_transpose_between_become_one():
         gm.graph.erase_node(n)
     gm.recompile()
     torch.testing.assert_close(gm(g), g.t())
+
+
+def test_an_all_reduce_between_a_transpose_and_its_inverse_takes_the_untransposed_value():
+    """t(all_reduce(clone(t(g)))) is all_reduce(g): the reduction takes the gradient in the
+    layout it was computed in, with no strided copy before it and no strided view after it.
+    Without the transpose back, readers would see another layout: left alone."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from torch_localmap._runtime.reduce_before_transposes import reduce_before_transposes
+
+    c10d = torch.ops._c10d_functional
+    aten = torch.ops.aten
+
+    def step(g):
+        b = aten.clone.default(aten.t.default(g))
+        return aten.t.default(c10d.wait_tensor.default(c10d.all_reduce.default(b, "sum", "both")))
+
+    def step_without_the_inverse(g):
+        b = aten.clone.default(aten.t.default(g))
+        return aten.relu.default(c10d.wait_tensor.default(c10d.all_reduce.default(b, "sum", "both")))
+
+    assert reduce_before_transposes(make_fx(step_without_the_inverse, tracing_mode="fake")(torch.randn(3, 5))) == 0
+    gm = make_fx(step, tracing_mode="fake")(torch.randn(3, 5))
+    assert reduce_before_transposes(gm) == 1
+    assert not [n for n in gm.graph.nodes if n.target in (aten.clone.default, aten.t.default)]
+    (ar,) = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is c10d.all_reduce.default]
+    assert ar.args[0].op == "placeholder" and ar.args[1:] == ("sum", "both")
+    (wait,) = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is c10d.wait_tensor.default]
+    for n in (wait, ar):  # one rank: the collectives as identities
+        n.replace_all_uses_with(n.args[0])
+        gm.graph.erase_node(n)
+    gm.recompile()
+    g = torch.randn(3, 5)
+    out = gm(g)
+    torch.testing.assert_close(out, g)
+    assert out.is_contiguous()
