@@ -241,13 +241,18 @@ def _optimizer_figures(mesh, device, node_s: float) -> dict:
     return out
 
 
+def check_optimizer_impl(impl) -> None:
+    """ValueError unless `impl` names an AdamW implementation (None: torch's default)."""
+    if impl is not None and impl not in OPTIMIZER_IMPLS:
+        raise ValueError(f"optimizer_impl must be one of {', '.join(OPTIMIZER_IMPLS)} or None, got {impl!r} "
+                         "(torch.optim.AdamW's foreach=False, foreach=True, fused=True; None: torch's default)")
+
+
 def with_optimizer_impl(profile: dict, impl: str) -> dict:
     """`profile` pricing the optimizer step as implementation `impl` of AdamW runs it: its
     device figures for the optimizer replaced by the ones measured for `impl`
     (meta.optimizer_impls, written by measure_mesh)."""
-    if impl not in OPTIMIZER_IMPLS:
-        raise ValueError(f"optimizer_impl must be one of {', '.join(OPTIMIZER_IMPLS)} (torch.optim.AdamW's "
-                         f"foreach=False, foreach=True, fused=True), got {impl!r}")
+    check_optimizer_impl(impl)
     figures = (profile.get("meta") or {}).get("optimizer_impls") or {}
     if impl not in figures:
         raise ValueError(f"optimizer_impl={impl!r}: this calibration profile has no optimizer figures measured for "

@@ -591,15 +591,12 @@ def _priced_for_optimizer(calibration, impl):
     `impl` (_live_calibration.with_optimizer_impl). None keeps the profile's own (a live
     profile's: torch's default implementation); without a profile the device table prices
     every implementation alike (its roofline has no per-implementation figure)."""
-    if impl is None:
-        return calibration
-    from ._live_calibration import OPTIMIZER_IMPLS, with_optimizer_impl
+    from ._live_calibration import check_optimizer_impl, with_optimizer_impl
     from .cost_model import calibration_text
 
-    if impl not in OPTIMIZER_IMPLS:
-        raise ValueError(f"optimizer_impl must be one of {', '.join(OPTIMIZER_IMPLS)} or None, got {impl!r}")
-    if calibration is None:
-        return None
+    check_optimizer_impl(impl)
+    if impl is None or calibration is None:
+        return calibration
     return with_optimizer_impl(json.loads(calibration_text(calibration)), impl)
 
 

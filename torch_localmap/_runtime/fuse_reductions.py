@@ -29,7 +29,7 @@ import torch
 import torch.fx as fx
 
 from .groups import combined_group_name, nested_group_name
-from .schedule import REGION_META, SAME_VALUES, is_wait, node_shape as _shape
+from .schedule import MOVES_ELEMENTS, REGION_META, SAME_VALUES, is_wait, node_shape as _shape
 
 _all_reduce = torch.ops._c10d_functional.all_reduce.default
 _reduce_scatter = torch.ops._c10d_functional.reduce_scatter_tensor.default
@@ -40,12 +40,11 @@ _RESPLIT = frozenset({_aten.squeeze.dim, _aten.view.default, _aten._unsafe_view.
 _PAD = _aten.constant_pad_nd.default
 
 
-# Between two chained all-reduces, besides SAME_VALUES: ops that move elements, the same way
-# on every rank. A reduction over ranks is taken element by element, so it commutes with
-# them: a weight gradient computed as a transposed product (transposed_products.py) is
-# reduced over one mesh dim, transposed, then reduced over the other -- the same as
-# transposed, then reduced once over both.
-_REARRANGE = frozenset({_aten.t.default, _aten.transpose.int, _aten.permute.default})
+# Between two chained all-reduces, besides SAME_VALUES: MOVES_ELEMENTS. A weight gradient
+# computed as a transposed product (transposed_products.py) is reduced over one mesh dim,
+# transposed, then reduced over the other -- the same as transposed, then reduced once over
+# both.
+_BETWEEN_REDUCTIONS = SAME_VALUES | MOVES_ELEMENTS
 
 
 def _chained_reduction(ar: fx.Node):
@@ -53,8 +52,7 @@ def _chained_reduction(ar: fx.Node):
     one user each, is `ar`'s input; None if there is none. Returns (that all-reduce, the
     nodes between, nearest to `ar` first, its wait last)."""
     between, x = [], ar.args[0]
-    while isinstance(x, fx.Node) and x.op == "call_function" and (x.target in SAME_VALUES or x.target in _REARRANGE) \
-            and len(x.users) == 1:
+    while isinstance(x, fx.Node) and x.op == "call_function" and x.target in _BETWEEN_REDUCTIONS and len(x.users) == 1:
         between.append(x)
         x = x.args[0]
     if not (isinstance(x, fx.Node) and is_wait(x) and len(x.users) == 1):
@@ -78,11 +76,11 @@ def fuse_mesh_dim_reductions(gm: fx.GraphModule) -> int:
         if group is None:
             continue
         wait = between[-1]
-        if any(n.target in _REARRANGE for n in between):
+        if any(n.target in MOVES_ELEMENTS for n in between):
             # The ops between keep their place and now move the unreduced value; the one
             # reduction after them sums what the two did.
             wait.replace_all_uses_with(first.args[0])
-            erase = [wait]
+            x, erase = ar.args[0], [wait]
         else:  # values in the same order: the first reduction's input, viewed to `ar`'s shape
             val = ar.args[0].meta.get("val")
             x = first.args[0]
@@ -90,9 +88,8 @@ def fuse_mesh_dim_reductions(gm: fx.GraphModule) -> int:
                 with gm.graph.inserting_before(ar):
                     x = gm.graph.call_function(_aten.view.default, (x, list(val.shape)))
                     x.meta["val"] = val
-            ar.args = (x,) + tuple(ar.args[1:])
             erase = between
-        ar.args = (ar.args[0], ar.args[1], group)
+        ar.args = (x, ar.args[1], group)
         for n in erase:
             gm.graph.erase_node(n)
         gm.graph.erase_node(first)

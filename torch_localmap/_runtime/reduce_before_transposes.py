@@ -17,12 +17,10 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
-from .schedule import is_wait
+from .schedule import MOVES_ELEMENTS, is_wait
 
 _all_reduce = torch.ops._c10d_functional.all_reduce.default
 _aten = torch.ops.aten
-# Ops that only move elements, the same way on every rank.
-_MOVES = frozenset({_aten.t.default, _aten.transpose.int, _aten.permute.default})
 
 
 def _permutation(node: fx.Node, ndim: int):
@@ -58,7 +56,7 @@ def _moved_copy(ar: fx.Node):
             and len(copy.users) == 1 and len(copy.args) == 1):
         return None
     moves, x = [], copy.args[0]
-    while isinstance(x, fx.Node) and x.op == "call_function" and x.target in _MOVES and len(x.users) == 1:
+    while isinstance(x, fx.Node) and x.op == "call_function" and x.target in MOVES_ELEMENTS and len(x.users) == 1:
         moves.append(x)
         x = x.args[0]
     val = x.meta.get("val") if isinstance(x, fx.Node) else None
@@ -80,7 +78,7 @@ def reduce_before_transposes(gm: fx.GraphModule) -> int:
         if not is_wait(wait) or len(wait.users) != 1:
             continue
         (back,) = wait.users
-        if back.op != "call_function" or back.target not in _MOVES or not _undone(moves + [back], x.meta["val"].dim()):
+        if back.op != "call_function" or back.target not in MOVES_ELEMENTS or not _undone(moves + [back], x.meta["val"].dim()):
             continue
         ar.args = (x,) + tuple(ar.args[1:])
         for n in (ar, wait):

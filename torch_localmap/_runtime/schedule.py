@@ -38,6 +38,10 @@ REGION_META = ("autograd_backward", "custom")
 # still that parameter (bucketing.py).
 SAME_VALUES = frozenset({aten.view.default, aten._unsafe_view.default, aten.reshape.default,
                          aten.unsqueeze.default, aten.alias.default, aten.clone.default})
+# Ops that only move their input's elements, the same way on every rank: a reduction over
+# ranks, taken element by element, commutes with them (fuse_reductions.py,
+# reduce_before_transposes.py).
+MOVES_ELEMENTS = frozenset({aten.t.default, aten.transpose.int, aten.permute.default})
 
 
 # On gloo (CPU) meshes, overlap keeps one collective in flight at a time. gloo runs each
