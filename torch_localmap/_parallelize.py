@@ -673,7 +673,8 @@ def _execution_options(mesh, compile, reshard_after_forward, overlap, memory_lim
         raise ValueError(f"bucket_cap_mb: expected a non-negative number of MiB (0: no buckets), got {bucket_cap_mb!r}")
     return ExecutionOptions(reshard_after_forward=reshard_after_forward, overlap=overlap, compile=compile,
                             bucket_bytes=int(bucket_cap_mb * 2**20),
-                            inflight_collectives=None if mesh.device_type == "cuda" else GLOO_INFLIGHT_COLLECTIVES)
+                            inflight_collectives=None if mesh.device_type == "cuda" else GLOO_INFLIGHT_COLLECTIVES,
+                            keep_host_memory=mesh.device_type == "cpu")
 
 
 def _sync_rng_state(mesh) -> None:

@@ -29,6 +29,7 @@ from ._runtime.reshard import kept_gather_bytes, mark_reshard_after_forward
 from ._runtime.bucketing import bucket_collectives
 from ._runtime.fuse_gathers import fuse_mesh_dim_gathers
 from ._runtime.fuse_reductions import fuse_mesh_dim_reductions, fuse_mesh_dim_scatters
+from ._runtime.host_memory import keep_freed_host_memory
 from ._runtime.reduce_before_transposes import reduce_before_transposes
 from ._runtime.transposed_products import contiguous_transposed_products
 from ._runtime.schedule import schedule_overlap
@@ -273,6 +274,8 @@ class RankProgram:
         self.num_fwd_outputs = num_fwd_outputs
         self.backward = backward
         self.options = options or ExecutionOptions()
+        if self.options.keep_host_memory:
+            keep_freed_host_memory()
         self.tangent_outputs = list(tangent_outputs if tangent_outputs is not None else range(num_fwd_outputs))
         n_inputs = sum(1 for n in joint_spmd.graph.nodes if n.op == "placeholder") - len(self.tangent_outputs)
         self.grad_slots = list(grad_slots) if grad_slots is not None else list(range(n_inputs))

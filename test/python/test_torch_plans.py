@@ -664,3 +664,37 @@ def test_an_all_reduce_between_a_transpose_and_its_inverse_takes_the_untranspose
     out = gm(g)
     torch.testing.assert_close(out, g)
     assert out.is_contiguous()
+
+
+def test_an_all_reduce_of_a_value_transposed_there_and_back_takes_the_value():
+    """all_reduce(clone(t(clone(t(g))))) -- what merging a gradient's reductions over two mesh
+    dims leaves -- is all_reduce(g): no strided copy at all. A chain that moves elements
+    (one transpose) is left alone."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from torch_localmap._runtime.reduce_before_transposes import reduce_before_transposes
+
+    c10d = torch.ops._c10d_functional
+    aten = torch.ops.aten
+
+    def there_and_back(g):
+        b = aten.t.default(aten.clone.default(aten.t.default(g), memory_format=torch.contiguous_format))
+        r = c10d.all_reduce.default(aten.clone.default(b, memory_format=torch.contiguous_format), "sum", "both")
+        return c10d.wait_tensor.default(r)
+
+    def there_only(g):
+        b = aten.clone.default(aten.t.default(g), memory_format=torch.contiguous_format)
+        return c10d.wait_tensor.default(c10d.all_reduce.default(b, "sum", "both"))
+
+    assert reduce_before_transposes(make_fx(there_only, tracing_mode="fake")(torch.randn(3, 5))) == 0
+    gm = make_fx(there_and_back, tracing_mode="fake")(torch.randn(3, 5))
+    assert reduce_before_transposes(gm) == 1
+    assert not [n for n in gm.graph.nodes if n.target in (aten.clone.default, aten.t.default)]
+    (ar,) = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is c10d.all_reduce.default]
+    assert ar.args[0].op == "placeholder" and ar.args[1:] == ("sum", "both")
+    for n in [n for n in gm.graph.nodes if n.op == "call_function" and n.target is c10d.wait_tensor.default] + [ar]:
+        n.replace_all_uses_with(n.args[0])  # one rank: the collectives as identities
+        gm.graph.erase_node(n)
+    gm.recompile()
+    g = torch.randn(3, 5)
+    torch.testing.assert_close(gm(g), g)

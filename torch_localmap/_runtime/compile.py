@@ -30,6 +30,9 @@ class ExecutionOptions:
     # Collectives of one kind merged into flat buffers of at most this many bytes (DDP's
     # bucket_cap_mb; bucketing.py); 0: every collective on its own.
     bucket_bytes: int = DEFAULT_BUCKET_BYTES
+    # glibc's malloc keeps freed memory for the next step instead of page-faulting it back in
+    # (host_memory.py): CPU meshes.
+    keep_host_memory: bool = False
 
 
 class CompiledOnFirstCall:
