@@ -44,6 +44,7 @@ import warnings
 import torch
 
 from ._calibrate import _sync
+from ._runtime.host_memory import keep_freed_host_memory
 
 __all__ = ["live_profile", "cache_path", "measure_mesh", "collective_call", "with_optimizer_impl", "OPTIMIZER_IMPLS"]
 
@@ -51,8 +52,9 @@ PROFILE_VERSION = 1
 # Part of the cache key: raised when measure_mesh changes what it writes, so profiles cached by
 # an earlier release are measured afresh. 2: the topology (ranks per node) is always written.
 # 3: CPU collectives timed between compute (_between_compute_seconds); optimizer_bandwidth.
-# 4: the optimizer figures of every AdamW implementation (meta.optimizer_impls).
-MEASURE_REVISION = 4
+# 4: the optimizer figures of every AdamW implementation (meta.optimizer_impls). 5: CPU
+# meshes measured with malloc keeping freed memory (_runtime/host_memory.py).
+MEASURE_REVISION = 5
 COLLECTIVE_SIZES = (16 << 10, 256 << 10, 2 << 20, 16 << 20)
 MATMUL_SHAPES = ((64, 512, 512), (256, 512, 2048), (512, 1024, 1024), (1024, 1024, 2048))
 _ROUND_SECONDS = 0.02  # each timed round runs the op at least this long (timer and scheduler noise)
@@ -412,6 +414,8 @@ def live_profile(mesh, table: str, directory: str | None = None, refresh: bool =
     dist.broadcast_object_list(found, src=first)
     if found[0] is not None:
         return json.loads(found[0])
+    if mesh.device_type == "cpu":  # measured with malloc set as the CPU rank programs run with it
+        keep_freed_host_memory()
     profile = measure_mesh(mesh, table)
     box = [profile]
     dist.broadcast_object_list(box, src=first)
