@@ -630,6 +630,58 @@ def test_reductions_over_two_mesh_dims_with_a_transpose_between_become_one():
     torch.testing.assert_close(gm(g), g.t())
 
 
+def test_reductions_over_two_mesh_dims_with_a_rank_invariant_scaling_between_become_one():
+    """A loss's sum reduced over mesh dim 0, divided by the global count, then reduced over
+    dim 1 (and a mean scaled by a constant, alike) is one reduction over both dims, the
+    scaling after it: the loss's reductions no longer wait for each other. A divisor reduced
+    over dim 0 only differs between dim 1's ranks: left alone."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from torch_localmap._runtime import fuse_reductions
+
+    c10d = torch.ops._c10d_functional
+    aten = torch.ops.aten
+
+    def reduce(x, op, group):
+        return c10d.wait_tensor.default(c10d.all_reduce.default(x, op, group))
+
+    def loss(total, count, aux):
+        c = reduce(reduce(count, "sum", "dim0"), "sum", "dim1")
+        mean = reduce(aten.div.Tensor(reduce(total, "sum", "dim0"), c), "sum", "dim1")
+        extra = reduce(aten.mul.Tensor(reduce(aux, "avg", "dim0"), 0.5), "avg", "dim1")
+        return aten.add.Tensor(mean, extra)
+
+    def by_a_partial_count(total, count, aux):
+        c = reduce(count, "sum", "dim0")
+        return reduce(aten.div.Tensor(reduce(total, "sum", "dim0"), c), "sum", "dim1")
+
+    members = {"dim0": {"dim0"}, "dim1": {"dim1"}, "both": {"dim0", "dim1"}}
+
+    def combined(names):
+        dims = set().union(*(members[n] for n in names))
+        return "both" if dims == {"dim0", "dim1"} else None
+
+    args = (torch.tensor(6.0), torch.tensor(4.0), torch.tensor(2.0))
+    orig = fuse_reductions.combined_group_name
+    fuse_reductions.combined_group_name = combined
+    try:
+        gm = make_fx(loss, tracing_mode="fake")(*args)
+        assert fuse_reductions.fuse_mesh_dim_reductions(gm) == 3
+        left = make_fx(by_a_partial_count, tracing_mode="fake")(*args)
+        assert fuse_reductions.fuse_mesh_dim_reductions(left) == 0
+    finally:
+        fuse_reductions.combined_group_name = orig
+    reductions = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is c10d.all_reduce.default]
+    assert sorted(n.args[1:] for n in reductions) == [("avg", "both"), ("sum", "both"), ("sum", "both")]
+    assert all(n.args[0].op == "placeholder" for n in reductions)  # the scalings follow the reductions
+    waits = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is c10d.wait_tensor.default]
+    for n in reductions + waits:  # one rank: the collectives as identities
+        n.replace_all_uses_with(n.args[0])
+        gm.graph.erase_node(n)
+    gm.recompile()
+    torch.testing.assert_close(gm(*args), args[0] / args[1] + args[2] * 0.5)
+
+
 def test_an_all_reduce_between_a_transpose_and_its_inverse_takes_the_untransposed_value():
     """t(all_reduce(clone(t(g)))) is all_reduce(g): the reduction takes the gradient in the
     layout it was computed in, with no strided copy before it and no strided view after it.

@@ -10,6 +10,13 @@ result of another all-reduce with the same reduce op and no other user) and merg
 runtime's combined group (groups.combined_group_name). Runs before bucketing, so the
 merged reductions are bucketed together.
 
+A scaling by a value every rank of both groups holds alike (a number, or the result of an
+all-reduce over a group that spans them) may sit between the two: the planner divides a loss's
+sum, reduced over one mesh dim, by the global token count, then reduces over the other (the
+MoE's planned 2x2 program: three forward reductions, each waiting for the one before).
+sum_b(s * sum_a(x)) is s * sum_ab(x), and the same for a mean: the merged reduction takes x
+and the scaling follows its wait, so the loss's sums and count go out in one collective.
+
 The same holds for reduce-scatters: a gradient Partial on mesh dims a < b and wanted
 S(0) on both (FSDP2's plan on a 2-D mesh) is reduce-scattered over a's group (rank i
 keeps piece i of dim 0), then that piece over b's (piece j of it). Where the pieces are
@@ -45,14 +52,45 @@ _PAD = _aten.constant_pad_nd.default
 # transposed, then reduced over the other -- the same as transposed, then reduced once over
 # both.
 _BETWEEN_REDUCTIONS = SAME_VALUES | MOVES_ELEMENTS
+# Scalings that commute with a sum or a mean over ranks where every rank scales alike.
+_SCALINGS = frozenset({_aten.mul.Tensor, _aten.div.Tensor})
+
+
+def _same_on_every_rank(v, groups) -> bool:
+    """Whether operand `v` is alike on every rank of `groups`' ranks taken together: a number,
+    or (through views) the waited result of an all-reduce over a group spanning them."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return True
+    while isinstance(v, fx.Node) and v.op == "call_function" and v.target in SAME_VALUES:
+        v = v.args[0]
+    if not (isinstance(v, fx.Node) and is_wait(v)):
+        return False
+    r = v.args[0]
+    return isinstance(r, fx.Node) and r.target is _all_reduce and \
+        combined_group_name([r.args[2], *groups]) == r.args[2]
+
+
+def _is_scaling(node: fx.Node) -> bool:
+    """`node` scales its first operand by a one-element second one, keeping its shape and dtype."""
+    if node.target not in _SCALINGS or len(node.args) != 2 or node.kwargs:
+        return False
+    out, x, s = node.meta.get("val"), node.args[0], node.args[1]
+    xv = x.meta.get("val") if isinstance(x, fx.Node) else None
+    sv = s.meta.get("val") if isinstance(s, fx.Node) else s
+    if not (isinstance(out, torch.Tensor) and isinstance(xv, torch.Tensor)):
+        return False
+    one = not isinstance(sv, torch.Tensor) or sv.numel() == 1
+    return one and out.shape == xv.shape and out.dtype == xv.dtype and out.dtype.is_floating_point
 
 
 def _chained_reduction(ar: fx.Node):
-    """The all-reduce whose waited result, through value-keeping or element-moving ops with
-    one user each, is `ar`'s input; None if there is none. Returns (that all-reduce, the
-    nodes between, nearest to `ar` first, its wait last)."""
+    """The all-reduce whose waited result, through value-keeping, element-moving or scaling
+    ops with one user each, is `ar`'s input; None if there is none. Returns (that
+    all-reduce, the nodes between, nearest to `ar` first, its wait last). Scalings only
+    with no element-moving op, by a value alike on both reductions' ranks, in a sum or mean."""
     between, x = [], ar.args[0]
-    while isinstance(x, fx.Node) and x.op == "call_function" and x.target in _BETWEEN_REDUCTIONS and len(x.users) == 1:
+    while isinstance(x, fx.Node) and x.op == "call_function" and len(x.users) == 1 and (
+            x.target in _BETWEEN_REDUCTIONS or _is_scaling(x)):
         between.append(x)
         x = x.args[0]
     if not (isinstance(x, fx.Node) and is_wait(x) and len(x.users) == 1):
@@ -60,7 +98,30 @@ def _chained_reduction(ar: fx.Node):
     first = x.args[0]
     if first.target is not _all_reduce or len(first.users) != 1 or first.args[1] != ar.args[1]:
         return None
+    scalings = [n for n in between if n.target in _SCALINGS]
+    if scalings and (ar.args[1] not in ("sum", "avg") or any(n.target in MOVES_ELEMENTS for n in between)
+                     or not all(_same_on_every_rank(n.args[1], (first.args[2], ar.args[2])) for n in scalings)):
+        return None
     return first, between + [x]  # in erasing order: the node next to `ar` first
+
+
+def _scale_after(gm: fx.GraphModule, ar: fx.Node, scalings) -> bool:
+    """Applies `scalings` (in the order given) to `ar`'s waited result, for every reader of
+    it. False (nothing changed) where `ar` has no single wait."""
+    waits = list(ar.users)
+    if len(waits) != 1 or not is_wait(waits[0]):
+        return False
+    (wait,) = waits
+    readers = list(wait.users)
+    out = wait
+    for m in scalings:
+        with gm.graph.inserting_after(out):
+            scaled = gm.graph.call_function(m.target, (out, m.args[1]))
+        scaled.meta.update({k: wait.meta[k] for k in ("val", *REGION_META) if k in wait.meta})
+        out = scaled
+    for r in readers:
+        r.replace_input_with(wait, out)
+    return True
 
 
 def fuse_mesh_dim_reductions(gm: fx.GraphModule) -> int:
@@ -76,6 +137,9 @@ def fuse_mesh_dim_reductions(gm: fx.GraphModule) -> int:
         if group is None:
             continue
         wait = between[-1]
+        scalings = [n for n in reversed(between) if n.target in _SCALINGS]  # in the order applied
+        if scalings and not _scale_after(gm, ar, scalings):
+            continue
         if any(n.target in MOVES_ELEMENTS for n in between):
             # The ops between keep their place and now move the unreduced value; the one
             # reduction after them sums what the two did.
