@@ -588,6 +588,17 @@ def test_the_first_gradient_bucket_holds_a_mebibyte_as_ddps_does():
         assert len(sizes) >= 2 and sizes[0] * 8 <= 2**20 < sizes[-1] * 8, sizes
 
 
+def _as_one_rank(gm):
+    """`gm` with every all-reduce and wait returning its input, as on one rank (recompiled)."""
+    c10d = torch.ops._c10d_functional
+    for n in [n for n in gm.graph.nodes
+              if n.op == "call_function" and n.target in (c10d.all_reduce.default, c10d.wait_tensor.default)]:
+        n.replace_all_uses_with(n.args[0])
+        gm.graph.erase_node(n)
+    gm.recompile()
+    return gm
+
+
 def test_reductions_over_two_mesh_dims_with_a_transpose_between_become_one():
     """A weight gradient reduced over one mesh dim, transposed and copied, then reduced over
     the other (a transposed product's layout, as the planner's 2-D plans reduce them) is one
@@ -623,11 +634,7 @@ def test_reductions_over_two_mesh_dims_with_a_transpose_between_become_one():
     waits = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is c10d.wait_tensor.default]
     assert len(waits) == 1
     # Run with the collectives as identities (one rank): the result is g transposed.
-    for n in reductions + waits:
-        n.replace_all_uses_with(n.args[0])
-        gm.graph.erase_node(n)
-    gm.recompile()
-    torch.testing.assert_close(gm(g), g.t())
+    torch.testing.assert_close(_as_one_rank(gm)(g), g.t())
 
 
 def test_reductions_over_two_mesh_dims_with_a_rank_invariant_scaling_between_become_one():
@@ -674,12 +681,7 @@ def test_reductions_over_two_mesh_dims_with_a_rank_invariant_scaling_between_bec
     reductions = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is c10d.all_reduce.default]
     assert sorted(n.args[1:] for n in reductions) == [("avg", "both"), ("sum", "both"), ("sum", "both")]
     assert all(n.args[0].op == "placeholder" for n in reductions)  # the scalings follow the reductions
-    waits = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is c10d.wait_tensor.default]
-    for n in reductions + waits:  # one rank: the collectives as identities
-        n.replace_all_uses_with(n.args[0])
-        gm.graph.erase_node(n)
-    gm.recompile()
-    torch.testing.assert_close(gm(*args), args[0] / args[1] + args[2] * 0.5)
+    torch.testing.assert_close(_as_one_rank(gm)(*args), args[0] / args[1] + args[2] * 0.5)
 
 
 def test_an_all_reduce_between_a_transpose_and_its_inverse_takes_the_untransposed_value():
@@ -707,13 +709,9 @@ def test_an_all_reduce_between_a_transpose_and_its_inverse_takes_the_untranspose
     assert not [n for n in gm.graph.nodes if n.target in (aten.clone.default, aten.t.default)]
     (ar,) = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is c10d.all_reduce.default]
     assert ar.args[0].op == "placeholder" and ar.args[1:] == ("sum", "both")
-    (wait,) = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is c10d.wait_tensor.default]
-    for n in (wait, ar):  # one rank: the collectives as identities
-        n.replace_all_uses_with(n.args[0])
-        gm.graph.erase_node(n)
-    gm.recompile()
+    assert len([n for n in gm.graph.nodes if n.op == "call_function" and n.target is c10d.wait_tensor.default]) == 1
     g = torch.randn(3, 5)
-    out = gm(g)
+    out = _as_one_rank(gm)(g)
     torch.testing.assert_close(out, g)
     assert out.is_contiguous()
 
@@ -744,9 +742,5 @@ def test_an_all_reduce_of_a_value_transposed_there_and_back_takes_the_value():
     assert not [n for n in gm.graph.nodes if n.target in (aten.clone.default, aten.t.default)]
     (ar,) = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is c10d.all_reduce.default]
     assert ar.args[0].op == "placeholder" and ar.args[1:] == ("sum", "both")
-    for n in [n for n in gm.graph.nodes if n.op == "call_function" and n.target is c10d.wait_tensor.default] + [ar]:
-        n.replace_all_uses_with(n.args[0])  # one rank: the collectives as identities
-        gm.graph.erase_node(n)
-    gm.recompile()
     g = torch.randn(3, 5)
-    torch.testing.assert_close(gm(g), g)
+    torch.testing.assert_close(_as_one_rank(gm)(g), g)
