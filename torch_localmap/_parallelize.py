@@ -193,15 +193,21 @@ class ParallelModule(nn.Module):
 
     def _program_inputs(self, c: _Compiled, leaves) -> list:
         """This rank's program inputs for a call: local shards of the state and the inputs."""
-        inputs = []
+        inputs, state = [], []
         for kind, what in c.sources:
             if kind in ("param", "buffer"):  # plain tensors under like="ddp" (_distribute_state)
                 t = self.get_parameter(what) if kind == "param" else self.get_buffer(what)
-                inputs.append(t.to_local() if isinstance(t, DTensor) else t)
+                if isinstance(t, DTensor):
+                    state.append(len(inputs))
+                inputs.append(t)
             elif kind == "constant":
                 inputs.append(what)
             else:  # a user input
                 inputs.append(self._local_input(c, what, leaves[what]))
+        # The state's local shards in one autograd node, not one to_local (and one DTensor built
+        # per gradient) per parameter: that was most of the Python a step spent outside its graphs.
+        for i, local in zip(state, dtensor.local_tensors([inputs[i] for i in state])):
+            inputs[i] = local
         return inputs
 
     def _local_input(self, c: _Compiled, idx: int, value):

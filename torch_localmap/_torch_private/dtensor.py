@@ -5,6 +5,7 @@ grad_placements (2.11, 2.12).
 """
 from __future__ import annotations
 
+import copy
 import functools
 
 import torch
@@ -95,3 +96,59 @@ def dtensor_from_local(local, mesh, placements, shape, stride, grad_placements):
         return DTensor.from_local(local, mesh, placements, run_check=False, shape=shape, stride=stride,
                                   grad_placements=grad_placements)
     return _FromLocalWithGrad.apply(local, mesh, placements, shape, stride, grad_placements)
+
+
+class _LocalTensors(torch.autograd.Function):
+    """The local tensors of many DTensors as one autograd node. DTensor.to_local is a node per
+    tensor, and its backward builds each gradient through DTensor.from_local: with a model's
+    parameters passed in every step, those were milliseconds of Python per step per rank."""
+
+    @staticmethod
+    def forward(ctx, *dtensors):
+        ctx.specs = [d._spec for d in dtensors]
+        ctx.local_strides = [d._local_tensor.stride() for d in dtensors]
+        ctx.set_materialize_grads(False)
+        # Fresh tensor objects: autograd writes its metadata into the outputs, and a DTensor's
+        # own _local_tensor must stay a plain leaf (torch's _ToTorchTensor does the same).
+        return tuple(d._local_tensor.view_as(d._local_tensor) for d in dtensors)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return tuple(None if g is None else _gradient_dtensor(g, spec, stride)
+                     for g, spec, stride in zip(grads, ctx.specs, ctx.local_strides))
+
+
+def _gradient_dtensor(grad, spec, local_stride):
+    """The DTensor gradient of a DTensor with `spec` from its local gradient `grad`, in the
+    DTensor's placements (what DTensor.to_local's backward gives for Shard and Replicate)."""
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor._dtensor_spec import DTensorSpec, TensorMeta
+    from torch.distributed.tensor._utils import compute_global_tensor_info
+
+    if grad.stride() == local_stride:  # a copy, as torch's own backward makes: specs are not shared
+        grad_spec = copy.copy(spec)
+    else:
+        _, stride = compute_global_tensor_info(grad, spec.mesh, spec.placements)
+        meta = spec.tensor_meta
+        grad_spec = DTensorSpec(spec.mesh, spec.placements,
+                                tensor_meta=TensorMeta(shape=meta.shape, stride=tuple(stride), dtype=meta.dtype))
+    return DTensor(grad, grad_spec, requires_grad=grad.requires_grad)
+
+
+def local_tensors(dtensors) -> list:
+    """[d.to_local() for d in dtensors] for DTensors placed Shard or Replicate (not Partial),
+    with one autograd node for all of them: DTensor's private _spec and _local_tensor and its
+    (local_tensor, spec, requires_grad=) constructor (2.13)."""
+    from torch.distributed.tensor import Partial
+
+    dtensors = list(dtensors)
+    if not dtensors:
+        return []
+    if not torch.is_grad_enabled() or any(isinstance(p, Partial) for d in dtensors for p in d.placements):
+        return [d.to_local() for d in dtensors]
+    grad = [i for i, d in enumerate(dtensors) if d.requires_grad]
+    out = [d._local_tensor.view_as(d._local_tensor) for d in dtensors]
+    if grad:
+        for i, local in zip(grad, _LocalTensors.apply(*[dtensors[i] for i in grad])):
+            out[i] = local
+    return out
