@@ -147,7 +147,7 @@ def local_tensors(dtensors) -> list:
     if not torch.is_grad_enabled() or any(isinstance(p, Partial) for d in dtensors for p in d.placements):
         return [d.to_local() for d in dtensors]
     grad = [i for i, d in enumerate(dtensors) if d.requires_grad]
-    out = [d._local_tensor.view_as(d._local_tensor) for d in dtensors]
+    out = [None if d.requires_grad else d._local_tensor.view_as(d._local_tensor) for d in dtensors]
     if grad:
         for i, local in zip(grad, _LocalTensors.apply(*[dtensors[i] for i in grad])):
             out[i] = local
