@@ -3,7 +3,8 @@
 # in a virtual environment of its own (build/compat/torch-$TORCH), from a copy of the source
 # (so the main tree's extension, built for the main venv's torch, is never touched):
 # the extension's build against that torch, then a smoke subset -- plan and solve, the ops'
-# opcheck and 4-rank gradcheck, the release shims, a Hugging Face model on 4 ranks against
+# opcheck and 4-rank gradcheck, the release shims (test_torch_compat; test_local_tensors for the
+# DTensor state's autograd node), a Hugging Face model on 4 ranks against
 # one process through parallelize and the compile backend. The GoogleTests are not
 # rerun: csrc/core is torch-free, so they test the same code under every torch.
 #   TORCH=2.15.0 PYTHON=python3 JOBS=2 bash tools/test_compat.sh
@@ -67,7 +68,7 @@ T="$ROOT/test/python"
 "$VENV/bin/pytest" -q -p no:cacheprovider -n "$JOBS" --dist worksteal --rootdir "$ROOT" -c "$ROOT/pyproject.toml" \
   "$T/test_solver.py" "$T/test_torch_compat.py" "$T/test_localmap_ops.py" \
   "$T/test_parallelize.py::test_backend_is_registered_by_entry_point" \
-  "$T/test_plan_reuse.py" "$T/test_ops_on_import.py" "$T/test_live_calibration.py" \
+  "$T/test_plan_reuse.py" "$T/test_ops_on_import.py" "$T/test_live_calibration.py" "$T/test_local_tensors.py" \
   "$T/test_recompute.py" --deselect test/python/test_recompute.py::test_llama_70b_plans_on_the_meta_device_and_fits_by_recomputing \
   "$T/test_zoo.py::test_zoo_model_trains_like_one_process[hf_llama]"
 echo "test-compat torch $TORCH: passed (install ${t_install} s, build ${t_build} s, total $((SECONDS - t0)) s)"

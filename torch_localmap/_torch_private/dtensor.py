@@ -136,18 +136,18 @@ def _gradient_dtensor(grad, spec, local_stride):
 
 
 def local_tensors(dtensors) -> list:
-    """[d.to_local() for d in dtensors] for DTensors placed Shard or Replicate (not Partial),
-    with one autograd node for all of them: DTensor's private _spec and _local_tensor and its
-    (local_tensor, spec, requires_grad=) constructor (2.13)."""
+    """[d.to_local() for d in dtensors], with one autograd node for all of them (a list with a
+    Partial placement goes through to_local): DTensor's private _spec and _local_tensor and its
+    (local_tensor, spec, requires_grad=) constructor (2.13; 2.11 and 2.15 have them too)."""
     from torch.distributed.tensor import Partial
 
     dtensors = list(dtensors)
-    if not dtensors:
-        return []
-    if not torch.is_grad_enabled() or any(isinstance(p, Partial) for d in dtensors for p in d.placements):
-        return [d.to_local() for d in dtensors]
-    grad = [i for i, d in enumerate(dtensors) if d.requires_grad]
-    out = [None if d.requires_grad else d._local_tensor.view_as(d._local_tensor) for d in dtensors]
+    if any(isinstance(p, Partial) for d in dtensors for p in d.placements):
+        return [d.to_local() for d in dtensors]  # torch's own rule for a Partial's gradient
+    grad = [i for i, d in enumerate(dtensors) if d.requires_grad and torch.is_grad_enabled()]
+    # A view, never the DTensor's own _local_tensor (which 2.11's to_local returns without grad).
+    takes_grad = set(grad)
+    out = [None if i in takes_grad else d._local_tensor.view_as(d._local_tensor) for i, d in enumerate(dtensors)]
     if grad:
         for i, local in zip(grad, _LocalTensors.apply(*[dtensors[i] for i in grad])):
             out[i] = local
