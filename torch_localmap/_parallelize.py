@@ -205,7 +205,7 @@ class ParallelModule(nn.Module):
             else:  # a user input
                 inputs.append(self._local_input(c, what, leaves[what]))
         # The state's local shards in one autograd node, not one to_local (and one DTensor built
-        # per gradient) per parameter: that was most of the Python a step spent outside its graphs.
+        # per gradient) per parameter: milliseconds of Python a step (docs/benchmarks.md).
         for i, local in zip(state, dtensor.local_tensors([inputs[i] for i in state])):
             inputs[i] = local
         return inputs

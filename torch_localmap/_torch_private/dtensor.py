@@ -144,10 +144,11 @@ def local_tensors(dtensors) -> list:
     dtensors = list(dtensors)
     if any(isinstance(p, Partial) for d in dtensors for p in d.placements):
         return [d.to_local() for d in dtensors]  # torch's own rule for a Partial's gradient
-    grad = [i for i, d in enumerate(dtensors) if d.requires_grad and torch.is_grad_enabled()]
-    # A view, never the DTensor's own _local_tensor (which 2.11's to_local returns without grad).
-    takes_grad = set(grad)
-    out = [None if i in takes_grad else d._local_tensor.view_as(d._local_tensor) for i, d in enumerate(dtensors)]
+    recording = torch.is_grad_enabled()
+    # A view, never the DTensor's own _local_tensor (which 2.11's to_local returns without grad);
+    # None where the autograd node below gives the local tensor.
+    out = [None if recording and d.requires_grad else d._local_tensor.view_as(d._local_tensor) for d in dtensors]
+    grad = [i for i, local in enumerate(out) if local is None]
     if grad:
         for i, local in zip(grad, _LocalTensors.apply(*[dtensors[i] for i in grad])):
             out[i] = local
