@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "core/solver/fold.h"
+#include "core/solver/spend_slack.h"
 #include "core/solver/trace.h"
 #include "core/symmetry.h"
 
@@ -56,6 +57,9 @@ std::optional<FoldedStart> solve_folded(const Graph& g, const CostTables& t, con
                                         double time_limit_s) {
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(std::max(0.0, time_limit_s)));
+  // The last slice of the time goes to untying the plan (solver/spend_slack.h).
+  const auto solve_end = deadline - std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(spend_slack_seconds(time_limit_s)));
   const RepeatedBlocks rb = find_repeated_blocks(g, t);
   if (static_cast<int>(rb.members.size()) < kFoldMinBlocks) return std::nullopt;
   std::vector<std::vector<int>> classes(rb.members.front().size());
@@ -66,7 +70,7 @@ std::optional<FoldedStart> solve_folded(const Graph& g, const CostTables& t, con
   const solver::Problem& full = t.problem;
   std::optional<FoldedStart> out;
   for (int round = 0; round < 3; ++round) {
-    const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
+    const double left = std::chrono::duration<double>(solve_end - Clock::now()).count();
     if (left <= 0) break;
     std::string why;
     std::optional<solver::Folding> f = solver::fold_problem(full, classes, keep, &why);
@@ -116,6 +120,23 @@ std::optional<FoldedStart> solve_folded(const Graph& g, const CostTables& t, con
     for (size_t step = 0; step < keep.size(); ++step)
       if (load[step] > *full.usage_limit && !keep[step]) keep[step] = 1, grew = true;
     if (!grew) break;  // over at kept steps only: a forbidden pair or a limit the folding cannot see
+  }
+  if (out && out->fits) {
+    // Members untied where the tied plan leaves memory unused; the tied labelling stays the
+    // answer should the result not check out on the full problem.
+    const auto t0 = Clock::now();
+    solver::Solution untied = out->labels;
+    const solver::SlackResult sr = solver::spend_slack(full, classes, untied, std::max(deadline, t0));
+    const solver::Evaluation ev = solver::evaluate(full, untied);
+    char note[200];
+    std::snprintf(note, sizeof note, "; %d members untied into unused memory: %s (%.2f s)", sr.moves,
+                  solver::to_string(ev.cost).c_str(), std::chrono::duration<double>(Clock::now() - t0).count());
+    solver::trace("fold: %s, %d candidates", note + 2, sr.candidates);
+    if (sr.moves > 0 && ev.feasible && ev.cost < out->cost) {
+      out->labels = std::move(untied);
+      out->cost = ev.cost;
+      out->note += note;
+    }
   }
   return out;
 }
