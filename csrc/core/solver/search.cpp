@@ -231,6 +231,14 @@ void bound_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh, 
     prev = lagr;
     double ub = 0;
     double target = sh.upper(&ub) ? ub : std::fabs(lagr) * 1.5 + 1.0;
+    // A labelling far above the bound (a greedy start through "practically forbidden"
+    // entries: IOPDDL's A, L and S start at ~2e18 for optima near 1e9) would make a Polyak
+    // step of that size, after which the bound never recovered (A: -1.9e14 at iteration 1,
+    // 0.52e9 at 5 s). Once the Lagrangian is positive the target is at most 101 times it;
+    // the shrinking scale handles the rest. (A cap at 4 times cost T and D 3-6% of their
+    // 5 s bounds; from a Lagrangian of zero, as a knapsack's all-keep start gives, no cap
+    // applies, else the first steps would be nothing.)
+    if (lagr > 0) target = std::min(target, 101.0 * lagr);
     double alpha = scale * std::max(target - lagr, 1e-6 * std::fabs(target) + 1.0) / (norm2 * span);
     for (size_t k = 0; k < lam.size(); ++k) lam[k] = std::max(0.0, lam[k] + alpha * g[k]);
     apply_multipliers();
