@@ -127,10 +127,11 @@ std::optional<FoldedStart> solve_folded(const Graph& g, const CostTables& t, con
     const auto t0 = Clock::now();
     solver::Solution untied = out->labels;
     const solver::SlackResult sr = solver::spend_slack(full, classes, untied, std::max(deadline, t0));
-    const solver::Evaluation ev = solver::evaluate(full, untied);
+    const solver::Evaluation ev = sr.moves > 0 ? solver::evaluate(full, untied) : solver::Evaluation{};
     char note[200];
     std::snprintf(note, sizeof note, "; %d members untied into unused memory: %s (%.2f s)", sr.moves,
-                  solver::to_string(ev.cost).c_str(), std::chrono::duration<double>(Clock::now() - t0).count());
+                  solver::to_string(sr.moves > 0 ? ev.cost : out->cost).c_str(),
+                  std::chrono::duration<double>(Clock::now() - t0).count());
     solver::trace("fold: %s, %d candidates", note + 2, sr.candidates);
     if (sr.moves > 0 && ev.feasible && ev.cost < out->cost) {
       out->labels = std::move(untied);

@@ -171,8 +171,8 @@ void bound_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh, 
   for (int i = 0; i < m.n; ++i)
     if (m.plo[i] < m.phi[i]) span += m.phi[i] - m.plo[i], ++with_points;
   span = with_points ? std::max(1.0, span / with_points) : 1.0;
-  double scale = 0.5, prev = -1e300, best_quick = -1e300, best_lagr = -1e300;
-  std::vector<double> best_lam;
+  double scale = 0.5, prev = -1e300, best_quick = -1e300;
+  std::vector<double> best_lam;  // the multipliers of best_quick, the best Lagrangian
   bool fell = false;  // the Lagrangian fell once: the scale is near its working size
   long double last = -std::numeric_limits<long double>::infinity();
   int stall = 0;
@@ -234,13 +234,12 @@ void bound_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh, 
     // the best multipliers, the scale halved once more, the next step from there. One such
     // step on Llama-3-70B's folded problem (bound 9.8e12 -> 0.005e12, the best labelling
     // then 3x the bound) cost ~20-100 iterations of recovery.
-    if (lagr > best_lagr) {
-      best_lagr = lagr;
+    if (lagr >= best_quick) {
       best_lam = lam;
-    } else if (best_lagr > 0 && lagr < 0.5 * best_lagr) {
+    } else if (best_quick > 0 && lagr < 0.5 * best_quick && !best_lam.empty()) {
       lam = best_lam;
       scale = std::max(scale * 0.5, 1e-4);
-      prev = best_lagr;
+      prev = best_quick;
       apply_multipliers();
       continue;
     }

@@ -29,15 +29,17 @@ struct Incidence {
 // One move: node -> strategy, for a member and the nodes its couplings force.
 using Move = std::vector<std::pair<int, int>>;
 
+// The strategy a move gives node n, or -1 when it leaves n alone.
+int label_in(const Move& mv, int n) {
+  for (const auto& [m, t] : mv)
+    if (m == n) return t;
+  return -1;
+}
+
 // The move of setting `node` to `s` under labelling x, with what couplings force (empty when
 // a coupling forbids it, a pinned node would change, or a usage bound breaks).
 Move closure(const Problem& p, const Incidence& inc, const Solution& x, int node, int s) {
   Move mv{{node, s}};
-  auto planned = [&](int n) {
-    for (const auto& [m, t] : mv)
-      if (m == n) return t;
-    return -1;
-  };
   for (size_t k = 0; k < mv.size(); ++k) {
     const auto [n, t] = mv[k];
     const Node& nd = p.nodes[static_cast<size_t>(n)];
@@ -49,14 +51,14 @@ Move closure(const Problem& p, const Incidence& inc, const Solution& x, int node
       const Coupling& cp = p.couplings[static_cast<size_t>(c)];
       const int want = cp.map[static_cast<size_t>(t)];
       if (want < 0) return {};
-      const int have = planned(cp.v);
+      const int have = label_in(mv, cp.v);
       if (have >= 0 && have != want) return {};
       if (have < 0 && x[static_cast<size_t>(cp.v)] != want) mv.emplace_back(cp.v, want);
     }
     // A node forced by another: the forcing node must still agree (the move does not turn it).
     for (int c : inc.forced_by[static_cast<size_t>(n)]) {
       const Coupling& cp = p.couplings[static_cast<size_t>(c)];
-      const int u = planned(cp.u);
+      const int u = label_in(mv, cp.u);
       if (cp.map[static_cast<size_t>(u >= 0 ? u : x[static_cast<size_t>(cp.u)])] != t) return {};
     }
     if (mv.size() > 64) return {};  // a chain that long is not a member's move
@@ -67,9 +69,8 @@ Move closure(const Problem& p, const Incidence& inc, const Solution& x, int node
 // Cost change of a move under x (nullopt-like: `ok` false when it meets a forbidden entry).
 __int128 cost_change(const Problem& p, const Incidence& inc, const Solution& x, const Move& mv, bool& ok) {
   auto label = [&](int n) {
-    for (const auto& [m, t] : mv)
-      if (m == n) return t;
-    return x[static_cast<size_t>(n)];
+    const int t = label_in(mv, n);
+    return t >= 0 ? t : x[static_cast<size_t>(n)];
   };
   __int128 d = 0;
   std::vector<int> seen;
@@ -122,6 +123,10 @@ SlackResult spend_slack(const Problem& p, const std::vector<std::vector<int>>& c
                                      static_cast<size_t>(std::clamp<int64_t>(nd.end, 0, steps)));
   };
   auto usage_of = [&](int n, int s) { return p.nodes[static_cast<size_t>(n)].strategies[static_cast<size_t>(s)].usage; };
+  // Usage change of setting node n to strategy t under the current labelling.
+  auto delta_usage = [&](int n, int t) {
+    return static_cast<__int128>(usage_of(n, t)) - usage_of(n, x[static_cast<size_t>(n)]);
+  };
 
   // Candidates: one member (the middle one) priced under the tied labelling. Gains save cost
   // and add memory (most saved per byte first); frees cost more and free memory (least per
@@ -139,7 +144,7 @@ SlackResult spend_slack(const Problem& p, const std::vector<std::vector<int>>& c
       const __int128 dc = cost_change(p, inc, x, mv, ok);
       if (!ok || dc == 0) continue;
       double du = 0;
-      for (const auto& [n, t] : mv) du += static_cast<double>(usage_of(n, t) - usage_of(n, x[static_cast<size_t>(n)]));
+      for (const auto& [n, t] : mv) du += static_cast<double>(delta_usage(n, t));
       if (dc < 0)
         gains.push_back({c, s, du > 0 ? static_cast<double>(dc) / du : -1e300 + static_cast<double>(dc)});
       else if (du < 0)
@@ -153,9 +158,6 @@ SlackResult spend_slack(const Problem& p, const std::vector<std::vector<int>>& c
   std::sort(gains.begin(), gains.end(), order);
   std::sort(frees.begin(), frees.end(), order);
 
-  auto delta_usage = [&](int n, int t) {
-    return static_cast<__int128>(usage_of(n, t)) - usage_of(n, x[static_cast<size_t>(n)]);
-  };
   // How far the move is from fitting: the least, over its nodes adding memory, of the slack
   // left at their steps after it (>= 0: it fits, nodes of one move sharing steps aside).
   auto room = [&](const Move& mv) {
