@@ -31,7 +31,10 @@ struct Chain {
   std::vector<int> step_block;         // each step's block (-1: outside)
 };
 
-Chain make_chain(int blocks, uint64_t seed, bool alike, std::optional<Usage> limit, int strategies = 2) {
+// With `private_weights`, each block's x also reads a weight of its own, a node outside
+// the blocks alive throughout (as a layer's parameters).
+Chain make_chain(int blocks, uint64_t seed, bool alike, std::optional<Usage> limit, int strategies = 2,
+                 bool private_weights = false) {
   std::mt19937_64 rng(seed);
   auto rnd = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   auto make = [&](int count) {
@@ -64,6 +67,14 @@ Chain make_chain(int blocks, uint64_t seed, bool alike, std::optional<Usage> lim
   }
   c.p.nodes.push_back(node(loss, loss + 1, make(strategies)));
   c.p.edges.emplace_back(c.blocks.back()[1], static_cast<int>(c.p.nodes.size()) - 1, link);
+  if (private_weights) {
+    const CostMatrix read = matrix(true);
+    const std::vector<Strategy> sw = make(strategies);
+    for (const std::vector<int>& b : c.blocks) {
+      c.p.nodes.push_back(node(0, end, alike ? sw : make(strategies)));
+      c.p.edges.emplace_back(static_cast<int>(c.p.nodes.size()) - 1, b[0], read);
+    }
+  }
   c.p.usage_limit = limit;
   c.ends_and_outside.assign(static_cast<size_t>(end), 1);
   c.step_block.assign(static_cast<size_t>(end), -1);
@@ -96,7 +107,7 @@ Usage tight_limit(const Problem& p, Usage slack) {
 TEST(BlockBound, NeverAboveTheOptimum) {
   for (uint64_t seed = 0; seed < 40; ++seed) {
     const bool alike = seed % 2 == 0;
-    Chain c = make_chain(4, seed, alike, std::nullopt);
+    Chain c = make_chain(4, seed, alike, std::nullopt, 2, /*private_weights=*/seed % 4 >= 2);
     c.p.usage_limit = tight_limit(c.p, static_cast<Usage>(seed % 4));
     const std::optional<__int128> opt = brute_force(c.p);
     ASSERT_TRUE(opt.has_value());
@@ -226,6 +237,49 @@ TEST(BlockBound, ForbiddenEverywhereGivesNoBound) {
   const BlockBound b = block_bound(c.p, c.blocks, {}, {}, {}, -1, kNoDeadline, 5);
   EXPECT_FALSE(std::isfinite(static_cast<double>(b.bound)));
   EXPECT_NE(b.note.find("no allowed strategy"), std::string::npos) << b.note;
+}
+
+TEST(BlockBound, ReadsALayersOwnWeightsInItsBlock) {
+  // Blocks that are paths sharing no edge, each reading a weight outside every block that
+  // no other block reads, no memory: the weights join their blocks' pieces, so no edge is
+  // cut, the relaxation is the problem, and one pass reaches its minimum. (Read through
+  // copies, the first pass sees each edge at its least entry.) Blocks alike are one piece.
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    std::mt19937_64 rng(seed);
+    auto rnd = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+    auto strategies = [&] {
+      std::vector<Strategy> s(3);
+      for (Strategy& x : s) x = {static_cast<Cost>(rnd(0, 30)), 0};
+      return s;
+    };
+    auto matrix = [&] {
+      std::vector<Cost> m(9);
+      for (Cost& c : m) c = rnd(0, 20);
+      return make_cost_matrix(std::move(m));
+    };
+    const bool alike = seed % 2 == 0;
+    const std::vector<Strategy> sa = strategies(), sb = strategies(), sw = strategies();
+    const CostMatrix inner = matrix(), read = matrix();
+    Problem p;
+    std::vector<std::vector<int>> blocks;
+    for (int b = 0; b < 4; ++b) {
+      const int a = static_cast<int>(p.nodes.size());
+      p.nodes.push_back(node(0, 0, alike ? sa : strategies()));
+      p.nodes.push_back(node(0, 0, alike ? sb : strategies()));
+      blocks.push_back({a, a + 1});
+      p.edges.emplace_back(a, a + 1, alike ? inner : matrix());
+    }
+    for (int b = 0; b < 4; ++b) {  // the weights, after every block's nodes
+      p.nodes.push_back(node(0, 0, alike ? sw : strategies()));
+      p.edges.emplace_back(static_cast<int>(p.nodes.size()) - 1, blocks[static_cast<size_t>(b)][0],
+                           alike ? read : matrix());
+    }
+    const std::optional<__int128> opt = brute_force(p);
+    const BlockBound b = block_bound(p, blocks, {}, {}, {}, -1, kNoDeadline, 1);
+    EXPECT_EQ(b.bound, static_cast<long double>(*opt)) << "seed " << seed << ": " << b.note;
+    EXPECT_EQ(b.pieces, 4) << b.note;  // nothing left outside the blocks
+    EXPECT_EQ(b.distinct, alike ? 1 : 4) << b.note;
+  }
 }
 
 TEST(BlockBound, RejectsANodeInTwoBlocks) {

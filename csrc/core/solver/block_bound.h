@@ -11,12 +11,13 @@
 //   only its own nodes are priced, against the limit less the least the rest can use there
 //   (those rows of every block share multipliers by position); a strategy that breaks the
 //   limit on its own at any step is forbidden;
-// - an edge between two pieces (a block, or everything outside the blocks) is read in the
-//   consuming node's piece from a copy of its source, and each copy is tied to its source
-//   by multipliers (+mu on the copy, -mu on the source: zero for any labelling where they
-//   agree); copies of one kind (the same block position one block later, the same reader
-//   of the rest) share their multipliers, so blocks alike stay alike. A coupling between
-//   pieces keeps only the strategies it forbids.
+// - an edge between two pieces (a block with the parts outside that link to it alone, or
+//   the rest of the problem) is read in the consuming node's piece from a copy of its
+//   source, and each copy is tied to its source by multipliers (+mu on the copy, -mu on
+//   the source: zero for any labelling where they agree); copies of one kind (the same
+//   block position one block later, the same reader of the rest) share their multipliers,
+//   so blocks alike stay alike. A coupling between pieces keeps only the strategies it
+//   forbids.
 // No edge then joins two pieces: the relaxation's minimum is the sum of the pieces'
 // minima, each bounded by message passing (dual.h). Identical pieces (the middle layers:
 // the same nodes, costs, edges, copies and priced steps) are one piece counted as often as

@@ -148,6 +148,57 @@ void forbid_what_cannot_fit(const Problem& p, Usage limit, std::vector<std::vect
   }
 }
 
+
+// Moves into a block each part of the rest that only that block touches: a connected part
+// of the rest (through edges and couplings) whose every link outside it goes to nodes of
+// one block, e.g. a layer's own weights and their casts. Their edges into the block then
+// stay inside one piece instead of being cut and tied back by agreement multipliers, and
+// alike blocks take alike parts, so the piece passed once per iteration holds them all.
+// The attached nodes follow the block's own in `members`, in ascending order.
+void attach_private_parts(const Problem& p, std::vector<int>& piece_of, std::vector<std::vector<int>>& members) {
+  const size_t n = p.nodes.size();
+  const int rest = static_cast<int>(members.size());
+  std::vector<std::vector<int>> adj(n);
+  auto link = [&](int u, int v) {
+    if (u == v) return;
+    adj[static_cast<size_t>(u)].push_back(v);
+    adj[static_cast<size_t>(v)].push_back(u);
+  };
+  for (const Edge& e : p.edges) link(e.u, e.v);
+  for (const Coupling& c : p.couplings) link(c.u, c.v);
+  std::vector<char> seen(n, 0);
+  std::vector<int> part, stack;
+  std::vector<std::vector<int>> attached(members.size());
+  for (size_t s = 0; s < n; ++s) {
+    if (seen[s] || piece_of[s] != rest) continue;
+    part.clear();
+    stack.assign(1, static_cast<int>(s));
+    seen[s] = 1;
+    int touched = -1;  // the one block the part touches; -2: more than one
+    while (!stack.empty()) {
+      const int u = stack.back();
+      stack.pop_back();
+      part.push_back(u);
+      for (int w : adj[static_cast<size_t>(u)]) {
+        const int pw = piece_of[static_cast<size_t>(w)];
+        if (pw != rest) {
+          touched = touched == -1 || touched == pw ? pw : -2;
+        } else if (!seen[static_cast<size_t>(w)]) {
+          seen[static_cast<size_t>(w)] = 1;
+          stack.push_back(w);
+        }
+      }
+    }
+    if (touched < 0) continue;
+    for (int u : part) piece_of[static_cast<size_t>(u)] = touched;
+    attached[static_cast<size_t>(touched)].insert(attached[static_cast<size_t>(touched)].end(), part.begin(), part.end());
+  }
+  for (size_t b = 0; b < members.size(); ++b) {
+    std::sort(attached[b].begin(), attached[b].end());
+    members[b].insert(members[b].end(), attached[b].begin(), attached[b].end());
+  }
+}
+
 }  // namespace
 
 int64_t BlockPieces::kept_row(int64_t step) const {
@@ -171,6 +222,8 @@ BlockPieces split_into_pieces(const Problem& p, const std::vector<std::vector<in
         throw std::invalid_argument("block_bound: node " + std::to_string(v) + " is not a node or in two blocks");
       piece_of[static_cast<size_t>(v)] = static_cast<int>(b);
     }
+  std::vector<std::vector<int>> members = blocks;
+  attach_private_parts(p, piece_of, members);
 
   // The priced steps, and each node's range of them (as fold_problem squeezes intervals).
   int64_t horizon = 0;
@@ -282,7 +335,7 @@ BlockPieces split_into_pieces(const Problem& p, const std::vector<std::vector<in
     pc.nodes.push_back({static_cast<int>(v), false, {}});
   }
   std::vector<int> position(n, -1);  // a block node's index among its block's nodes
-  for (const std::vector<int>& b : blocks)
+  for (const std::vector<int>& b : members)
     for (size_t k = 0; k < b.size(); ++k) position[static_cast<size_t>(b[k])] = static_cast<int>(k);
   // Agreement keys: the copies of one key share one multiplier vector, so that blocks alike
   // stay alike. A node at a block position copied into the block `d` later; a node of the

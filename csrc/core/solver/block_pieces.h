@@ -1,7 +1,10 @@
 // The relaxation block_bound.h bounds, built: a problem of repeated blocks split into
 // pieces that no edge joins (a Lagrangian decomposition), identical pieces kept once.
 //
-// - Every block is a piece, and everything outside the blocks is one more.
+// - Every block is a piece, and everything outside the blocks is one more. A part of the
+//   outside that links to one block only (a layer's own weights, their casts) joins that
+//   block first: its edges are then not cut, and alike blocks take alike parts. On
+//   Llama-3-70B this cut 2081 copies to 881 and the 10 s gap from 3.5-4.2% to 2.3-2.7%.
 // - An edge between two pieces is read, in the consuming node's piece, from a copy of its
 //   source. Agreement terms tie the copy to its source: +mu on the copy, and on the source
 //   minus mu times its number of copies. These are zero for any labelling where copies and
