@@ -148,7 +148,6 @@ void forbid_what_cannot_fit(const Problem& p, Usage limit, std::vector<std::vect
   }
 }
 
-
 // Moves into a block each part of the rest that only that block touches: a connected part
 // of the rest (through edges and couplings) whose every link outside it goes to nodes of
 // one block, e.g. a layer's own weights and their casts. Their edges into the block then
