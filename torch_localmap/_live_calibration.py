@@ -53,8 +53,9 @@ PROFILE_VERSION = 1
 # an earlier release are measured afresh. 2: the topology (ranks per node) is always written.
 # 3: CPU collectives timed between compute (_between_compute_seconds); optimizer_bandwidth.
 # 4: the optimizer figures of every AdamW implementation (meta.optimizer_impls). 5: CPU
-# meshes measured with malloc keeping freed memory (_runtime/host_memory.py).
-MEASURE_REVISION = 5
+# meshes measured with malloc keeping freed memory (_runtime/host_memory.py). 6: the per-node
+# overhead measured through the Python bindings the eager runtime now calls.
+MEASURE_REVISION = 6
 COLLECTIVE_SIZES = (16 << 10, 256 << 10, 2 << 20, 16 << 20)
 MATMUL_SHAPES = ((64, 512, 512), (256, 512, 2048), (512, 1024, 1024), (1024, 1024, 2048))
 _ROUND_SECONDS = 0.02  # each timed round runs the op at least this long (timer and scheduler noise)
@@ -158,9 +159,13 @@ def _matmul_samples(device, dtype) -> list:
 
 
 def _fx_node_seconds(device) -> float:
-    """Seconds per node of an FX graph of 64 tiny aten ops: what our runtime pays per op
-    beyond the kernel's own work (Python, dispatch, launch)."""
+    """Seconds per node of an FX graph of 64 tiny aten ops, called as the eager runtime calls
+    them (through their Python bindings, _runtime/direct_calls.py): what our runtime pays per
+    op beyond the kernel's own work (Python, dispatch, launch). The few op kinds it still
+    calls as OpOverloads pay about 1 us more on CPU; they are a tenth of a step's ops."""
     import torch.fx as fx
+
+    from ._runtime.direct_calls import call_directly
 
     graph = fx.Graph()
     x = graph.placeholder("x")
@@ -169,6 +174,7 @@ def _fx_node_seconds(device) -> float:
         x = graph.call_function(torch.ops.aten.add.Tensor, (x, x))
     graph.output(x)
     gm = fx.GraphModule(torch.nn.Module(), graph)
+    call_directly(gm)
     tiny = torch.zeros(1, device=device)
     return _per_call_seconds(lambda: gm(tiny), device) / nodes
 
