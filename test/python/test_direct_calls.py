@@ -52,6 +52,28 @@ def _cases():
         (aten.cat.default, ([x, y], 1), {}),
         (aten.split_with_sizes.default, (x, [1, 3]), {}),
         (aten.split_with_sizes.default, (x, [2, 4], 1), {}),
+        (aten.stack.default, ([x, y],), {}),
+        (aten.stack.default, ([x, y], -1), {}),
+        (aten.unbind.int, (x3, 1), {}),
+        (aten.div.Scalar, (x, 3), {}),
+        (aten.mean.default, (x,), {}),
+        (aten.mean.default, (x,), {"dtype": torch.float64}),
+        (aten.pow.Tensor_Scalar, (x, 2), {}),
+        (aten.pow.Tensor_Scalar, (x.abs(), 0.5), {}),
+        (aten.rsqrt.default, (x.abs() + 0.1,), {}),
+        (aten.exp.default, (x,), {}),
+        (aten.eq.Tensor, (torch.arange(6) % 3, torch.arange(6) % 2), {}),
+        (aten.lt.Scalar, (x, 0.25), {}),
+        (aten.where.self, (x > 0, x, y), {}),
+        (aten.cumsum.default, (x, 1), {}),
+        (aten.cumsum.default, (torch.arange(6), 0), {"dtype": torch.float32}),
+        (aten.silu.default, (x,), {}),
+        (aten.embedding.default, (x, torch.tensor([[0, 3], [2, 2]])), {}),
+        (aten.embedding.default, (x, torch.tensor([0, 3, 1]), 1), {}),
+        (aten._softmax.default, (x3, -1, False), {}),
+        (aten._log_softmax.default, (x3, 1, False), {}),
+        (aten.native_layer_norm.default, (x3, [5], r(5), r(5), 1e-5), {}),
+        (aten.native_layer_norm.default, (x3, [4, 5], None, None, 1e-6), {}),
     ]
 
 
@@ -93,3 +115,18 @@ def test_a_traced_graph_runs_the_same_through_the_bindings():
     assert torch.ops.aten.sigmoid.default in targets and not any(t in DIRECT for t in targets)
     assert {n.name: dict(n.meta) for n in gm.graph.nodes} == metas
     torch.testing.assert_close(gm(a, b), want, rtol=0, atol=0)
+
+
+def test_generated_code_names_every_binding():
+    """FX writes a call_function target into the graph's code by its qualified name: each
+    binding must be found again under that name."""
+    import importlib
+
+    from torch.fx.node import _get_qualified_name
+
+    for op, binding in DIRECT.items():
+        head, *rest = _get_qualified_name(binding).split(".")
+        obj = importlib.import_module(head)
+        for part in rest:
+            obj = getattr(obj, part)
+        assert obj is binding, op

@@ -46,6 +46,22 @@ DIRECT = {
     aten.mean.dim: torch.mean,
     aten.cat.default: torch.cat,
     aten.split_with_sizes.default: torch.split_with_sizes,
+    aten.stack.default: torch.stack,
+    aten.unbind.int: torch.unbind,
+    aten.div.Scalar: torch.div,
+    aten.mean.default: torch.mean,
+    aten.pow.Tensor_Scalar: torch.pow,
+    aten.rsqrt.default: torch.rsqrt,
+    aten.exp.default: torch.exp,
+    aten.eq.Tensor: torch.eq,
+    aten.lt.Scalar: torch.lt,
+    aten.where.self: torch.where,
+    aten.cumsum.default: torch.cumsum,
+    aten.silu.default: torch._C._nn.silu,
+    aten.embedding.default: torch.embedding,
+    aten._softmax.default: torch._softmax,
+    aten._log_softmax.default: torch._log_softmax,
+    aten.native_layer_norm.default: torch.native_layer_norm,
 }
 
 
