@@ -95,12 +95,13 @@ static void raise_bound(long double bound, double gap_tolerance, solver::SolveRe
 // Under a limit too short for the full solve (kFullSolveSetupSecondsPerStrategy) the folded
 // plan is the plan, its gap certified on the full problem block by block for `seconds`.
 static solver::SolveResult folded_result(const solver::Problem& problem, const FoldedStart& f, double seconds,
-                                         double gap_tolerance) {
+                                         double gap_tolerance, int threads) {
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(std::max(0.0, seconds)));
   const solver::BlockBound block =
-      solver::block_bound(problem, f.block_nodes, f.kept_steps, f.step_block, f.step_prices, f.cost, deadline);
+      solver::block_bound(problem, f.block_nodes, f.kept_steps, f.step_block, f.step_prices, f.cost, deadline,
+                          /*max_iterations=*/1 << 30, threads);
   solver::SolveResult r;
   r.solution = f.labels;
   r.cost = f.cost;
@@ -233,7 +234,7 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt) {
   }
   solver::SolveResult result;
   if (skip_full) {
-    result = folded_result(p.tables.problem, *folded, full_options.time_limit_s, so.gap_tolerance);
+    result = folded_result(p.tables.problem, *folded, full_options.time_limit_s, so.gap_tolerance, so.threads);
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - built;
   } else {
     try {

@@ -129,6 +129,23 @@ TEST(BlockBound, NeverAboveTheOptimum) {
   }
 }
 
+TEST(BlockBound, TheSameBoundOnAnyNumberOfThreads) {
+  // The pieces' passes run on threads; each piece's arithmetic and the order of the sums
+  // are the same, so the bound is too, bit for bit.
+  for (uint64_t seed = 0; seed < 12; ++seed) {
+    Chain c = make_chain(4, seed, /*alike=*/seed % 2 == 0, std::nullopt, 2, /*private_weights=*/seed % 3 == 0);
+    c.p.usage_limit = tight_limit(c.p, static_cast<Usage>(seed % 3));
+    const BlockBound one = block_bound(c.p, c.blocks, c.ends_and_outside, c.step_block, {}, -1, kNoDeadline, 40, 1);
+    ASSERT_TRUE(std::isfinite(static_cast<double>(one.bound))) << one.note;
+    for (int threads : {2, 3, 8}) {
+      const BlockBound many =
+          block_bound(c.p, c.blocks, c.ends_and_outside, c.step_block, {}, -1, kNoDeadline, 40, threads);
+      EXPECT_EQ(many.bound, one.bound) << "seed " << seed << ", " << threads << " threads";
+      EXPECT_EQ(many.iterations, one.iterations);
+    }
+  }
+}
+
 TEST(BlockBound, CountsIdenticalBlocksOnce) {
   // Eight blocks alike, no memory limit (no step tells blocks apart): block 0 (no link
   // reaches it from a block before), blocks 1-6, block 7 (its y is read by the loss, not

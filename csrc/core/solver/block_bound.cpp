@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <limits>
 #include <memory>
+#include <thread>
 
 #include "core/solver/block_pieces.h"
 #include "core/solver/dual.h"
@@ -20,14 +22,53 @@ struct PieceState {
   std::vector<double> node_lam;  // per model node: the memory multipliers it carries now
   std::vector<double> applied;   // per model strategy: the agreement multipliers it carries now
   std::vector<int> labels;
+  std::vector<double> delta, change;  // scratch of its pass
+  long double bound = 0, magnitude = 0;  // its last bound (once for every copy of it)
 };
+
+// The distinct pieces dealt to `threads` workers, largest first to the least loaded (by
+// the entries a pass reads). Empty shares are dropped.
+std::vector<std::vector<size_t>> deal_pieces(const std::vector<PieceModel>& distinct, int threads) {
+  std::vector<size_t> order(distinct.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  const auto work = [&](size_t k) { return distinct[k].model.mat.size() + distinct[k].model.cost.size(); };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return work(a) > work(b); });
+  std::vector<std::vector<size_t>> share(static_cast<size_t>(std::max(1, threads)));
+  std::vector<size_t> load(share.size(), 0);
+  for (size_t k : order) {
+    const size_t t = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    share[t].push_back(k), load[t] += work(k);
+  }
+  share.erase(std::remove_if(share.begin(), share.end(), [](const auto& v) { return v.empty(); }), share.end());
+  return share;
+}
+
+// fn(k) for every piece of every share, one thread a share (the first on this one); the
+// first exception is rethrown once all have joined.
+template <typename Fn>
+void for_each_piece(const std::vector<std::vector<size_t>>& share, const Fn& fn) {
+  std::vector<std::exception_ptr> failed(share.size());
+  const auto run = [&](size_t t) {
+    try {
+      for (size_t k : share[t]) fn(k);
+    } catch (...) {
+      failed[t] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> workers;
+  for (size_t t = 1; t < share.size(); ++t) workers.emplace_back(run, t);
+  run(0);
+  for (std::thread& w : workers) w.join();
+  for (const std::exception_ptr& e : failed)
+    if (e) std::rethrow_exception(e);
+}
 
 }  // namespace
 
 BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& blocks,
                        const std::vector<char>& keep_step, const std::vector<int>& step_block,
                        const std::vector<std::pair<int64_t, double>>& start_prices, __int128 upper,
-                       Clock::time_point deadline, int max_iterations) {
+                       Clock::time_point deadline, int max_iterations, int threads) {
   BlockBound out;
   const BlockPieces bp = split_into_pieces(p, blocks, keep_step, step_block);
   out.pieces = bp.pieces;
@@ -40,13 +81,17 @@ BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& bl
   const size_t kept_points = bp.kept_points, own_points = bp.own_points, all_points = bp.rhs.size();
   const std::vector<long double>& rhs = bp.rhs;
   const std::vector<int>& key_width = bp.key_width;
+  // The pieces' passes and bounds are independent within an iteration: they run on the
+  // solver's threads (the fold's search is over by now, so its cores are free), as does
+  // factoring each piece's edge costs.
+  const std::vector<std::vector<size_t>> share = deal_pieces(distinct, threads);
   std::vector<PieceState> state(distinct.size());
-  for (size_t k = 0; k < distinct.size(); ++k) {
+  for_each_piece(share, [&](size_t k) {
     const Model& m = distinct[k].model;
     state[k].dual = std::make_unique<DualSolver>(m, DualSolver::edge_costs(m));
     state[k].node_lam.assign(static_cast<size_t>(m.n), 0.0);
     state[k].applied.assign(m.cost.size(), 0.0);
-  }
+  });
   if (trace_on()) {
     size_t strategies = 0, entries = 0;
     for (const PieceModel& d : distinct) strategies += d.model.cost.size(), entries += d.model.mat.size();
@@ -79,15 +124,17 @@ BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& bl
   // (the plan: 10.74e12).
   double scale = 0.02, prev = -1e300;
   bool fell = false;
-  std::vector<double> prefix(all_points + 1, 0.0), load(all_points + 1, 0.0), change;
+  std::vector<double> prefix(all_points + 1, 0.0), load(all_points + 1, 0.0);
   for (int it = 0; it < max_iterations && (it == 0 || Clock::now() < deadline); ++it) {
     for (size_t k = 0; k < all_points; ++k) prefix[k + 1] = prefix[k] + lam[k];
     long double raw = 0, magnitude = 0;
-    for (size_t k = 0; k < distinct.size(); ++k) {
+    for_each_piece(share, [&](size_t k) {
       const PieceModel& d = distinct[k];
       PieceState& st = state[k];
       const Model& m = d.model;
-      std::vector<double> delta(d.lo.size(), 0.0);
+      std::vector<double>& delta = st.delta;
+      std::vector<double>& change = st.change;
+      delta.assign(d.lo.size(), 0.0);
       for (size_t i = 0; i < d.lo.size(); ++i) {
         if (d.lo[i] >= d.hi[i] && d.own_lo[i] >= d.own_hi[i]) continue;
         const double v = prefix[static_cast<size_t>(d.hi[i])] - prefix[static_cast<size_t>(d.lo[i])] +
@@ -112,21 +159,21 @@ BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& bl
       if (moved) st.dual->add_potentials(change);
       st.dual->forward(st.labels);
       st.dual->backward();
-    }
+    });
     // The exact bound reads every edge once more, a third of an iteration: it is taken every
     // fourth iteration and on the last, the quick one (node minima: edges are left at 0 by
     // the pass, up to rounding) steering the steps in between, as the full bound search's
     // (search.cpp). The bound reported is the best exact one.
     const bool last = it + 1 >= max_iterations || Clock::now() >= deadline;
     const bool exact = it < 3 || it % 4 == 3 || last;
-    for (size_t k = 0; k < distinct.size(); ++k) {
-      if (exact) {
-        long double mag = 0;
-        raw += distinct[k].count * state[k].dual->exact_bound(&mag);
-        magnitude += distinct[k].count * mag;
-      } else {
-        raw += distinct[k].count * static_cast<long double>(state[k].dual->quick_bound());
-      }
+    for_each_piece(share, [&](size_t k) {
+      PieceState& st = state[k];
+      st.magnitude = 0;
+      st.bound = exact ? st.dual->exact_bound(&st.magnitude) : static_cast<long double>(st.dual->quick_bound());
+    });
+    for (size_t k = 0; k < distinct.size(); ++k) {  // summed in piece order: the same for any thread count
+      raw += distinct[k].count * state[k].bound;
+      if (exact) magnitude += distinct[k].count * state[k].magnitude;
     }
     long double cap_term = 0;
     for (size_t k = 0; k < all_points; ++k) cap_term += static_cast<long double>(lam[k]) * rhs[k];

@@ -54,10 +54,11 @@ struct BlockBound {
 // against the limit less the least load of everything else alive there (empty: not
 // priced). `start_prices`: (problem step, multiplier) to start
 // from; prices at steps not kept are dropped. `upper`: a labelling's cost (the step size
-// aims at it), or -1. Runs until `deadline` or `max_iterations`, at least one iteration.
+// aims at it), or -1. Runs until `deadline` or `max_iterations`, at least one iteration,
+// the distinct pieces spread over `threads` threads (the bound does not depend on how many).
 BlockBound block_bound(const Problem& problem, const std::vector<std::vector<int>>& blocks,
                        const std::vector<char>& keep_step, const std::vector<int>& step_block,
                        const std::vector<std::pair<int64_t, double>>& start_prices, __int128 upper,
-                       Clock::time_point deadline, int max_iterations = 1 << 30);
+                       Clock::time_point deadline, int max_iterations = 1 << 30, int threads = 1);
 
 }  // namespace tlm::solver
