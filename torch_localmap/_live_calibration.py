@@ -54,10 +54,15 @@ PROFILE_VERSION = 1
 # 3: CPU collectives timed between compute (_between_compute_seconds); optimizer_bandwidth.
 # 4: the optimizer figures of every AdamW implementation (meta.optimizer_impls). 5: CPU
 # meshes measured with malloc keeping freed memory (_runtime/host_memory.py). 6: the per-node
-# overhead measured through the Python bindings the eager runtime now calls.
-MEASURE_REVISION = 6
+# overhead measured through the Python bindings the eager runtime now calls. 7: matmul_half_dim.
+MEASURE_REVISION = 7
 COLLECTIVE_SIZES = (16 << 10, 256 << 10, 2 << 20, 16 << 20)
 MATMUL_SHAPES = ((64, 512, 512), (256, 512, 2048), (512, 1024, 1024), (1024, 1024, 2048))
+# Products with few rows (a rank's slice of a small batch), each in the two layouts a linear
+# layer runs: x @ W.t() in forward, grad @ W (contiguous) in backward (cost_model.h:
+# matmul_half_dim).
+SKINNY_MATMUL_ROWS = (8, 32)
+SKINNY_MATMUL_KN = 1024
 _ROUND_SECONDS = 0.02  # each timed round runs the op at least this long (timer and scheduler noise)
 _ROUNDS = 5
 
@@ -156,6 +161,31 @@ def _matmul_samples(device, dtype) -> list:
         b = torch.randn(k, n, device=device, dtype=dtype)
         samples.append((2.0 * m * k * n, _per_call_seconds(lambda: torch.mm(a, b), device)))
     return samples
+
+
+def _skinny_matmul_samples(device, dtype) -> list:
+    """[(smallest dim, flops, this rank's seconds)] of products with few rows, in both of a
+    linear layer's layouts."""
+    samples = []
+    kn = SKINNY_MATMUL_KN
+    w = torch.randn(kn, kn, device=device, dtype=dtype)
+    for rows in SKINNY_MATMUL_ROWS:
+        x = torch.randn(rows, kn, device=device, dtype=dtype)
+        for b in (w.t(), w):
+            samples.append((rows, 2.0 * rows * kn * kn, _per_call_seconds(lambda b=b: torch.mm(x, b), device)))
+    return samples
+
+
+def _fit_half_dim(samples, overhead: float, rate: float) -> float:
+    """Hockney's n-half of the large-shape fit `overhead + flops / rate`: the smallest dim d
+    at which a product's flops run at half the rate, from t - overhead = flops / rate *
+    (1 + n_half / d) (least squares over the samples); 0 when the samples show no slowdown."""
+    num = den = 0.0
+    for d, flops, seconds in samples:
+        excess = (seconds - overhead) / (flops / rate) - 1  # n_half / d
+        num += excess / d
+        den += 1.0 / (d * d)
+    return max(0.0, num / den) if den > 0 else 0.0
 
 
 def _fx_node_seconds(device) -> float:
@@ -314,10 +344,17 @@ def measure_mesh(mesh, table: str) -> dict:
         if dtype == torch.bfloat16 and device.type != "cuda":
             continue  # CPU training here runs float32; the table keeps the rest
         samples = _matmul_samples(device, dtype)
-        times = _max_over_ranks([t for _, t in samples], device)
+        skinny = _skinny_matmul_samples(device, dtype)
+        times = _max_over_ranks([t for _, t in samples] + [t for _, _, t in skinny], device)
+        times, skinny_times = times[:len(samples)], times[len(samples):]
         overhead, rate = _fit_rate([(w, t) for (w, _), t in zip(samples, times)])
         fields[field] = rate
-        fits[field] = {"overhead_s": overhead, "samples": [[w, t] for (w, _), t in zip(samples, times)]}
+        skinny = [(d, w, t) for (d, w, _), t in zip(skinny, skinny_times)]
+        # One figure for every dtype: the one training computes in wins (float32 on CPU,
+        # bfloat16 on CUDA, measured last).
+        fields["matmul_half_dim"] = _fit_half_dim(skinny, overhead, rate)
+        fits[field] = {"overhead_s": overhead, "samples": [[w, t] for (w, _), t in zip(samples, times)],
+                       "skinny_samples": [[d, w, t] for d, w, t in skinny]}
     # Fields not measured keep the table's achievable rate (peak x its efficiency).
     for key in ("peak_flops_fp32", "peak_flops_bf16", "peak_flops_fp8", "peak_flops_fp64"):
         fields.setdefault(key, table_figures[key] * table_figures["compute_efficiency"])

@@ -25,7 +25,8 @@ double CostModel::compute_seconds(const OpWork& work, DType dtype) const {
     throw InvalidArgument("op work must be finite and non-negative, got flops=" + std::to_string(work.flops) +
                           " bytes=" + std::to_string(work.bytes));
   if (work.flops == 0 && work.bytes == 0) return 0;  // views, metadata ops: no kernel runs
-  const double flop_time = work.flops / (peak_flops(device, dtype) * device.compute_efficiency);
+  double flop_time = work.flops / (peak_flops(device, dtype) * device.compute_efficiency);
+  if (work.min_dim > 0 && device.matmul_half_dim > 0) flop_time *= 1 + device.matmul_half_dim / work.min_dim;
   const double byte_time = work.bytes / (device.memory_bandwidth * device.memory_efficiency);
   return std::max(flop_time, byte_time) + device.kernel_overhead_s;
 }

@@ -38,6 +38,12 @@ struct DeviceProfile {
   // addcdiv) over state larger than the caches run well below a copy's bandwidth (on the
   // 2-core VM with 4 ranks, 11 against 23 GB/s). 0: the roofline's memory bandwidth.
   double optimizer_bandwidth = 0;
+  // A matmul whose smallest dimension (rows M, columns N or contracted K of its local
+  // problem) is d runs at d / (d + matmul_half_dim) of the large-shape rate (Hockney's
+  // n-half): skinny products (a few rows per rank) use the vector units poorly. On the
+  // 2-core VM, float32 on one thread: 16 rows run at 0.45-0.75 of a large product's rate, 64
+  // rows at 0.75-0.97. 0 in the table (no shape effect); live calibration measures it.
+  double matmul_half_dim = 0;
 };
 
 struct Topology {

@@ -62,6 +62,9 @@ std::vector<PlacementSpec> all_rs_specs(const std::vector<int64_t>& shape, const
 struct OpWork {
   double flops = 0;
   double bytes = 0;
+  // A contraction's smallest local dimension (M, N or K; cost_model.h: matmul_half_dim);
+  // 0 for other ops.
+  double min_dim = 0;
 };
 OpWork op_work(const Graph& g, int id, const OpStrategy& s);
 

@@ -28,6 +28,7 @@ py::dict device_dict(const DeviceProfile& d) {
   out["kernel_overhead_s"] = d.kernel_overhead_s;
   out["optimizer_kernel_overhead_s"] = d.optimizer_kernel_overhead_s;
   out["optimizer_bandwidth"] = d.optimizer_bandwidth;
+  out["matmul_half_dim"] = d.matmul_half_dim;
   return out;
 }
 

@@ -88,6 +88,25 @@ TEST(Compute, MatmulIsComputeBoundOnH100) {
   expect_close(m.compute_seconds(w, DType::Float32), 2.0 * 4096 * 4096 * 4096 / (67e12 * 0.7) + 4e-6);
 }
 
+TEST(Compute, SkinnyMatmulsRunBelowTheRateByTheHalfDim) {
+  // 16 rows x 4096 x 4096 in float32: compute-bound at any n-half here.
+  const OpWork w{2.0 * 16 * 4096 * 4096, 4.0 * (16 * 4096 + 4096 * 4096 + 16 * 4096), /*min_dim=*/16};
+  const double flop_time = w.flops / (67e12 * 0.7);
+  // The table has no shape effect.
+  expect_close(make_cost_model("H100").compute_seconds(w, DType::Float32),
+               std::max(flop_time, w.bytes / (3.35e12 * 0.8)) + 4e-6);
+  // n-half 16: 16 rows run at half the rate; 1600 rows at 1/1.01 of it; other ops as before.
+  const CostModel h = make_cost_model("cpu", R"({"device": {"matmul_half_dim": 16}})");
+  const DeviceProfile& cpu = device_profile("cpu");
+  const double rate = cpu.peak_flops_fp32 * cpu.compute_efficiency;
+  expect_close(h.compute_seconds(w, DType::Float32), std::max(2 * w.flops / rate, w.bytes / (cpu.memory_bandwidth * cpu.memory_efficiency)) + cpu.kernel_overhead_s);
+  const OpWork tall{2.0 * 1600 * 4096 * 4096, 0, /*min_dim=*/1600};
+  expect_close(h.compute_seconds(tall, DType::Float32), 1.01 * tall.flops / rate + cpu.kernel_overhead_s);
+  const OpWork pointwise{1e6, 0};
+  expect_close(h.compute_seconds(pointwise, DType::Float32), 1e6 / rate + cpu.kernel_overhead_s);
+  EXPECT_THROW(make_cost_model("cpu", R"({"device": {"matmul_half_dim": -1}})"), InvalidArgument);
+}
+
 TEST(Compute, PointwiseIsMemoryBound) {
   const CostModel m = make_cost_model("H100");
   // relu over 1e8 float32: 1e8 FLOP, 8e8 bytes -> 8e8 / (3.35e12 * 0.8) + 4 us.

@@ -62,6 +62,12 @@ TEST(StrategyMatmul, OpWorkIsLocalTwoMNK) {
   EXPECT_DOUBLE_EQ(ws.flops, 2.0 * 3 * 6 * 4);  // largest shard of 5 rows holds 3
   auto wk = op_work(g, 2, strategy({"S(1)", "S(0)"}, {"P(sum)"}));
   EXPECT_DOUBLE_EQ(wk.flops, 2.0 * 5 * 3 * 4);
+  // The smallest local dim of M = 5, K = 6, N = 4 (cost_model.h: matmul_half_dim).
+  EXPECT_DOUBLE_EQ(w.min_dim, 4);
+  EXPECT_DOUBLE_EQ(ws.min_dim, 3);  // M's largest shard
+  EXPECT_DOUBLE_EQ(wk.min_dim, 3);  // K's
+  auto wn = op_work(g, 2, strategy({"R", "S(1)"}, {"S(1)"}));
+  EXPECT_DOUBLE_EQ(wn.min_dim, 2);  // N's
 }
 
 TEST(StrategyEngine, PlaceholdersGetEveryRSSpec) {

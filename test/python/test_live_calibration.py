@@ -79,6 +79,9 @@ def test_live_calibration_round_trips_through_its_file(tmp_path):
     assert set(impls) == {"for-loop", "foreach", "fused"}
     assert all(f["optimizer_bandwidth"] > 0 and f["optimizer_kernel_overhead_s"] >= 0 for f in impls.values())
     assert p["meta"]["optimizer_impl"] == "for-loop"
+    # Skinny products measured in both of a linear layer's layouts; their n-half fitted.
+    assert len(p["meta"]["matmul_fits"]["peak_flops_fp32"]["skinny_samples"]) == 4
+    assert 0 <= p["device"]["matmul_half_dim"] < 1e4
     assert {k: p["device"][k] for k in impls["for-loop"]} == impls["for-loop"]
     # The parameters replicated: every rank steps the whole of them; the fused figures price it less.
     assert r0["priced"]["fused"] < r0["priced"]["None"], r0["priced"]
@@ -133,3 +136,16 @@ def test_optimizer_impl_picks_the_profile_figures_measured_for_it():
         with_optimizer_impl(profile, "foreach")
     with pytest.raises(ValueError, match="no optimizer figures measured for it"):
         with_optimizer_impl({"version": 1, "device": {}}, "fused")
+
+
+def test_matmul_half_dim_fit_recovers_hockneys_n_half():
+    from torch_localmap._live_calibration import _fit_half_dim
+
+    overhead, rate = 2e-6, 1e11
+    for n_half in (0.0, 3.0, 11.0, 40.0):
+        samples = [(d, flops, overhead + flops / rate * (1 + n_half / d))
+                   for d, flops in ((8, 1.6e7), (8, 1.6e7), (32, 6.7e7), (32, 6.7e7))]
+        assert _fit_half_dim(samples, overhead, rate) == pytest.approx(n_half, abs=1e-9)
+    # Products no slower than the large-shape fit: no shape effect, never a negative figure.
+    assert _fit_half_dim([(8, 1.6e7, overhead + 0.9 * 1.6e7 / rate)], overhead, rate) == 0.0
+    assert _fit_half_dim([], overhead, rate) == 0.0

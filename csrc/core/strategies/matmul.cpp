@@ -89,10 +89,20 @@ Rule contraction_rule(std::function<Contraction(const RuleCtx&)> layout, bool ha
     for (size_t i = 0; i < k.la.size(); ++i) prod *= static_cast<double>(sa[i]);
     for (size_t i = 0; i < k.lb.size(); ++i)
       if (pos_of(k.la, k.lb[i]) < 0) prod *= static_cast<double>(sb[i]);
+    // M, N and K of the local product (batch labels, in all three, count in none).
+    double m = 1, n = 1, kk = 1;
+    for (size_t i = 0; i < k.la.size(); ++i) {
+      const bool in_b = pos_of(k.lb, k.la[i]) >= 0, in_out = pos_of(k.lo, k.la[i]) >= 0;
+      if (in_b && !in_out) kk *= static_cast<double>(sa[i]);
+      else if (!in_b) m *= static_cast<double>(sa[i]);
+    }
+    for (size_t i = 0; i < k.lb.size(); ++i)
+      if (pos_of(k.la, k.lb[i]) < 0) n *= static_cast<double>(sb[i]);
     OpWork w;
     w.flops = 2.0 * prod;
     if (has_bias) w.flops += 2.0 * static_cast<double>(local_numel_out(c, s, 0));
     w.bytes = io_bytes(c, s);
+    w.min_dim = std::min({m, n, kk});
     return w;
   };
   return r;
@@ -170,6 +180,9 @@ Rule grouped_rule(bool backward, bool aligned_rows) {
     OpWork out;
     out.flops = 2.0 * m * k * n * (c.num_outputs() == 2 ? 2.0 : 1.0);
     out.bytes = io_bytes(c, s);
+    // The rows split between the groups at run time: on average m / groups each.
+    const double groups = w.size() == 3 ? std::max<double>(1, static_cast<double>(w[0])) : 1;
+    out.min_dim = std::min({std::max(1.0, m / groups), k, n});
     return out;
   };
   return r;
