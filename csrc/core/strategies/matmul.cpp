@@ -85,21 +85,18 @@ Rule contraction_rule(std::function<Contraction(const RuleCtx&)> layout, bool ha
     const Contraction k = checked(c, layout(c));
     auto sa = local_shape_in(c, s, k.a);
     auto sb = local_shape_in(c, s, k.b);
-    double prod = 1;
-    for (size_t i = 0; i < k.la.size(); ++i) prod *= static_cast<double>(sa[i]);
-    for (size_t i = 0; i < k.lb.size(); ++i)
-      if (pos_of(k.la, k.lb[i]) < 0) prod *= static_cast<double>(sb[i]);
-    // M, N and K of the local product (batch labels, in all three, count in none).
-    double m = 1, n = 1, kk = 1;
+    // Batch, M, K (A's labels: in all three, in A and out, in A and B) and N (B's own) of the
+    // local product; integers, so their product is exact in any order.
+    double batch = 1, m = 1, n = 1, kk = 1;
     for (size_t i = 0; i < k.la.size(); ++i) {
       const bool in_b = pos_of(k.lb, k.la[i]) >= 0, in_out = pos_of(k.lo, k.la[i]) >= 0;
-      if (in_b && !in_out) kk *= static_cast<double>(sa[i]);
-      else if (!in_b) m *= static_cast<double>(sa[i]);
+      double& dim = !in_b ? m : in_out ? batch : kk;
+      dim *= static_cast<double>(sa[i]);
     }
     for (size_t i = 0; i < k.lb.size(); ++i)
       if (pos_of(k.la, k.lb[i]) < 0) n *= static_cast<double>(sb[i]);
     OpWork w;
-    w.flops = 2.0 * prod;
+    w.flops = 2.0 * batch * m * kk * n;
     if (has_bias) w.flops += 2.0 * static_cast<double>(local_numel_out(c, s, 0));
     w.bytes = io_bytes(c, s);
     w.min_dim = std::min({m, n, kk});
