@@ -8,8 +8,10 @@ sharing cores, the process group's real collectives. So every rank of the mesh m
 the same time (a barrier before each timed round, so oversubscribed ranks slow each other
 down as they do in training):
 
-- matmul time at a few shapes, fitted to `overhead + flops / rate` (float32; bfloat16 too on
-  CUDA): the rate is the profile's peak with efficiency 1;
+- matmul time at a few shapes, each call on operands out of the caches (as a training step
+  finds them), fitted to `overhead + flops / rate x (1 + n_half / d)` (d: the smallest dim;
+  float32, bfloat16 too on CUDA): the rate is the profile's peak with efficiency 1, n_half
+  its matmul_half_dim;
 - copy bandwidth (a tensor copy, read + write);
 - the time of one node of an FX graph of tiny ops: the per-op Python and dispatch cost of
   our runtime, which runs each rank's program as FX graphs (kernel_overhead_s);
@@ -55,11 +57,12 @@ PROFILE_VERSION = 1
 # 4: the optimizer figures of every AdamW implementation (meta.optimizer_impls). 5: CPU
 # meshes measured with malloc keeping freed memory (_runtime/host_memory.py). 6: the per-node
 # overhead measured through the Python bindings the eager runtime now calls. 7: matmul_half_dim.
-MEASURE_REVISION = 7
+# 8: products timed on operands out of the caches, rate and n-half fitted together.
+MEASURE_REVISION = 8
 COLLECTIVE_SIZES = (16 << 10, 256 << 10, 2 << 20, 16 << 20)
 MATMUL_SHAPES = ((64, 512, 512), (256, 512, 2048), (512, 1024, 1024), (1024, 1024, 2048))
-# Products with few rows (a rank's slice of a small batch), each in the two layouts a linear
-# layer runs: x @ W.t() in forward, grad @ W (contiguous) in backward (cost_model.h:
+# Products with few rows (a rank's slice of a small batch), in the three a linear layer runs:
+# x @ W.t() in forward, grad @ W (contiguous) and grad.t() @ x in backward (cost_model.h:
 # matmul_half_dim).
 SKINNY_MATMUL_ROWS = (8, 32)
 SKINNY_MATMUL_KN = 1024
@@ -138,54 +141,78 @@ def _between_compute_seconds(fn, device, group=None) -> float:
     return _median_per_call(timed_round, device, group, min_calls=3, max_calls=1_000)
 
 
-def _fit_rate(samples) -> tuple:
-    """(overhead_s, rate) of time = overhead + work / rate by least squares; a negative
-    overhead is pinned to 0 (rate refitted through the origin)."""
-    n = len(samples)
-    mx = sum(w for w, _ in samples) / n
-    my = sum(t for _, t in samples) / n
-    sxx = sum((w - mx) ** 2 for w, _ in samples)
-    slope = sum((w - mx) * (t - my) for w, t in samples) / sxx if sxx > 0 else 0.0
-    overhead = my - slope * mx
-    if overhead < 0 or slope <= 0:
-        overhead = 0.0
-        slope = sum(w * t for w, t in samples) / sum(w * w for w, _ in samples)
-    return overhead, 1.0 / slope
+def _matmul_operand_pool(m: int, k: int, n: int, transpose_a: bool, transpose_b: bool, device, dtype) -> list:
+    """[(a, b, out)] copies of one product's operands and result, as many as together exceed
+    _cold_pool_bytes(device): taking the next copy for each call finds it out of the caches,
+    as a training step finds its weights and activations since their last use."""
+    nbytes = (m * k + k * n + m * n) * torch.empty((), dtype=dtype).element_size()
+    pool = []
+    for _ in range(max(2, -(-_cold_pool_bytes(device) // nbytes))):
+        # Filled, not empty: no page faults inside the timed calls.
+        a = torch.full((k, m) if transpose_a else (m, k), 0.5, device=device, dtype=dtype)
+        b = torch.full((n, k) if transpose_b else (k, n), 0.5, device=device, dtype=dtype)
+        pool.append((a.t() if transpose_a else a, b.t() if transpose_b else b,
+                     torch.zeros(m, n, device=device, dtype=dtype)))
+    return pool
+
+
+def _cold_pool_bytes(device) -> int:
+    """Bytes whose sweep evicts a product's operands: on CUDA four times the L2 cache; on CPU
+    256 MiB. This VM's CPU reports a 480 MiB last-level cache shared with its host: a
+    64 x 512 x 2048 float32 product whose operands a 64 MiB sweep had passed over ran as fast
+    as a cached one (1.1 ms), after a 256 MiB sweep in 1.6 ms; in a training step of the
+    4-layer MLP such products took 1.1-1.9 ms."""
+    if device.type == "cuda":
+        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)
+        return 4 * l2 if l2 > 0 else 256 << 20
+    return 256 << 20
 
 
 def _matmul_samples(device, dtype) -> list:
-    """[(flops, this rank's seconds)] of one matmul per shape in MATMUL_SHAPES."""
-    samples = []
-    for m, k, n in MATMUL_SHAPES:
-        a = torch.randn(m, k, device=device, dtype=dtype)
-        b = torch.randn(k, n, device=device, dtype=dtype)
-        samples.append((2.0 * m * k * n, _per_call_seconds(lambda: torch.mm(a, b), device)))
-    return samples
-
-
-def _skinny_matmul_samples(device, dtype) -> list:
-    """[(smallest dim, flops, this rank's seconds)] of products with few rows, in both of a
-    linear layer's layouts."""
-    samples = []
+    """[(flops, smallest dim, this rank's seconds)] of one product per shape of MATMUL_SHAPES
+    (large), and of SKINNY_MATMUL_ROWS rows x SKINNY_MATMUL_KN in the three products of a
+    linear layer (x @ W.t() in forward; grad @ W and the weight gradient grad.t() @ x, the
+    rows contracted, in backward), each call on operands out of the caches."""
     kn = SKINNY_MATMUL_KN
-    w = torch.randn(kn, kn, device=device, dtype=dtype)
+    cases = [(m, k, n, False, False) for m, k, n in MATMUL_SHAPES]
     for rows in SKINNY_MATMUL_ROWS:
-        x = torch.randn(rows, kn, device=device, dtype=dtype)
-        for b in (w.t(), w):
-            samples.append((rows, 2.0 * rows * kn * kn, _per_call_seconds(lambda b=b: torch.mm(x, b), device)))
+        cases += [(rows, kn, kn, False, True), (rows, kn, kn, False, False), (kn, rows, kn, True, False)]
+    samples = []
+    for m, k, n, transpose_a, transpose_b in cases:
+        pool = _matmul_operand_pool(m, k, n, transpose_a, transpose_b, device, dtype)
+        turn = [0]
+
+        def product():
+            a, b, out = pool[turn[0] % len(pool)]
+            turn[0] += 1
+            torch.mm(a, b, out=out)
+        samples.append((2.0 * m * k * n, min(m, k, n), _per_call_seconds(product, device)))
+        del pool
     return samples
 
 
-def _fit_half_dim(samples, overhead: float, rate: float) -> float:
-    """Hockney's n-half of the large-shape fit `overhead + flops / rate`: the smallest dim d
-    at which a product's flops run at half the rate, from t - overhead = flops / rate *
-    (1 + n_half / d) (least squares over the samples); 0 when the samples show no slowdown."""
-    num = den = 0.0
-    for d, flops, seconds in samples:
-        excess = (seconds - overhead) / (flops / rate) - 1  # n_half / d
-        num += excess / d
-        den += 1.0 / (d * d)
-    return max(0.0, num / den) if den > 0 else 0.0
+def _fit_matmul(samples) -> dict:
+    """{overhead_s, rate, half_dim} of t = overhead + flops / rate * (1 + half_dim / d) over
+    samples [(flops, smallest dim d, seconds)]: least squares on the relative error (the
+    samples span three decades of time) with every coefficient >= 0 (a term the samples do
+    not show is dropped and the rest refitted: half_dim 0 is no shape effect)."""
+    rows = [(1.0, f, f / d) for f, d, _ in samples]
+    times = [t for *_, t in samples]
+    active = [0, 1, 2]
+    while True:
+        a = torch.tensor([[r[j] / t for j in active] for r, t in zip(rows, times)], dtype=torch.float64)
+        coef = torch.linalg.lstsq(a, torch.ones(len(rows), 1, dtype=torch.float64)).solution.flatten().tolist()
+        negative = [i for i, (j, c) in enumerate(zip(active, coef)) if c < 0 and j != 1]  # the flop term stays
+        if not negative:
+            break
+        del active[min(negative, key=lambda i: coef[i])]
+    full = [0.0, 0.0, 0.0]
+    for j, c in zip(active, coef):
+        full[j] = c
+    overhead, per_flop, per_skinny_flop = full
+    if per_flop <= 0:
+        raise RuntimeError(f"live calibration: the matmul timings fit no positive rate (samples {samples})")
+    return {"overhead_s": overhead, "rate": 1.0 / per_flop, "half_dim": per_skinny_flop / per_flop}
 
 
 def _fx_node_seconds(device) -> float:
@@ -344,17 +371,15 @@ def measure_mesh(mesh, table: str) -> dict:
         if dtype == torch.bfloat16 and device.type != "cuda":
             continue  # CPU training here runs float32; the table keeps the rest
         samples = _matmul_samples(device, dtype)
-        skinny = _skinny_matmul_samples(device, dtype)
-        times = _max_over_ranks([t for _, t in samples] + [t for _, _, t in skinny], device)
-        times, skinny_times = times[:len(samples)], times[len(samples):]
-        overhead, rate = _fit_rate([(w, t) for (w, _), t in zip(samples, times)])
-        fields[field] = rate
-        skinny = [(d, w, t) for (d, w, _), t in zip(skinny, skinny_times)]
+        times = _max_over_ranks([t for *_, t in samples], device)
+        samples = [(f, d, t) for (f, d, _), t in zip(samples, times)]
+        fit = _fit_matmul(samples)
+        fields[field] = fit["rate"]
         # One figure for every dtype: the one training computes in wins (float32 on CPU,
         # bfloat16 on CUDA, measured last).
-        fields["matmul_half_dim"] = _fit_half_dim(skinny, overhead, rate)
-        fits[field] = {"overhead_s": overhead, "samples": [[w, t] for (w, _), t in zip(samples, times)],
-                       "skinny_samples": [[d, w, t] for d, w, t in skinny]}
+        fields["matmul_half_dim"] = fit["half_dim"]
+        fits[field] = {"overhead_s": fit["overhead_s"], "samples": [list(x) for x in samples],
+                       "columns": ["flops", "smallest_dim", "seconds"]}
     # Fields not measured keep the table's achievable rate (peak x its efficiency).
     for key in ("peak_flops_fp32", "peak_flops_bf16", "peak_flops_fp8", "peak_flops_fp64"):
         fields.setdefault(key, table_figures[key] * table_figures["compute_efficiency"])

@@ -79,9 +79,11 @@ def test_live_calibration_round_trips_through_its_file(tmp_path):
     assert set(impls) == {"for-loop", "foreach", "fused"}
     assert all(f["optimizer_bandwidth"] > 0 and f["optimizer_kernel_overhead_s"] >= 0 for f in impls.values())
     assert p["meta"]["optimizer_impl"] == "for-loop"
-    # Skinny products measured in both of a linear layer's layouts; their n-half fitted.
-    assert len(p["meta"]["matmul_fits"]["peak_flops_fp32"]["skinny_samples"]) == 4
-    assert 0 <= p["device"]["matmul_half_dim"] < 1e4
+    # Large products and skinny ones in the three of a linear layer, rate and n-half fitted together.
+    fit = p["meta"]["matmul_fits"]["peak_flops_fp32"]
+    assert fit["columns"] == ["flops", "smallest_dim", "seconds"] and len(fit["samples"]) == 10
+    assert all(f > 0 and d > 0 and t > 0 for f, d, t in fit["samples"])
+    assert 0 <= p["device"]["matmul_half_dim"] < 1e4 and fit["overhead_s"] >= 0
     assert {k: p["device"][k] for k in impls["for-loop"]} == impls["for-loop"]
     # The parameters replicated: every rank steps the whole of them; the fused figures price it less.
     assert r0["priced"]["fused"] < r0["priced"]["None"], r0["priced"]
@@ -138,14 +140,20 @@ def test_optimizer_impl_picks_the_profile_figures_measured_for_it():
         with_optimizer_impl({"version": 1, "device": {}}, "fused")
 
 
-def test_matmul_half_dim_fit_recovers_hockneys_n_half():
-    from torch_localmap._live_calibration import _fit_half_dim
+def test_matmul_fit_recovers_rate_overhead_and_n_half():
+    from torch_localmap._live_calibration import _fit_matmul
 
-    overhead, rate = 2e-6, 1e11
-    for n_half in (0.0, 3.0, 11.0, 40.0):
-        samples = [(d, flops, overhead + flops / rate * (1 + n_half / d))
-                   for d, flops in ((8, 1.6e7), (8, 1.6e7), (32, 6.7e7), (32, 6.7e7))]
-        assert _fit_half_dim(samples, overhead, rate) == pytest.approx(n_half, abs=1e-9)
-    # Products no slower than the large-shape fit: no shape effect, never a negative figure.
-    assert _fit_half_dim([(8, 1.6e7, overhead + 0.9 * 1.6e7 / rate)], overhead, rate) == 0.0
-    assert _fit_half_dim([], overhead, rate) == 0.0
+    shapes = [(3.4e7, 64), (5.4e8, 256), (1.1e9, 512), (4.3e9, 1024), (1.7e7, 8), (6.7e7, 32), (1.7e7, 8)]
+    for overhead, rate, n_half in ((2e-6, 1e11, 0.0), (0.0, 8e10, 3.0), (5e-5, 1.5e11, 11.0), (1e-5, 7e10, 40.0)):
+        fit = _fit_matmul([(f, d, overhead + f / rate * (1 + n_half / d)) for f, d in shapes])
+        assert fit["rate"] == pytest.approx(rate, rel=1e-6)
+        assert fit["half_dim"] == pytest.approx(n_half, abs=1e-6)
+        assert fit["overhead_s"] == pytest.approx(overhead, abs=1e-9)
+    # Skinny products no slower than large ones: no shape effect, never a negative figure; likewise
+    # a negative intercept is dropped and the rate refitted through the origin.
+    fit = _fit_matmul([(f, d, 0.9 * f / 1e11 if d < 64 else f / 1e11) for f, d in shapes])
+    assert fit["half_dim"] == 0.0 and fit["overhead_s"] >= 0 and fit["rate"] > 0
+    fit = _fit_matmul([(f, d, f / 1e11 - 1e-6) for f, d in shapes if d >= 64])
+    assert fit["overhead_s"] == 0.0 and fit["half_dim"] >= 0 and fit["rate"] == pytest.approx(1e11, rel=0.05)
+    with pytest.raises(RuntimeError, match="no positive rate"):
+        _fit_matmul([(1e9, 1024, 1e-3), (1e9, 1024, 1e-3), (1e6, 1024, 1.0)])
