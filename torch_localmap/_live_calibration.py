@@ -35,6 +35,7 @@ profile, so it can also be passed as `calibration=path`.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import platform
@@ -145,7 +146,7 @@ def _matmul_operand_pool(m: int, k: int, n: int, transpose_a: bool, transpose_b:
     """[(a, b, out)] copies of one product's operands and result, as many as together exceed
     _cold_pool_bytes(device): taking the next copy for each call finds it out of the caches,
     as a training step finds its weights and activations since their last use."""
-    nbytes = (m * k + k * n + m * n) * torch.empty((), dtype=dtype).element_size()
+    nbytes = (m * k + k * n + m * n) * dtype.itemsize
     pool = []
     for _ in range(max(2, -(-_cold_pool_bytes(device) // nbytes))):
         # Filled, not empty: no page faults inside the timed calls.
@@ -160,8 +161,8 @@ def _cold_pool_bytes(device) -> int:
     """Bytes whose sweep evicts a product's operands: on CUDA four times the L2 cache; on CPU
     256 MiB. This VM's CPU reports a 480 MiB last-level cache shared with its host: a
     64 x 512 x 2048 float32 product whose operands a 64 MiB sweep had passed over ran as fast
-    as a cached one (1.1 ms), after a 256 MiB sweep in 1.6 ms; in a training step of the
-    4-layer MLP such products took 1.1-1.9 ms."""
+    as a cached one (1.1 ms), after a 256 MiB sweep in 1.6-2.0 ms; in a training step of the
+    4-layer MLP its products took 1.1-1.9 ms."""
     if device.type == "cuda":
         l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)
         return 4 * l2 if l2 > 0 else 256 << 20
@@ -179,15 +180,13 @@ def _matmul_samples(device, dtype) -> list:
         cases += [(rows, kn, kn, False, True), (rows, kn, kn, False, False), (kn, rows, kn, True, False)]
     samples = []
     for m, k, n, transpose_a, transpose_b in cases:
-        pool = _matmul_operand_pool(m, k, n, transpose_a, transpose_b, device, dtype)
-        turn = [0]
+        copies = itertools.cycle(_matmul_operand_pool(m, k, n, transpose_a, transpose_b, device, dtype))
 
         def product():
-            a, b, out = pool[turn[0] % len(pool)]
-            turn[0] += 1
+            a, b, out = next(copies)
             torch.mm(a, b, out=out)
         samples.append((2.0 * m * k * n, min(m, k, n), _per_call_seconds(product, device)))
-        del pool
+        del copies  # the pool's memory, before the next shape's
     return samples
 
 
