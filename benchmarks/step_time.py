@@ -29,6 +29,7 @@ The last lines are the verdicts the issue's checks read:
     verdict <model> <mesh> runtime_on_<ddp|fsdp2|tp_fsdp2>_plan_vs_<same> <x>
     verdict <model> <mesh> estimate_vs_measured <x>
     verdict <model> <mesh> estimate_<compute|communication>_vs_measured <x>   (the profiled step's shares)
+    verdict <model> <mesh> planned_peak_vs_ddp <x>   (only where the planner's pick shards a parameter)
 
 Plans are priced with the mesh's live calibration (parallelize(calibration="live")): the first
 planned row of each mesh measures it, the rows after read the cached profile.
@@ -549,12 +550,21 @@ def verdicts(model, mesh_key, results, best) -> list:
         if "median_s" in a and "median_s" in b:
             out.append(f"verdict {model} {mesh_key} runtime_on_{theirs}_plan_vs_{theirs} "
                        f"{a['median_s'] / b['median_s']:.2f}")
-    r = results.get("ours", {})
+    r, ddp = results.get("ours", {}), results.get("ddp", {})
+    if _shards_a_parameter(r.get("plan", {})) and "peak_bytes" in ddp:
+        # The issue's memory target: a plan that shards pays for it in communication only if
+        # it also holds less than DDP, which replicates everything.
+        out.append(f"verdict {model} {mesh_key} planned_peak_vs_ddp {r['peak_bytes'] / ddp['peak_bytes']:.2f}")
     if "estimate_s" in r and "median_s" in r:
         out.append(f"verdict {model} {mesh_key} estimate_vs_measured {r['estimate_s'] / r['median_s']:.2f}")
         for cat, (est, measured) in measured_split(r).items():
             out.append(f"verdict {model} {mesh_key} estimate_{cat}_vs_measured {est / max(measured, 1e-12):.2f}")
     return out
+
+
+def _shards_a_parameter(placements: dict) -> bool:
+    """Whether a plan's {parameter: spec string} shards any parameter over any mesh dim."""
+    return any("S(" in spec for spec in placements.values())
 
 
 def measured_split(r) -> dict:
