@@ -15,6 +15,9 @@ the collective after forward:
 
     PYTHONPATH=$PWD python benchmarks/forward_sync.py [--world 4] [--repeats 2] [--steps 50]
 
+The `early` row is what our runtime does on gloo meshes (_runtime/deferred_loss.py): the
+loss's reduction is waited for when the loss is read, and backward does not read it.
+
 It prints each row's median step per rank and, last, `verdict forward_sync <row>_vs_none <x>`
 (the median over ranks and repeats). On the 2-core VM with 4 gloo ranks the sync costs what
 a barrier does: on ranks that share cores the wait is for the slowest rank's compute and a

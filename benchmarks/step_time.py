@@ -242,7 +242,7 @@ def _setup(row, name, model, batch, mesh_shape, calibration, plan_dir, device, o
             with open(path + ".like", "w") as f:
                 f.write(pm.plan.measurements["kept"].removeprefix("like=").replace("planned", ""))
     dist.barrier()
-    return pm, args, lambda loss: loss.item(), pm.plan  # _loss_of made it the global value
+    return pm, args, lambda loss: loss.item(), pm.plan  # the global value, every rank alike
 
 
 def _mean_over_ranks(loss) -> float:
@@ -252,7 +252,13 @@ def _mean_over_ranks(loss) -> float:
 
 
 def _loss_of(module, args):
+    """The loss a row's training loop holds. Our programs' loss is a DTensor holding the global
+    value (replicated); it is kept as is -- backward starts from it and `.item()` reads it --
+    so a loss not read before backward is not waited for (_runtime/deferred_loss.py), as a
+    user's loop would use it. A torch row's DTensor loss (TP) is made a plain tensor."""
     out = module(*args)
+    if hasattr(module, "_program"):
+        return out
     return out.full_tensor() if hasattr(out, "full_tensor") else out
 
 

@@ -69,7 +69,7 @@ T="$ROOT/test/python"
   "$T/test_solver.py" "$T/test_torch_compat.py" "$T/test_localmap_ops.py" \
   "$T/test_parallelize.py::test_backend_is_registered_by_entry_point" \
   "$T/test_plan_reuse.py" "$T/test_ops_on_import.py" "$T/test_live_calibration.py" "$T/test_local_tensors.py" \
-  "$T/test_direct_calls.py" \
+  "$T/test_direct_calls.py" "$T/test_deferred_loss.py" \
   "$T/test_recompute.py" --deselect test/python/test_recompute.py::test_llama_70b_plans_on_the_meta_device_and_fits_by_recomputing \
   "$T/test_zoo.py::test_zoo_model_trains_like_one_process[hf_llama]"
 echo "test-compat torch $TORCH: passed (install ${t_install} s, build ${t_build} s, total $((SECONDS - t0)) s)"

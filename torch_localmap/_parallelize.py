@@ -34,6 +34,7 @@ from ._runtime.compile import ExecutionOptions
 from ._runtime.redistribute import shard_local
 from ._runtime.schedule import GLOO_INFLIGHT_COLLECTIVES
 from ._spmd import RankProgram, local_example_inputs, trace_rank_program
+from ._runtime.deferred_loss import lazy_views
 from ._torch_private.pytrees import pytree
 from .placements import as_spec, spec_to_placements
 from .plan import Plan, as_saved_plan, explicit_memory_limit, plan_module
@@ -182,10 +183,11 @@ class ParallelModule(nn.Module):
         for name, new in zip(c.mutated_buffers, outs[:n_mut]):
             self._set_buffer(name, new.detach())
         results = []
-        for local, (shape, spec) in zip(outs[n_mut:], c.output_global):
-            placements = spec_to_placements(spec, mesh_ndim=self.mesh.ndim)
-            results.append(dtensor.dtensor_from_local(local, self.mesh, placements, shape,
-                                                             _contiguous_stride(shape), placements))
+        with lazy_views():  # a pending loss stays pending inside its DTensor (deferred_loss.py)
+            for local, (shape, spec) in zip(outs[n_mut:], c.output_global):
+                placements = spec_to_placements(spec, mesh_ndim=self.mesh.ndim)
+                results.append(dtensor.dtensor_from_local(local, self.mesh, placements, shape,
+                                                          _contiguous_stride(shape), placements))
         # Output containers that compute while rebuilding themselves (transformers' DynamicCache
         # concatenates onto empty plain tensors) see plain tensors as replicated.
         with dtensor.implicit_replication():
@@ -258,7 +260,8 @@ class ParallelModule(nn.Module):
                               backward=joint.backward, tangent_outputs=_tangent_outputs(plan),
                               grad_slots=_grad_slots(plan), param_placeholders=_param_placeholders(plan),
                               options=o.execution, memory_room=_memory_room(o.memory_limit, plan),
-                              recompute_nodes=plan.recomputed_nodes())
+                              recompute_nodes=plan.recomputed_nodes(),
+                              defer_output_waits=self.mesh.device_type == "cpu")
         sources = []
         all_specs = {}
         for (i, node), spec in zip(plan.graph.placeholders(), plan.placeholder_specs()):

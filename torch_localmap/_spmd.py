@@ -23,6 +23,8 @@ from .plan import Plan
 from ._runtime.failures import failure_scope
 from ._runtime.random_ops import is_random, run_sharded
 from ._runtime.compile import ExecutionOptions, CompiledOnFirstCall
+from ._runtime.deferred_loss import (count_targets_early, pending_outputs, settle_before_first_collective,
+                                     split_output_tails)
 from ._runtime.direct_calls import call_directly
 from ._runtime.redistribute import redistribute_local
 from ._runtime.recompute import mark_planned_recompute
@@ -215,7 +217,9 @@ class _SPMDStep(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, program, *inputs):
-        outs = program.fw(*inputs)
+        # Outputs made after a collective's wait are filled in when first read (deferred_loss.py).
+        outs, pending = pending_outputs(program.fw(*inputs), program.tails, lazy=True)
+        program.pending += pending
         n = program.num_fwd_outputs
         saved = outs[n:]
         ctx.program = program
@@ -262,6 +266,10 @@ class RankProgram:
     to; `grad_slots`: for each program input (tangents excluded), the backward output that
     is its gradient, or None. A forward-only program (backward=False) is run as is.
 
+    `defer_output_waits`: forward outputs made of a few scalars after a collective (the loss
+    over the global batch) are waited for when first read, and the loss's token count is
+    reduced as the step starts (deferred_loss.py); for gloo meshes, where a rank's host waits.
+
     `options` (ExecutionOptions): reshard after forward (`param_placeholders`: the joint
     graph's parameter inputs, name -> FQN, which also groups their gathers into buckets;
     `memory_room`: bytes the memory limit leaves above the plan's estimate, None without a
@@ -270,7 +278,7 @@ class RankProgram:
 
     def __init__(self, joint_spmd: fx.GraphModule, num_fwd_outputs: int, backward: bool = True,
                  tangent_outputs=None, grad_slots=None, param_placeholders=(), options=None, memory_room=None,
-                 recompute_nodes=()):
+                 recompute_nodes=(), defer_output_waits=False):
         self.joint = joint_spmd
         self.num_fwd_outputs = num_fwd_outputs
         self.backward = backward
@@ -293,6 +301,10 @@ class RankProgram:
         else:
             self.fw, self.bw = joint_spmd, None
         self.buckets = 0
+        self.tails, self.pending = [], []
+        defer = defer_output_waits and backward and not self.options.compile
+        if defer:
+            count_targets_early(self.fw)
         if self.bw is not None:  # gradients bucketed and accumulated without copies
             contiguous_transposed_products(self.bw)
         for gm in (self.fw, self.bw):  # before bucketing: the merged collectives bucket together
@@ -312,6 +324,10 @@ class RankProgram:
             for gm in (self.fw, self.bw):
                 if gm is not None:
                     schedule_overlap(gm, self.options.inflight_bytes, self.options.inflight_collectives)
+        if defer:
+            self.tails = split_output_tails(self.fw, num_fwd_outputs)
+            if self.tails and self.bw is not None:
+                settle_before_first_collective(self.bw, self.settle)
         if self.options.compile:
             self.fw = CompiledOnFirstCall(self.fw)
             self.bw = CompiledOnFirstCall(self.bw) if self.bw is not None else None
@@ -320,9 +336,17 @@ class RankProgram:
                 if gm is not None:
                     call_directly(gm)
 
+    def settle(self) -> None:
+        """Waits for the outputs an earlier step left pending (deferred_loss.py)."""
+        pending, self.pending = self.pending, []
+        for tail in pending:
+            tail.value()
+
     def __call__(self, *inputs):
         with failure_scope():
+            self.settle()
             if self.backward and torch.is_grad_enabled() and any(
                     isinstance(x, torch.Tensor) and x.requires_grad for x in inputs):
                 return _SPMDStep.apply(self, *inputs)
-            return tuple(self.fw(*inputs)[: self.num_fwd_outputs])
+            outs, _ = pending_outputs(self.fw(*inputs), self.tails, lazy=False)
+            return tuple(outs[: self.num_fwd_outputs])

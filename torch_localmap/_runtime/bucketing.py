@@ -126,6 +126,8 @@ def _key(node: fx.Node, params: dict, seen: dict, grad_params: dict):
     val = node.args[0].meta.get("val") if node.args and isinstance(node.args[0], fx.Node) else None
     if kind is None or not isinstance(val, torch.Tensor) or node.kwargs:
         return None
+    if node.meta.get("tlm_unbucketed"):  # issued on its own, early (deferred_loss.py)
+        return None
     args = tuple(node.args[1:])  # reduce op and group name (all-reduce); group size and name
     if kind == "all_reduce" and _averages_as_sum(node):  # one bucket with the sums (divided after)
         args = ("sum",) + args[1:]
