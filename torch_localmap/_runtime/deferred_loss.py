@@ -24,6 +24,7 @@ Two rewrites of an eager CPU program remove it without giving up the exact loss:
 """
 from __future__ import annotations
 
+import contextlib
 import operator
 import threading
 
@@ -223,15 +224,16 @@ _VIEWS = frozenset({aten.view.default, aten.alias.default, aten._unsafe_view.def
 _lazy_views = threading.local()
 
 
-class lazy_views:
+@contextlib.contextmanager
+def lazy_views():
     """Within it, views of a PendingTensor stay pending (DTensor.from_local views the local
     tensor it wraps); anywhere else a view reads the value, so users get plain tensors."""
-
-    def __enter__(self):
-        _lazy_views.on = True
-
-    def __exit__(self, *exc):
-        _lazy_views.on = False
+    before = getattr(_lazy_views, "on", False)
+    _lazy_views.on = True
+    try:
+        yield
+    finally:
+        _lazy_views.on = before
 
 
 class PendingTensor(torch.Tensor):
