@@ -39,6 +39,10 @@ def _scalar(out):
     if not leaves:
         raise ValueError("measure_candidates: the model's outputs hold no floating tensor that requires grad; "
                          "expected a training call (measuring times forward + backward)")
+    if len(leaves) == 1 and leaves[0].dim() == 0:
+        # A loss: backward from it as a training loop does, without reading its value (on gloo
+        # meshes the value may still be pending: _runtime/deferred_loss.py).
+        return leaves[0]
     total = leaves[0].float().sum()
     for x in leaves[1:]:
         total = total + x.float().sum()
