@@ -33,7 +33,7 @@ import torch.fx as fx
 import torch.utils._pytree as pytree
 
 from .._torch_private import fake_tensors
-from .schedule import REGION_META, is_collective, is_wait
+from .schedule import MOVES_ELEMENTS, REGION_META, SAME_VALUES, is_collective, is_wait
 
 aten = torch.ops.aten
 _all_reduce_kinds = (torch.ops._c10d_functional.all_reduce.default, torch.ops._c10d_functional.all_reduce_.default)
@@ -46,10 +46,8 @@ _TAIL_OPS = frozenset({
     aten.div.Scalar, aten.mul.Tensor, aten.mul.Scalar, aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor,
     aten.neg.default, aten.sum.default, aten.mean.default, aten._to_copy.default,
 })
-# Views and copies that keep every element (and only those) of their input.
-_SAME_ELEMENTS = frozenset({aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.alias.default,
-                            aten.clone.default, aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.default,
-                            aten.permute.default, aten.t.default, aten.transpose.int})
+# Views, copies and transposes that keep every element (and only those) of their input.
+_SAME_ELEMENTS = SAME_VALUES | MOVES_ELEMENTS | {aten.squeeze.dim, aten.squeeze.default}
 # A tail moves scalars (a bucket of a loss's few sums at most); anything larger stays in forward.
 _TAIL_MAX_ELEMENTS = 64
 
@@ -125,7 +123,7 @@ def _mark_reductions_alone(node: fx.Node) -> None:
             if u.target in _all_reduce_kinds:  # and the reductions after it over other mesh dims
                 u.meta["tlm_unbucketed"] = True
                 todo.append(u)
-            elif is_wait(u) or u.target in (aten.view.default, aten._unsafe_view.default, aten.reshape.default):
+            elif is_wait(u) or u.target in SAME_VALUES:
                 todo.append(u)
 
 
