@@ -84,6 +84,11 @@ class _Compiled:
     output_spec: object
     output_global: list  # per forward output: (global shape, spec)
     input_specs: dict  # flat input index -> planned spec
+    # Per "param"/"buffer" source, the module that owns it and its name there, resolved on the
+    # first call: get_parameter walks the dotted name on every call, about as long as the
+    # rest of the forward's glue together (docs/benchmarks.md, 2026-12-03).
+    state_owners: dict = dataclasses.field(default_factory=dict)
+    output_placements: list | None = None  # per forward output, from output_global's specs
 
 
 class ParallelModule(nn.Module):
@@ -183,9 +188,10 @@ class ParallelModule(nn.Module):
         for name, new in zip(c.mutated_buffers, outs[:n_mut]):
             self._set_buffer(name, new.detach())
         results = []
+        if c.output_placements is None:
+            c.output_placements = [spec_to_placements(spec, mesh_ndim=self.mesh.ndim) for _, spec in c.output_global]
         with lazy_views():  # a pending loss stays pending inside its DTensor (deferred_loss.py)
-            for local, (shape, spec) in zip(outs[n_mut:], c.output_global):
-                placements = spec_to_placements(spec, mesh_ndim=self.mesh.ndim)
+            for local, (shape, _), placements in zip(outs[n_mut:], c.output_global, c.output_placements):
                 results.append(dtensor.dtensor_from_local(local, self.mesh, placements, shape,
                                                           _contiguous_stride(shape), placements))
         # Output containers that compute while rebuilding themselves (transformers' DynamicCache
@@ -196,9 +202,18 @@ class ParallelModule(nn.Module):
     def _program_inputs(self, c: _Compiled, leaves) -> list:
         """This rank's program inputs for a call: local shards of the state and the inputs."""
         inputs, state = [], []
+        owners = c.state_owners
         for kind, what in c.sources:
             if kind in ("param", "buffer"):  # plain tensors under like="ddp" (_distribute_state)
-                t = self.get_parameter(what) if kind == "param" else self.get_buffer(what)
+                if what not in owners:
+                    prefix, _, leaf = what.rpartition(".")
+                    owners[what] = (self.get_submodule(prefix), leaf)
+                owner, leaf = owners[what]
+                # Read where the owner keeps it now: a parameter or buffer replaced on its
+                # module (load_state_dict(assign=True), _set_buffer) is the one used.
+                t = (owner._parameters if kind == "param" else owner._buffers).get(leaf)
+                if t is None:
+                    raise AttributeError(f"the planned program reads {kind} {what!r}, which the module no longer has")
                 if isinstance(t, DTensor):
                     state.append(len(inputs))
                 inputs.append(t)
