@@ -9,14 +9,18 @@ numbers, a "backward" of products and a gradient all-reduce, and the rows differ
 the collective after forward:
 
     none     nothing (DDP's and FSDP2's step)
-    sync     an all-reduce of 3 floats, waited at once (our step)
+    sync     an all-reduce of 3 floats, waited at once (our step before 4d7b72d)
     early    the same, issued asynchronously and waited after the gradient's all-reduce
+    count    our step on gloo meshes now: an all-reduce of 1 float (the token count) issued
+             as forward starts and waited as it ends (backward's first op reads it), then
+             `early`'s all-reduce of the loss's 2 floats
     barrier  a barrier instead (no data at all)
 
     PYTHONPATH=$PWD python benchmarks/forward_sync.py [--world 4] [--repeats 2] [--steps 50]
 
-The `early` row is what our runtime does on gloo meshes (_runtime/deferred_loss.py): the
-loss's reduction is waited for when the loss is read, and backward does not read it.
+The `count` row is what our runtime does on gloo meshes (_runtime/deferred_loss.py): the
+loss's reduction is waited for when the loss is read, and backward does not read it; the
+token count backward scales by is reduced from the targets as the step starts.
 
 It prints each row's median step per rank and, last, `verdict forward_sync <row>_vs_none <x>`
 (the median over ranks and repeats). On the 2-core VM with 4 gloo ranks the sync costs what
@@ -37,7 +41,7 @@ import torch.distributed as dist
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from torch_localmap.launch import run_distributed  # noqa: E402
 
-ROWS = ("none", "sync", "early", "barrier")
+ROWS = ("none", "sync", "early", "count", "barrier")
 # A step's shape: ~1.5 ms of products before the loss, twice that after, an 800k-element
 # gradient all-reduce (about a small model's) at the end.
 _FORWARD_PRODUCTS, _BACKWARD_PRODUCTS, _GRADIENT_ELEMENTS = 12, 24, 800_000
@@ -48,10 +52,16 @@ def _rank(rank, world, row, steps, warmup):
     a, b = torch.randn(128, 256), torch.randn(256, 256)
     grads, loss_terms = torch.randn(_GRADIENT_ELEMENTS), torch.zeros(3)
 
+    count = torch.ones(1)
+
     def step():
+        counted = dist.all_reduce(count, async_op=True) if row == "count" else None
         for _ in range(_FORWARD_PRODUCTS):
             torch.mm(a, b)
         work = None
+        if counted is not None:
+            counted.wait()
+            work = dist.all_reduce(loss_terms[:2], async_op=True)
         if row == "sync":
             dist.all_reduce(loss_terms)
         elif row == "early":
