@@ -6,13 +6,16 @@ the count, and every rank waits there for the slowest one's forward. DDP and FSD
 rank's own mean and have no such point. On CPU ranks sharing cores that wait costs what a
 barrier does, 1.1-1.16x of a short step (benchmarks/forward_sync.py); waited later, 1.05x.
 
-Two rewrites of an eager CPU program remove it without giving up the exact loss:
+Two rewrites of an eager CPU program take the loss's own wait out of forward without giving
+up the exact loss (the token count's remains, as the first point says):
 
 - The count is taken from the targets as the step starts (`count_targets_early`): the
   token count an `nll_loss_forward` without class weights returns is the number of targets
   other than its ignore_index. Its all-reduce is issued before any compute and stays out of
-  buckets, so the wait at the end of forward (backward's first op reads the count) finds it
-  done.
+  buckets, so the loss's own reduction is not waited for in forward. Backward's first op
+  reads the count, so forward's end still waits for it: a rendezvous with every rank's
+  start of forward, which on ranks sharing cores costs about what waiting at once does
+  (benchmarks/forward_sync.py, `count` row; docs/benchmarks.md, 2026-12-03).
 - The small tail of scalar ops after the loss's wait (the wait itself, the bucket's unpacking,
   sum / count, scalings) leaves the forward graph (`split_output_tails`). The forward returns
   the tail's inputs instead, and the loss the user holds is a `PendingTensor` that runs the
