@@ -50,9 +50,7 @@ _FORWARD_PRODUCTS, _BACKWARD_PRODUCTS, _GRADIENT_ELEMENTS = 12, 24, 800_000
 def _rank(rank, world, row, steps, warmup):
     torch.set_num_threads(1)  # ranks share the machine's cores, as step_time's do
     a, b = torch.randn(128, 256), torch.randn(256, 256)
-    grads, loss_terms = torch.randn(_GRADIENT_ELEMENTS), torch.zeros(3)
-
-    count = torch.ones(1)
+    grads, loss_terms, count = torch.randn(_GRADIENT_ELEMENTS), torch.zeros(3), torch.zeros(1)
 
     def step():
         counted = dist.all_reduce(count, async_op=True) if row == "count" else None

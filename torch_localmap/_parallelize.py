@@ -84,11 +84,11 @@ class _Compiled:
     output_spec: object
     output_global: list  # per forward output: (global shape, spec)
     input_specs: dict  # flat input index -> planned spec
-    # Per "param"/"buffer" source, the module that owns it and its name there, resolved on the
-    # first call: get_parameter walks the dotted name on every call, about as long as the
-    # rest of the forward's glue together (docs/benchmarks.md, 2026-12-03).
-    state_owners: dict = dataclasses.field(default_factory=dict)
-    output_placements: list | None = None  # per forward output, from output_global's specs
+    # Per "param"/"buffer" FQN, the module that owns it and its name there: get_parameter walks
+    # the dotted name on every call, about as long as the rest of the forward's glue together
+    # (docs/benchmarks.md, 2026-12-03).
+    state_owners: dict
+    output_placements: list  # per forward output, the placements of output_global's spec
 
 
 class ParallelModule(nn.Module):
@@ -188,8 +188,6 @@ class ParallelModule(nn.Module):
         for name, new in zip(c.mutated_buffers, outs[:n_mut]):
             self._set_buffer(name, new.detach())
         results = []
-        if c.output_placements is None:
-            c.output_placements = [spec_to_placements(spec, mesh_ndim=self.mesh.ndim) for _, spec in c.output_global]
         with lazy_views():  # a pending loss stays pending inside its DTensor (deferred_loss.py)
             for local, (shape, _), placements in zip(outs[n_mut:], c.output_global, c.output_placements):
                 results.append(dtensor.dtensor_from_local(local, self.mesh, placements, shape,
@@ -202,13 +200,9 @@ class ParallelModule(nn.Module):
     def _program_inputs(self, c: _Compiled, leaves) -> list:
         """This rank's program inputs for a call: local shards of the state and the inputs."""
         inputs, state = [], []
-        owners = c.state_owners
         for kind, what in c.sources:
             if kind in ("param", "buffer"):  # plain tensors under like="ddp" (_distribute_state)
-                if what not in owners:
-                    prefix, _, leaf = what.rpartition(".")
-                    owners[what] = (self.get_submodule(prefix), leaf)
-                owner, leaf = owners[what]
+                owner, leaf = c.state_owners[what]
                 # Read where the owner keeps it now: a parameter or buffer replaced on its
                 # module (load_state_dict(assign=True), _set_buffer) is the one used.
                 t = (owner._parameters if kind == "param" else owner._buffers).get(leaf)
@@ -277,11 +271,13 @@ class ParallelModule(nn.Module):
                               options=o.execution, memory_room=_memory_room(o.memory_limit, plan),
                               recompute_nodes=plan.recomputed_nodes(),
                               defer_output_waits=self.mesh.device_type == "cpu")
-        sources = []
+        sources, owners = [], {}
         all_specs = {}
         for (i, node), spec in zip(plan.graph.placeholders(), plan.placeholder_specs()):
             if node.role in ("param", "buffer"):
                 sources.append((node.role, node.target))
+                prefix, _, leaf = node.target.rpartition(".")
+                owners[node.target] = (self.get_submodule(prefix), leaf)
             elif node.role == "input":
                 sources.append(("input", int(node.target)))
                 all_specs[int(node.target)] = spec
@@ -293,7 +289,9 @@ class ParallelModule(nn.Module):
         output_global = [(tuple(plan.graph.meta_of_output(k).shape), plan.output_specs[k]) for _, k in outs]
         return _Compiled(plan=plan, program=program, sources=sources, input_kinds=kinds,
                          mutated_buffers=list(joint.mutated_buffers), output_spec=joint.output_spec,
-                         output_global=output_global, input_specs=all_specs)
+                         output_global=output_global, input_specs=all_specs, state_owners=owners,
+                         output_placements=[spec_to_placements(spec, mesh_ndim=self.mesh.ndim)
+                                            for _, spec in output_global])
 
     def _input_layout(self, args, kwargs, leaves):
         """Per flat input: "dtensor" (its own placements), "local" (a shard, input_placements),
