@@ -71,12 +71,12 @@ class SolveProgress:
             self._thread.start()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
         if self._bar is not None:
-            self._draw()
+            self._draw(finished=exc_type is None)
             self._bar.close()
         return False
 
@@ -87,13 +87,17 @@ class SolveProgress:
             if self._stop.wait(TICK):
                 return
 
-    def _draw(self):
+    def _draw(self, finished=False):
         if self._bar is None:
             self._bar = self._tqdm(total=round(self.time_limit, 1), desc=self.description, unit="s", file=self.file,
                              bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total} s{postfix}",
                              dynamic_ncols=True, leave=True)
         elapsed = min(time.monotonic() - self._t0, self.time_limit)
         self._bar.n = round(elapsed, 1)
+        if finished:
+            # The solver stops a little before its limit (or long before it, on a proven gap):
+            # a finished solve is drawn full, over the time it took, not as 97% of the limit.
+            self._bar.total = self._bar.n = max(round(elapsed, 1), 0.1)
         latest = self.latest
         self._bar.set_postfix_str(describe(latest[1], latest[2], self.fmt) if latest else "no plan yet", refresh=False)
         self._bar.refresh()

@@ -134,6 +134,8 @@ def test_progress_bar_shows_cost_bound_and_gap_after_the_delay(monkeypatch):
         time.sleep(0.7)
     text = out.getvalue()
     assert "cost 4 ms, bound 3 ms, gap 25.00%" in text and "/2.0 s" in text
+    last = text.strip().split("\r")[-1]  # the solve ended at 0.7 s of its 2 s: drawn full, over 0.7 s
+    assert "100%|" in last and "/2.0 s" not in last, last
 
 
 def test_short_solves_and_non_terminals_get_no_bar(monkeypatch):
