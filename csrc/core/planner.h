@@ -19,6 +19,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -102,8 +103,10 @@ struct MemoryLimit {
 MemoryLimit memory_limit_of(const PlanOptions& options, const CostModel& cm);
 
 // Strategies, cost tables and the solve: the plan. The time limit covers the
-// whole call: the solver gets what building the tables left of it.
-Plan plan_graph(const Graph& g, const PlanOptions& options);
+// whole call: the solver gets what building the tables left of it. With `working`, the
+// tables and strategies are handed over there instead of freed (the plan references none
+// of them): the caller frees them when it suits it (background_release.h).
+Plan plan_graph(const Graph& g, const PlanOptions& options, std::shared_ptr<void>* working = nullptr);
 
 // A plan made for one call of a program carried to a call that differs only in
 // sizes (a new sequence length, a smaller last batch): the previous plan's

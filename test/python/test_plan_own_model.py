@@ -202,6 +202,27 @@ def test_solve_command_draws_the_bar_on_a_terminal():
     assert "asplos-2025-iopddl-K: 100%|" in drawn and ", gap " in drawn and "bound " in drawn, drawn[-500:]
 
 
+def test_a_process_forked_right_after_a_plan_plans_again_and_exits():
+    # The plan call frees its tables on a background thread (csrc/core/background_release.h).
+    # A child forked while that may run (a data loader's worker) must neither wait for its
+    # parent's thread when it plans nor at its own normal exit.
+    code = textwrap.dedent("""
+        import os, sys, torch
+        from torch_localmap.plan import plan_module
+        args = ((2,), (torch.randn(4, 8),))
+        plan_module(torch.nn.Linear(8, 8), *args, time_limit=1)
+        pid = os.fork()
+        if pid == 0:
+            plan_module(torch.nn.Linear(8, 8), *args, time_limit=1)
+            sys.exit(7)  # a normal exit: static destructors run in the child
+        _, status = os.waitpid(pid, 0)
+        plan_module(torch.nn.Linear(8, 8), *args, time_limit=1)
+        print("child", os.waitstatus_to_exitcode(status))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "child 7" in done.stdout, done.stderr[-2000:]
+
+
 # ---- logging -----------------------------------------------------------------------------
 
 def _plan_in_subprocess(env):
