@@ -2,8 +2,8 @@
 otherwise run: one process, DDP, FSDP2 (fully_shard), a hand TP(+FSDP2) DTensor plan; and
 our runtime on each of torch's own plans (parallelize(like="ddp"|"fsdp2"), the hand TP
 placements as fixed_params), which separates the runtime's speed from the planner's choice;
-`ours_measured` keeps the fastest measured of the planner's, DDP's and FSDP2's plans
-(parallelize(measure_candidates=3)).
+`ours_measured` keeps the fastest measured of the planner's, DDP's and FSDP2's plans and, on
+a 1-D mesh, the planner's on each 2-D layout of the same ranks (parallelize(measure_candidates=4)).
 
     PYTHONPATH=$PWD python benchmarks/step_time.py [--device cpu|cuda] [--models mlp,mlp_padded,llama,moe] [--meshes 4,2x2]
         [--rows ...] [--steps 20] [--warmup 3] [--repeats 3] [--calibration profile.json]
@@ -228,19 +228,23 @@ def _setup(row, name, model, batch, mesh_shape, calibration, plan_dir, device, o
     # Plan once per row, model and mesh; later repeats apply the saved plan (no solve).
     path = os.path.join(plan_dir, f"{row}-{name}-{'x'.join(map(str, mesh_shape))}.json")
     saved = Plan.load(path) if os.path.exists(path) else None
-    if row == "ours_measured":  # the fastest measured of the planner's, DDP's and FSDP2's plans
+    if row == "ours_measured":  # the fastest measured of the planner's, DDP's and FSDP2's plans (1-D: and 2x2's)
         if saved is None:
-            kwargs = {"measure_candidates": 3}
-        else:  # the kept plan again: a torch-like one is applied with its `like`
-            with open(path + ".like") as f:
-                kwargs = {"like": f.read() or None}
+            kwargs = {"measure_candidates": 4}
+        else:  # the kept plan again: a torch-like one with its `like`, one kept on a layout of the ranks on it
+            with open(path + ".kept") as f:
+                kept = json.load(f)
+            kwargs = {"like": kept["like"]}
+            if kept["layout"]:
+                mesh = make_mesh(tuple(kept["layout"]))
     pm = parallelize(model, mesh, args, device=_cost_table(device), time_limit=5.0, calibration=calibration,
                      compile=row == "ours_compiled", plan=saved, optimizer_impl=optimizer, **kwargs)
     if saved is None and rank == 0:
         pm.plan.save(path)
         if row == "ours_measured":
-            with open(path + ".like", "w") as f:
-                f.write(pm.plan.measurements["kept"].removeprefix("like=").replace("planned", ""))
+            with open(path + ".kept", "w") as f:
+                m = pm.plan.measurements
+                json.dump({"like": m["kept_like"], "layout": m["kept_layout"]}, f)
     dist.barrier()
     return pm, args, lambda loss: loss.item(), pm.plan  # the global value, every rank alike
 

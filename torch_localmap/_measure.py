@@ -3,11 +3,13 @@
 The cost model prices a plan; the machine runs it, and the two can disagree (kernel launch
 overhead, gloo's copies, oversubscribed cores). With this option parallelize plans the model
 as usual and, beside it, the plans torch's own wrappers run (like="ddp", like="fsdp2"; one
-that cannot run the model is skipped), runs each distinct candidate for a few forward +
-backward steps on the real mesh -- on a copy of the model, gradients dropped -- and keeps the
-fastest. A candidate's step is the median of its steps on the slowest rank; every rank
-receives the same numbers, so every rank keeps the same plan. The measurements go into the
-kept plan (`plan.measurements`) and its report.
+that cannot run the model is skipped) and, on a 1-D mesh, the planner's plan on each 2-D
+layout of the same ranks (4 ranks as 2x2: tensor parallelism inside pairs, data parallelism
+across them -- the logical mesh shapes Alpa and XLA's auto-sharding search over). It runs
+each distinct candidate for a few forward + backward steps on the real mesh -- on a copy of
+the model, gradients dropped -- and keeps the fastest. A candidate's step is the median of
+its steps on the slowest rank; every rank receives the same numbers, so every rank keeps the
+same plan. The measurements go into the kept plan (`plan.measurements`) and its report.
 """
 from __future__ import annotations
 
@@ -21,14 +23,28 @@ import torch.distributed as dist
 
 from ._torch_private.pytrees import pytree
 
-__all__ = ["CANDIDATES", "measure_and_pick"]
-
-# The candidates in the order they are tried: the planner's own plan first, then torch's.
-CANDIDATES = (None, "ddp", "fsdp2")
+__all__ = ["candidates", "layouts", "measure_and_pick"]
 
 
-def _label(like) -> str:
-    return "planned" if like is None else f"like={like}"
+def layouts(mesh_shape) -> list:
+    """The 2-D layouts of a 1-D mesh's ranks (both orders of every factor pair: which pairs of
+    ranks share a group differs), smallest first dim first; none for an N-D mesh, whose
+    layout the user chose."""
+    if len(mesh_shape) != 1:
+        return []
+    n = mesh_shape[0]
+    return [(a, n // a) for a in range(2, n // 2 + 1) if n % a == 0]
+
+
+def candidates(mesh_shape) -> list:
+    """(like, layout or None) in the order they are tried: the planner's own plan first, then
+    torch's, then the planner's on each layout of the ranks."""
+    return [(None, None), ("ddp", None), ("fsdp2", None)] + [(None, layout) for layout in layouts(mesh_shape)]
+
+
+def _label(like, layout=None) -> str:
+    name = "planned" if like is None else f"like={like}"
+    return name if layout is None else f"{name} on {'x'.join(map(str, layout))}"
 
 
 def _scalar(out):
@@ -76,30 +92,38 @@ def _same_plan(a, b) -> bool:
     return [(n.inputs, n.outputs) for n in a.nodes] == [(n.inputs, n.outputs) for n in b.nodes]
 
 
-def measure_and_pick(model, build, args, kwargs, limit: int, steps: int, cuda: bool, group):
-    """Plans and measures up to `limit` candidates; returns (like of the fastest, its plan,
-    the measurements). `build(model_copy, like)` returns a ParallelModule."""
+def measure_and_pick(model, build, args, kwargs, mesh_shape, limit: int, steps: int, cuda: bool, group,
+                     no_layouts: str | None = None):
+    """Plans and measures up to `limit` candidates; returns ((like, layout) of the fastest, its
+    plan, the measurements). `build(model_copy, like, layout)` returns a ParallelModule;
+    `no_layouts`: why the layouts of the ranks cannot be tried (listed as skipped), or None."""
     measured, plans = [], []
-    for like in CANDIDATES:
+    for like, layout in candidates(mesh_shape):
         if len(plans) >= limit:
             break
-        try:
-            pmodel = build(copy.deepcopy(model), like)
-        except ValueError as e:  # a torch wrapper that cannot run this model (e.g. BatchNorm under like='ddp')
-            if like is None:
-                raise
-            measured.append({"candidate": _label(like), "skipped": str(e).splitlines()[0]})
+        label = _label(like, layout)
+        if layout is not None and no_layouts:
+            measured.append({"candidate": label, "skipped": no_layouts})
             continue
-        if any(_same_plan(pmodel.plan, p) for p in plans):
-            measured.append({"candidate": _label(like), "skipped": "the same plan as an earlier candidate"})
+        try:
+            pmodel = build(copy.deepcopy(model), like, layout)
+        except ValueError as e:  # a torch wrapper that cannot run this model (e.g. BatchNorm under like='ddp')
+            if like is None and layout is None:
+                raise
+            measured.append({"candidate": label, "skipped": str(e).splitlines()[0]})
+            continue
+        if any(lay == layout and _same_plan(pmodel.plan, p) for p, lay in plans):
+            measured.append({"candidate": label, "skipped": "the same plan as an earlier candidate"})
             continue
         seconds = _slowest_rank(_step_seconds(pmodel, args, kwargs, steps, cuda), group)
-        plans.append(pmodel.plan)
-        measured.append({"candidate": _label(like), "like": like, "measured_step_s": seconds,
-                         "estimated_step_s": pmodel.plan.summary.estimated_step_s})
+        plans.append((pmodel.plan, layout))
+        measured.append({"candidate": label, "like": like, "layout": None if layout is None else list(layout),
+                         "measured_step_s": seconds, "estimated_step_s": pmodel.plan.summary.estimated_step_s})
         del pmodel
         gc.collect()  # the copy's parameters and program go before the next candidate is built
     timed = [m for m in measured if "measured_step_s" in m]
     best = min(range(len(timed)), key=lambda i: (timed[i]["measured_step_s"], i))
-    return timed[best]["like"], plans[best], {"candidates": measured, "kept": timed[best]["candidate"],
-                                              "steps": steps}
+    kept = timed[best]
+    return (kept["like"], plans[best][1]), plans[best][0], {
+        "candidates": measured, "kept": kept["candidate"], "kept_like": kept["like"], "kept_layout": kept["layout"],
+        "steps": steps}

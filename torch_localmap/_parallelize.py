@@ -558,7 +558,10 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
     `plan_cache_stats` counts hits, misses, plans solved and carried, and evictions.
 
     `measure_candidates` (k >= 2): beside the planner's plan, plan what torch's wrappers run
-    (like="ddp", like="fsdp2"), run up to k distinct candidates for `measure_steps` forward +
+    (like="ddp", like="fsdp2") and, on a 1-D mesh, the planner's plan on each 2-D layout of
+    its ranks (4 ranks as 2x2; not with fixed_params, input_placements or DTensor arguments,
+    which name the mesh's own dims; a module kept on a layout holds its state on that
+    layout's mesh, `pmodel.mesh`), run up to k distinct candidates for `measure_steps` forward +
     backward steps each on the real mesh (on copies of the model) and keep the fastest
     measured one; `plan.measurements` holds every candidate's measured and estimated step
     (_measure.py). Costs a plan and a few steps per candidate, once.
@@ -636,14 +639,30 @@ def _parallelize_measured(model, mesh, example_args, example_kwargs, limit, step
     args = example_args if isinstance(example_args, (tuple, list)) else (example_args,)
     kwargs = dict(example_kwargs or {})
 
-    def build(model_copy, like, plan=None):
-        return parallelize(model_copy, mesh, args, kwargs, **dict(options, like=like, plan=plan))
+    timeout = as_timeout(options["timeout"])
 
-    like, plan, measurements = measure_and_pick(model, build, args, kwargs, limit, steps, mesh.device_type == "cuda",
-                                                world_group(as_timeout(options["timeout"])))
-    pmodel = build(model, like, plan)  # the kept plan applied to the model itself: no second solve
+    def build(model_copy, like, layout, plan=None):
+        on = mesh if layout is None else runtime_mesh(dtensor.mesh_in_layout(mesh, layout), timeout)
+        return parallelize(model_copy, on, args, kwargs, **dict(options, like=like, plan=plan))
+
+    (like, layout), plan, measurements = measure_and_pick(
+        model, build, args, kwargs, tuple(mesh.shape), limit, steps, mesh.device_type == "cuda",
+        world_group(timeout), no_layouts=_why_no_layouts(options, args, kwargs))
+    pmodel = build(model, like, layout, plan)  # the kept plan applied to the model itself: no second solve
     pmodel.plan.measurements = measurements
     return pmodel
+
+
+def _why_no_layouts(options, args, kwargs) -> str | None:
+    """Why the planner's plan cannot be tried on another layout of the mesh's ranks (arguments
+    that name the mesh's own dims), or None."""
+    if options["fixed_params"]:
+        return "fixed_params are placements on the mesh's own dims"
+    if options["input_placements"]:
+        return "input_placements are placements on the mesh's own dims"
+    if any(isinstance(x, DTensor) for x in pytree.tree_leaves((args, kwargs))):
+        return "a DTensor argument lives on the mesh itself"
+    return None
 
 
 def _memory_room(memory_limit, plan):

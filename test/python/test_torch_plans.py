@@ -375,6 +375,71 @@ def test_measure_candidates_keeps_the_fastest_measured_plan_and_trains_like_one_
             torch.testing.assert_close(r["grads"][k], g, **TOL, msg=k)
 
 
+def _rank_measured_on_a_layout(rank, world):
+    from torch_localmap import _measure, parallelize
+
+    # The 2x2 layout's candidate made the fastest, so that its module is the one kept: what is
+    # tested is that a plan kept on a layout of the ranks trains like one process (which
+    # candidate wins on this machine is the benchmark's business).
+    _measure._step_seconds = lambda pmodel, *a: 0.001 if pmodel.mesh.ndim == 2 else 1.0
+    model, (x, y) = _example()
+    pm = parallelize(model, make_mesh((world,)), (x, y), device="cpu", time_limit=1.0, measure_candidates=4,
+                     measure_steps=1)
+    loss = pm(x, y)
+    loss.backward()
+    return {"loss": loss.full_tensor().detach(), "grads": _grads(pm), "m": pm.plan.measurements,
+            "mesh": tuple(pm.mesh.shape), "param_meshes": {tuple(p.device_mesh.shape) for p in pm.parameters()}}
+
+
+@pytest.mark.timeout(600)
+def test_measure_candidates_tries_the_planner_on_each_layout_of_a_1d_mesh():
+    """4 ranks of a 1-D mesh are also planned as 2x2 (TP in pairs, DP across them); a plan kept
+    there holds its state on the 2x2 mesh and computes the one-process loss and gradients."""
+    from torch_localmap._measure import layouts
+
+    assert layouts((4,)) == [(2, 2)] and layouts((8,)) == [(2, 4), (4, 2)]
+    assert layouts((2,)) == [] and layouts((7,)) == [] and layouts((2, 2)) == []
+    ref_loss, ref_grads = _reference()
+    results = run_distributed(_rank_measured_on_a_layout, 4, timeout=600)
+    m = results[0]["m"]
+    assert [c["candidate"] for c in m["candidates"]][-1] == "planned on 2x2", m
+    assert m["kept"] == "planned on 2x2" and m["kept_layout"] == [2, 2] and m["kept_like"] is None, m
+    for r in results:
+        assert r["mesh"] == (2, 2) and r["param_meshes"] == {(2, 2)}, r
+        torch.testing.assert_close(r["loss"], ref_loss, **TOL)
+        for k, g in ref_grads.items():
+            torch.testing.assert_close(r["grads"][k], g, **TOL, msg=k)
+
+
+def test_measure_candidates_lists_the_layouts_it_cannot_try(monkeypatch):
+    """Arguments that name the mesh's own dims keep the plan on the mesh as given: its layouts
+    are listed as skipped, with the reason, and the rest are measured and picked as before."""
+    import types
+
+    from torch.distributed.tensor import Replicate
+    from torch_localmap import _measure
+    from torch_localmap._parallelize import _why_no_layouts
+
+    built = []
+
+    def build(model, like, layout):
+        built.append((like, layout))
+        plan = types.SimpleNamespace(nodes=[types.SimpleNamespace(inputs=[like], outputs=[layout])],
+                                     summary=types.SimpleNamespace(estimated_step_s=0.5))
+        return types.SimpleNamespace(plan=plan, seconds={None: 3.0, "ddp": 2.0, "fsdp2": 4.0}[like])
+
+    monkeypatch.setattr(_measure, "_step_seconds", lambda pmodel, *a: pmodel.seconds)
+    why = _why_no_layouts({"fixed_params": None, "input_placements": {"x": [Replicate()]}}, (), {})
+    assert why == "input_placements are placements on the mesh's own dims"
+    (like, layout), _, m = _measure.measure_and_pick(nn.Linear(1, 1), build, (), {}, (4,), 4, 1, False, None,
+                                                     no_layouts=why)
+    assert built == [(None, None), ("ddp", None), ("fsdp2", None)]
+    assert m["candidates"][-1] == {"candidate": "planned on 2x2", "skipped": why}, m
+    assert (like, layout) == ("ddp", None) and m["kept"] == "like=ddp", m
+    assert _why_no_layouts({"fixed_params": {"w": "R"}, "input_placements": {}}, (), {}).startswith("fixed_params")
+    assert _why_no_layouts({"fixed_params": None, "input_placements": {}}, (torch.ones(1),), {}) is None
+
+
 def test_measure_candidates_arguments_are_checked():
     from torch_localmap import parallelize
 

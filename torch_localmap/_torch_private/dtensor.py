@@ -38,6 +38,15 @@ def strided_shard_type() -> type:
     return _StridedShard
 
 
+def mesh_in_layout(mesh, shape):
+    """A DeviceMesh over `mesh`'s ranks in row-major order, laid out as `shape` (4 ranks of a
+    1-D mesh as 2x2), with no process groups of its own: runtime_mesh gives it the runtime's
+    (_runtime/groups.py). DeviceMesh(..., _init_backend=False) as in mesh_from_groups."""
+    from torch.distributed.device_mesh import DeviceMesh
+
+    return DeviceMesh(mesh.device_type, mesh.mesh.reshape(tuple(shape)), _init_backend=False)
+
+
 def mesh_from_groups(mesh, groups):
     """A DeviceMesh with `mesh`'s ranks, layout, device type and dim names whose dim i
     communicates over `groups[i]` (this rank's group along that dim).
