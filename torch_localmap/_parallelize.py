@@ -534,7 +534,8 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
 
     `plan` (a Plan, e.g. Plan.load(path), or a plan file's path): apply this saved plan to the
     example call instead of solving, after checking it was made for this model's graph, this
-    mesh's shape and these example inputs (PlanMismatchError names what differs); see
+    mesh's shape (or a 2-D layout of a 1-D mesh's ranks, which measure_candidates may keep:
+    applied on that layout again) and these example inputs (PlanMismatchError names what differs); see
     docs/user_guide.md, "Plan once, train many". Later call signatures are planned as usual.
 
     `calibration`: a cost-model profile (dict, JSON text or file, docs/cost_model.md), or
@@ -588,7 +589,8 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     timeout = as_timeout(timeout)
-    mesh = runtime_mesh(mesh, timeout)
+    plan = None if plan is None else as_saved_plan(plan)
+    mesh = runtime_mesh(_mesh_for_saved_plan(mesh, plan), timeout)
     if isinstance(calibration, str) and calibration == "live":  # measured on this mesh now, or its cached profile
         from ._live_calibration import live_profile
 
@@ -601,7 +603,7 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
                        execution=_execution_options(mesh, compile, reshard_after_forward, overlap, memory_limit,
                                                     bucket_cap_mb),
                        optimizer_states=_check_count(optimizer_states, "optimizer_states"),
-                       plan=None if plan is None else as_saved_plan(plan), like=_check_like(like),
+                       plan=plan, like=_check_like(like),
                        plan_cache_size=_check_count(plan_cache_size, "plan_cache_size", minimum=1),
                        replan_tolerance=_check_fraction(replan_tolerance, "replan_tolerance"),
                        recompute=recompute)  # checked on entry
@@ -651,6 +653,17 @@ def _parallelize_measured(model, mesh, example_args, example_kwargs, limit, step
     pmodel = build(model, like, layout, plan)  # the kept plan applied to the model itself: no second solve
     pmodel.plan.measurements = measurements
     return pmodel
+
+
+def _mesh_for_saved_plan(mesh, plan):
+    """`mesh`, or the layout of its ranks a saved plan was made for: measure_candidates may keep
+    a plan made on a 2-D layout of a 1-D mesh's ranks (_measure.layouts), and that plan,
+    saved, applies to the same layout again."""
+    from ._measure import layouts
+
+    if plan is None or tuple(plan.mesh_shape) not in layouts(tuple(mesh.shape)):
+        return mesh
+    return dtensor.mesh_in_layout(mesh, plan.mesh_shape)
 
 
 def _why_no_layouts(options, args, kwargs) -> str | None:

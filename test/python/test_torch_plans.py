@@ -387,8 +387,12 @@ def _rank_measured_on_a_layout(rank, world):
                      measure_steps=1)
     loss = pm(x, y)
     loss.backward()
+    # The kept plan, saved and applied to the 1-D mesh again, runs on the same layout, unsolved.
+    again = parallelize(_example()[0], make_mesh((world,)), (x, y), device="cpu", plan=pm.plan)
     return {"loss": loss.full_tensor().detach(), "grads": _grads(pm), "m": pm.plan.measurements,
-            "mesh": tuple(pm.mesh.shape), "param_meshes": {tuple(p.device_mesh.shape) for p in pm.parameters()}}
+            "mesh": tuple(pm.mesh.shape), "param_meshes": {tuple(p.device_mesh.shape) for p in pm.parameters()},
+            "again": (tuple(again.mesh.shape), again.plan.param_placements() == pm.plan.param_placements(),
+                      again(x, y).full_tensor().detach())}
 
 
 @pytest.mark.timeout(600)
@@ -406,6 +410,8 @@ def test_measure_candidates_tries_the_planner_on_each_layout_of_a_1d_mesh():
     assert m["kept"] == "planned on 2x2" and m["kept_layout"] == [2, 2] and m["kept_like"] is None, m
     for r in results:
         assert r["mesh"] == (2, 2) and r["param_meshes"] == {(2, 2)}, r
+        assert r["again"][:2] == ((2, 2), True), r["again"]
+        torch.testing.assert_close(r["again"][2], ref_loss, **TOL)
         torch.testing.assert_close(r["loss"], ref_loss, **TOL)
         for k, g in ref_grads.items():
             torch.testing.assert_close(r["grads"][k], g, **TOL, msg=k)
