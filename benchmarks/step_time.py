@@ -232,18 +232,17 @@ def _setup(row, name, model, batch, mesh_shape, calibration, plan_dir, device, o
     if row == "ours_measured":  # the fastest measured of the planner's, DDP's, FSDP2's (1-D: and 2x2's) plans
         if saved is None:
             kwargs = {"measure_candidates": 4}
-        else:  # the kept plan again: a torch-like one with its `like`, one kept on a layout of the ranks on it
+        else:  # the kept plan again: a torch-like one with its `like`; one kept on a 2-D layout of
+            # the ranks applies to that layout of this mesh again (parallelize(plan=))
             with open(path + ".kept") as f:
-                kept = json.load(f)
-            kwargs = {"like": kept["like"]}  # one kept on a layout of the ranks applies to that layout again
+                kwargs = {"like": json.load(f)["like"]}
     pm = parallelize(model, mesh, args, device=_cost_table(device), time_limit=5.0, calibration=calibration,
                      compile=row == "ours_compiled", plan=saved, optimizer_impl=optimizer, **kwargs)
     if saved is None and rank == 0:
         pm.plan.save(path)
         if row == "ours_measured":
             with open(path + ".kept", "w") as f:
-                m = pm.plan.measurements
-                json.dump({"like": m["kept_like"], "layout": m["kept_layout"]}, f)
+                json.dump({"like": pm.plan.measurements["kept_like"]}, f)
     dist.barrier()
     return pm, args, lambda loss: loss.item(), pm.plan  # the global value, every rank alike
 
