@@ -23,7 +23,9 @@ the runs that apply its kept plan, not the first, which also measured the candid
 estimate of step and peak, the loss after the steps (every row must end at the same loss,
 or the benchmark fails), the collectives one step issues (torch's rows: read by the
 profiler; ours: the rank program), and where one step's time goes (profiler: compute,
-collectives and their waits, copies, the rest: Python and dispatch).
+collectives and their waits, copies, the rest: Python and dispatch), and on CPU the CPU a
+step takes (the main thread's and the whole process's) against the least a step can take
+on the host's cores (all ranks' CPU over the cores, or a main thread's if more).
 
 The last lines are the verdicts the issue's checks read:
     verdict <model> <mesh> planned_vs_best_torch <x>
@@ -386,6 +388,7 @@ def _rank(rank, world, row, name, mesh_shape, steps, warmup, calibration, plan_d
     for _ in range(warmup):
         step()
     times = []
+    thread0, process0 = time.thread_time(), time.process_time()
     for _ in range(steps):
         if world > 1:
             dist.barrier()
@@ -393,7 +396,10 @@ def _rank(rank, world, row, name, mesh_shape, steps, warmup, calibration, plan_d
         t0 = time.perf_counter()
         loss = step()
         times.append(time.perf_counter() - t0)
-    out = {"median_s": statistics.median(times), "peak_bytes": mem.peak_bytes, "loss": read(loss),
+    # CPU seconds a step (the barriers included, a few microseconds): the main thread's, and
+    # the whole process's (the process group's threads too: gloo runs each collective there).
+    cpu = {"thread_s": (time.thread_time() - thread0) / steps, "process_s": (time.process_time() - process0) / steps}
+    out = {"median_s": statistics.median(times), "peak_bytes": mem.peak_bytes, "loss": read(loss), "cpu": cpu,
            "steps": 2 + warmup + steps, "n_params": sum(p.numel() for p in model.parameters()), "tokens": tokens,
            "world": world}
     if world > 1:
@@ -417,6 +423,14 @@ def run_row(row, name, mesh_shape, steps, warmup, calibration, plan_dir, device=
                               optimizer, timeout=1800, pg_timeout=600, backend="nccl" if device == "cuda" else "gloo")
     r0 = dict(results[0])
     r0["median_s"] = max(r["median_s"] for r in results)  # a step ends when the slowest rank ends
+    if device == "cpu":
+        # The ranks share this host's cores: a step takes at least all ranks' CPU over the cores,
+        # and at least a main thread's CPU (its ops run one after another).
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        r0["cpu"] = {"thread_s": statistics.mean(r["cpu"]["thread_s"] for r in results),
+                     "process_s": statistics.mean(r["cpu"]["process_s"] for r in results),
+                     "bound_s": max(sum(r["cpu"]["process_s"] for r in results) / cores,
+                                    max(r["cpu"]["thread_s"] for r in results)), "cores": cores}
     r0["peak_bytes"] = max(r["peak_bytes"] for r in results)
     return r0
 
@@ -453,6 +467,8 @@ def run_case(name, mesh_shape, rows, a, plan_dir) -> dict:
             # later runs apply the kept plan, as training after planning does.
             kept = rs[1:] if row == "ours_measured" and len(rs) > 1 else rs
             r["peak_bytes"] = max(x["peak_bytes"] for x in kept)
+            if all("cpu" in x for x in rs) and all("bound_s" in x["cpu"] for x in rs):
+                r["cpu"] = {k: statistics.median(x["cpu"][k] for x in rs) for k in rs[0]["cpu"]}
             results[row] = r
     return results
 
@@ -521,6 +537,17 @@ def table(model, mesh_shape, results, best, ranks="4 gloo ranks", device="cpu") 
             lines.append(f"| {row} | {_collectives_text(r['collectives'])} | "
                          + " | ".join(f"{b[k] * 1e3:.1f} ms" for k in ("compute", "collectives+waits", "copies",
                                                                          "python+dispatch+other")) + " |")
+    cpu_rows = [(row, results[row]) for row in ROWS if "cpu" in results.get(row, {})]
+    if cpu_rows:
+        cores = cpu_rows[0][1]["cpu"]["cores"]
+        lines += ["", f"CPU a step (mean over ranks, median over runs): the main thread's and the whole process's "
+                  f"(the process group's threads too); the least a step can take on this host's {cores} cores: all "
+                  "ranks' CPU over the cores, or a main thread's CPU where that is more:", "",
+                  "| row | main thread / rank | process / rank | CPU bound | bound / step |", "|---|---|---|---|---|"]
+        for row, r in cpu_rows:
+            c = r["cpu"]
+            lines.append(f"| {row} | {c['thread_s'] * 1e3:.1f} ms | {c['process_s'] * 1e3:.1f} ms | "
+                         f"{c['bound_s'] * 1e3:.1f} ms | {c['bound_s'] / r['median_s']:.2f} |")
     return "\n".join(lines)
 
 
