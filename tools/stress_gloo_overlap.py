@@ -4,7 +4,7 @@ ranks, planned once per spawn, then many training steps.
     python tools/stress_gloo_overlap.py --model bert --steps 300 --rounds 3 --overlap on
 
 Prints one line per round (ok / FAIL with the failing rank's report) and the count of
-failed rounds. docs/benchmarks.md, "The rank abort on gloo ranks", has the results.
+failed rounds. docs/benchmarks_log.md, "The rank abort on gloo ranks", has the results.
 """
 import argparse
 import os

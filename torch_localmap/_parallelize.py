@@ -86,7 +86,7 @@ class _Compiled:
     input_specs: dict  # flat input index -> planned spec
     # Per "param"/"buffer" FQN, the module that owns it and its name there: get_parameter walks
     # the dotted name on every call, about as long as the rest of the forward's glue together
-    # (docs/benchmarks.md, 2026-12-03).
+    # (docs/benchmarks_log.md, 2026-12-03).
     state_owners: dict
     output_placements: list  # per forward output, the placements of output_global's spec
 
@@ -216,7 +216,7 @@ class ParallelModule(nn.Module):
             else:  # a user input
                 inputs.append(self._local_input(c, what, leaves[what]))
         # The state's local shards in one autograd node, not one to_local (and one DTensor built
-        # per gradient) per parameter: milliseconds of Python a step (docs/benchmarks.md).
+        # per gradient) per parameter: milliseconds of Python a step (docs/benchmarks_log.md).
         for i, local in zip(state, dtensor.local_tensors([inputs[i] for i in state])):
             inputs[i] = local
         return inputs
@@ -320,7 +320,7 @@ class ParallelModule(nn.Module):
         tied weight points at the same DTensor). Under like="ddp", unless fixed_params shards
         some of them, they stay plain tensors as DDP's are, made equal on every rank: a plain
         parameter spares each optimizer kernel DTensor's dispatch and each step the
-        per-parameter to_local (docs/benchmarks.md, issue 30)."""
+        per-parameter to_local (docs/benchmarks_log.md, issue 30)."""
         placements = {name: spec_to_placements(spec, mesh_ndim=self.mesh.ndim)
                       for name, spec in plan.state_placements().items()}
         self._plain_state = self._options.like == "ddp" and all(

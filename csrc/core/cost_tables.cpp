@@ -560,7 +560,7 @@ solver::Cost RedistCostCache::price(int meta, MetaTable& t, int src, int dst) {
       seconds -= (1 - share) * std::min(fixed, seconds);
       // A tensor smaller than a bucket shares one and is copied into its flat buffer (one
       // that fills a bucket is reduced alone, in place): unpriced, the copies of llama's
-      // gradients were 8-10 ms a step on the 4-rank CPU mesh (docs/benchmarks.md).
+      // gradients were 8-10 ms a step on the 4-rank CPU mesh (docs/benchmarks_log.md).
       if (before < static_cast<double>(bucket_bytes_)) seconds += cm_.bucket_copy_seconds(before);
     }
     total += seconds;

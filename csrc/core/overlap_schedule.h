@@ -19,7 +19,7 @@
 //    `max_inflight` first waits for the oldest in flight, right there. gloo runs a
 //    group's collectives on two worker threads at once, and two of them in flight
 //    together (an all-gather next to another all-gather) have corrupted the heap of
-//    CPU ranks now and then (docs/benchmarks.md, "The rank abort on gloo ranks");
+//    CPU ranks now and then (docs/benchmarks_log.md, "The rank abort on gloo ranks");
 //    one at a time still overlaps each collective with the compute until the next.
 //    This bound replaces the one on bytes: with both, when a forced wait happens
 //    would depend on bytes, and so would the issue order (see below). Under it, a

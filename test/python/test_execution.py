@@ -207,7 +207,7 @@ def test_execution_options_are_checked():
 
 def test_overlap_is_on_by_default_with_one_collective_in_flight_on_gloo():
     """Several gloo collectives in flight together corrupted the heap now and then
-    (docs/benchmarks.md): gloo meshes overlap one at a time, CUDA meshes without a bound."""
+    (docs/benchmarks_log.md): gloo meshes overlap one at a time, CUDA meshes without a bound."""
     from torch_localmap._parallelize import _execution_options
 
     cpu, cuda = (type("Mesh", (), {"device_type": d})() for d in ("cpu", "cuda"))

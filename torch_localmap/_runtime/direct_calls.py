@@ -7,7 +7,7 @@ converted to IValues one by one, then the op is called boxed. `torch.Tensor.view
 per call on CPU (2.2 against 1.3 us for a view, a permute, a mul and a clone in a row). A
 planned MoE step runs about 600 ops, most of them views, transposes and products, and with 4
 ranks on 2 cores every microsecond of a rank's CPU shows twice in the step
-(docs/benchmarks.md). DDP's model runs those same ops through the bindings.
+(docs/benchmarks_log.md). DDP's model runs those same ops through the bindings.
 
 Only ops whose binding takes the overload's arguments as the graph passes them (positionally,
 the same keyword names) and resolves to that same overload are listed; the rest keep their

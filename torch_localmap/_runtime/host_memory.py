@@ -7,7 +7,7 @@ are free there, and maps anything above `M_MMAP_THRESHOLD` on its own -- so the 
 touches fresh pages again, one page fault (and a page of zeroing) per 4 KiB. Both
 thresholds move with the process's history, so whether a step pays depends on the order of
 its allocations: llama's planned 2x2 program took 6,500-6,800 minor faults a backward on two
-of its four ranks and none on the other two, 7-9 ms of CPU a step (docs/benchmarks.md).
+of its four ranks and none on the other two, 7-9 ms of CPU a step (docs/benchmarks_log.md).
 torch's DDP keeps its buckets for the whole run, so it does not pay them.
 
 Keeping what was freed (no trim, mappings only above 32 MiB, glibc's ceiling for the

@@ -49,7 +49,7 @@ MOVES_ELEMENTS = frozenset({aten.t.default, aten.transpose.int, aten.permute.def
 # (two all-gathers of one group side by side in the core dumps), a rank died now and then
 # with `malloc(): unaligned tcache chunk detected`, in a gloo worker thread. One at a time,
 # each collective still overlaps the compute up to the next one, and no rank has died
-# (docs/benchmarks.md, "The rank abort on gloo ranks"). NCCL serialises a group's
+# (docs/benchmarks_log.md, "The rank abort on gloo ranks"). NCCL serialises a group's
 # collectives on its stream: no bound there.
 GLOO_INFLIGHT_COLLECTIVES = 1
 
