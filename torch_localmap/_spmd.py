@@ -26,6 +26,7 @@ from ._runtime.compile import ExecutionOptions, CompiledOnFirstCall
 from ._runtime.deferred_loss import (count_targets_early, pending_outputs, settle_before_first_collective,
                                      split_output_tails)
 from ._runtime.direct_calls import call_directly
+from ._runtime.reduce_in_place import reduce_in_place
 from ._runtime.redistribute import redistribute_local
 from ._runtime.recompute import mark_planned_recompute
 from ._runtime.reshard import kept_gather_bytes, mark_reshard_after_forward
@@ -301,6 +302,7 @@ class RankProgram:
         else:
             self.fw, self.bw = joint_spmd, None
         self.buckets = 0
+        self.reduced_in_place = 0  # all-reduces of a value nothing else reads, in its own buffer
         self.tails, self.pending = [], []
         defer = defer_output_waits and backward and not self.options.compile
         if defer:
@@ -334,6 +336,7 @@ class RankProgram:
         else:  # last: every pass above matches OpOverload targets
             for gm in (self.fw, self.bw):
                 if gm is not None:
+                    self.reduced_in_place += reduce_in_place(gm)
                     call_directly(gm)
 
     def settle(self) -> None:

@@ -215,3 +215,64 @@ def test_overlap_is_on_by_default_with_one_collective_in_flight_on_gloo():
     assert on_cuda.overlap is True and on_cuda.inflight_collectives is None
     assert on_cpu.overlap is True and on_cpu.inflight_collectives == 1
     assert _execution_options(cpu, None, None, False, "device", 25).overlap is False
+
+
+def test_all_reduce_in_place_only_on_a_fresh_value_nothing_else_reads():
+    import operator
+
+    import torch.fx as fx
+
+    from torch_localmap._runtime.reduce_in_place import reduce_in_place
+
+    c10d, aten = torch.ops._c10d_functional, torch.ops.aten
+    g = fx.Graph()
+    a, b, w = g.placeholder("a"), g.placeholder("b"), g.placeholder("w")
+
+    def reduced(x):
+        return g.call_function(c10d.wait_tensor.default, (g.call_function(c10d.all_reduce.default, (x, "sum", "0")),))
+
+    outs = [reduced(g.call_function(aten.mm.default, (a, b))),  # fresh, read once: in place
+            reduced(g.call_function(aten.view.default, (g.call_function(aten.mm.default, (a, b)), [-1]))),  # a view
+            reduced(a)]  # the caller's tensor
+    shared = g.call_function(aten.mm.default, (a, b))
+    outs += [reduced(shared), g.call_function(aten.add.Tensor, (shared, shared))]  # read again
+    norm = g.call_function(aten.native_layer_norm.default, (a, [4], w, w, 1e-5))
+    outs.append(reduced(g.call_function(operator.getitem, (norm, 0))))  # a fresh output of several: in place
+    pieces = g.call_function(aten.split_with_sizes.default, (g.call_function(aten.mm.default, (a, b)), [2, 2]))
+    outs.append(reduced(g.call_function(operator.getitem, (pieces, 0))))  # a piece of a list: a view
+    g.output(tuple(outs))
+    gm = fx.GraphModule(torch.nn.Module(), g)
+    assert reduce_in_place(gm) == 2
+    kinds = [n.args[0].target for n in gm.graph.nodes if n.target is c10d.wait_tensor.default]
+    assert kinds == [c10d.all_reduce_.default, c10d.all_reduce.default, c10d.all_reduce.default,
+                     c10d.all_reduce.default, c10d.all_reduce_.default, c10d.all_reduce.default]
+
+
+
+def _rank_reduce_in_place(rank, world):
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    import torch.distributed as dist
+    from torch_localmap._runtime.reduce_in_place import reduce_in_place
+
+    c10d, aten = torch.ops._c10d_functional, torch.ops.aten
+    group = dist.group.WORLD.group_name
+
+    def step(a, b):  # a row-parallel product's partial sums, reduced over the ranks
+        return c10d.wait_tensor.default(c10d.all_reduce.default(aten.mm.default(a, b), "sum", group))
+
+    gen = torch.Generator().manual_seed(rank)
+    a, b = torch.randn(4, 6, generator=gen, dtype=torch.float64), torch.randn(6, 3, generator=gen, dtype=torch.float64)
+    a0, b0 = a.clone(), b.clone()
+    gm = make_fx(step)(a, b)
+    changed = reduce_in_place(gm)
+    return changed, gm(a, b), a @ b, torch.equal(a, a0) and torch.equal(b, b0)
+
+
+def test_an_all_reduce_in_place_sums_over_the_ranks_and_leaves_the_inputs_alone():
+    results = run_distributed(_rank_reduce_in_place, 2, timeout=120)
+    total = sum(r[2] for r in results)
+    for changed, out, _, inputs_unchanged in results:
+        assert changed == 1
+        torch.testing.assert_close(out, total, **TOL)
+        assert inputs_unchanged
