@@ -467,7 +467,7 @@ def run_case(name, mesh_shape, rows, a, plan_dir) -> dict:
             # later runs apply the kept plan, as training after planning does.
             kept = rs[1:] if row == "ours_measured" and len(rs) > 1 else rs
             r["peak_bytes"] = max(x["peak_bytes"] for x in kept)
-            if all("cpu" in x for x in rs) and all("bound_s" in x["cpu"] for x in rs):
+            if all("bound_s" in x.get("cpu", {}) for x in rs):  # CPU rows (run_row)
                 r["cpu"] = {k: statistics.median(x["cpu"][k] for x in rs) for k in rs[0]["cpu"]}
             results[row] = r
     return results

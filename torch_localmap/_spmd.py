@@ -302,7 +302,7 @@ class RankProgram:
         else:
             self.fw, self.bw = joint_spmd, None
         self.buckets = 0
-        self.reduced_in_place = 0  # all-reduces of a value nothing else reads, in its own buffer
+        self.reduced_in_place = 0  # all-reduces of a value nothing else reads (buckets too), in its own buffer
         self.tails, self.pending = [], []
         defer = defer_output_waits and backward and not self.options.compile
         if defer:
@@ -320,7 +320,6 @@ class RankProgram:
             for gm in (self.fw, self.bw):
                 if gm is not None:
                     self.buckets += bucket_collectives(gm, self.options.bucket_bytes, param_placeholders,
-                                                       in_place=not self.options.compile,
                                                        grad_params=grad_params if gm is self.bw else None)
         if self.options.overlap:
             for gm in (self.fw, self.bw):

@@ -248,7 +248,6 @@ def test_all_reduce_in_place_only_on_a_fresh_value_nothing_else_reads():
                      c10d.all_reduce.default, c10d.all_reduce_.default, c10d.all_reduce.default]
 
 
-
 def _rank_reduce_in_place(rank, world):
     from torch.fx.experimental.proxy_tensor import make_fx
 

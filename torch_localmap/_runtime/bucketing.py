@@ -156,13 +156,13 @@ def _averages_as_sum(node: fx.Node) -> bool:
 
 
 def bucket_collectives(gm: fx.GraphModule, cap_bytes: int = DEFAULT_BUCKET_BYTES, params=None,
-                       in_place: bool = False, grad_params=None) -> int:
+                       grad_params=None) -> int:
     """Merges `gm`'s collectives into buckets of at most `cap_bytes` (in place; recompiles).
     `params`: placeholder name -> parameter FQN (their gathers are bucketed per unit; none
     without it). `grad_params`: a backward graph's output position -> the FQN of the
-    parameter whose gradient it is (their reduce-scatters are bucketed per unit). `in_place`: a bucket's all-reduce reduces its flat buffer in place (the
-    functional all-reduce copies its input first: one more pass over every gradient; not for
-    graphs Inductor compiles, which expect functional ops). Returns the number of buckets formed."""
+    parameter whose gradient it is (their reduce-scatters are bucketed per unit). A bucket's flat
+    buffer is read by its collective only, so eager programs reduce it in place
+    (reduce_in_place.py). Returns the number of buckets formed."""
     params, grad_params = dict(params or {}), dict(grad_params or {})
     nodes, kinds, offsets, inputs, nbytes = describe(gm)
     key_ids, keys, seen = {}, [], {}
@@ -189,7 +189,7 @@ def bucket_collectives(gm: fx.GraphModule, cap_bytes: int = DEFAULT_BUCKET_BYTES
     wait_of = {n.args[0]: n for n in nodes if is_wait(n)}
     mode = fake_tensors.fake_mode_of([n.meta["val"] for n in nodes if isinstance(n.meta.get("val"), torch.Tensor)])
     for b in sorted(buckets):  # positions afresh: a bucket's input may be an earlier bucket's result
-        _merge(gm.graph, buckets[b], wait_of, {n: i for i, n in enumerate(gm.graph.nodes)}, mode, in_place)
+        _merge(gm.graph, buckets[b], wait_of, {n: i for i, n in enumerate(gm.graph.nodes)}, mode)
     _stable_topological_order(gm.graph)
     gm.graph.lint()
     gm.recompile()
@@ -221,7 +221,7 @@ class _Builder:
         return self(aten.view.default, x, list(shape))
 
 
-def _merge(graph: fx.Graph, members: list, wait_of: dict, position: dict, mode, in_place: bool) -> None:
+def _merge(graph: fx.Graph, members: list, wait_of: dict, position: dict, mode) -> None:
     kind = _KINDS[members[0].target]
     xs = [m.args[0] for m in members]
     vals = [x.meta["val"] for x in xs]
@@ -241,9 +241,7 @@ def _merge(graph: fx.Graph, members: list, wait_of: dict, position: dict, mode, 
     else:
         buf = b(aten.cat.default, [b.flat(x, (-1,)) for x in xs])
         sizes = [v.numel() for v in vals]
-    # The flat buffer is the bucket's own: nothing else reads it, so it may be reduced in place.
-    collective = _c10d.all_reduce_.default if in_place and kind == "all_reduce" else members[0].target
-    out = b(_c10d.wait_tensor.default, b(collective, buf, *rest, move=False), move=False)
+    out = b(_c10d.wait_tensor.default, b(members[0].target, buf, *rest, move=False), move=False)
     if kind == "all_gather":  # rows: the ranks' buffers; a member's result is its column of every row
         pieces = b(aten.split_with_sizes.default, b(aten.view.default, out, [int(rest[0]), -1]), sizes, 1)
     else:

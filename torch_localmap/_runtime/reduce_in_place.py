@@ -2,11 +2,12 @@
 
 `_c10d_functional.all_reduce(x)` returns a new tensor: it copies x, then reduces the copy in
 place. In a rank program most of its inputs are an op's fresh output that nothing else reads
-(a row-parallel product's partial sums, a loss's partial sum), and for those the copy is pure
-cost: `all_reduce_(x)` reduces x itself and returns it. Measured on the 2-core VM, 4 gloo
+(a row-parallel product's partial sums, a loss's partial sum, a gradient bucket's flat buffer,
+bucketing.py), and for those the copy is pure cost -- for a bucket, one more pass over every
+gradient: `all_reduce_(x)` reduces x itself and returns it. Measured on the 2-core VM, 4 gloo
 ranks, llama's planned 2x2 program: an all-reduce took about 190 us of main-thread CPU
 against 100 us in place, 16 of them a step (docs/benchmarks_log.md, 2026-12-03, eleventh
-session). Bucketed reductions already reduce their own flat buffer (bucketing.py).
+session).
 
 x qualifies when the all-reduce is its only user and its producer is an aten op whose schema
 gives that output no alias annotation and mutates nothing: the op allocated it, so no view,
