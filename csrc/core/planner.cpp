@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -237,6 +238,22 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt, std::shared_ptr<void>* w
     full_options.time_limit_s = std::max(so.time_limit_s - spent, 0.05 * so.time_limit_s);
     skip_full = short_limit && folded && folded->fits;
   }
+  // Beside the full solve, the bound on the full problem block by block (fold_blocks.h),
+  // first, in a slice of the limit; the solve keeps the rest.
+  long double block_bound = -std::numeric_limits<long double>::infinity();
+  if (folded && !skip_full) {
+    const double slice = block_bound_beside_full_seconds(so.time_limit_s);
+    if (full_options.time_limit_s > 3 * slice) {
+      const auto block_t0 = std::chrono::steady_clock::now();
+      const auto deadline = block_t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                           std::chrono::duration<double>(slice));
+      block_bound = solver::block_bound(p.tables.problem, folded->block_nodes, folded->kept_steps, folded->step_block,
+                                        folded->step_prices, folded->fits ? folded->cost : __int128(-1), deadline,
+                                        /*max_iterations=*/1 << 30, so.threads)
+                        .bound;
+      full_options.time_limit_s -= std::chrono::duration<double>(std::chrono::steady_clock::now() - block_t0).count();
+    }
+  }
   solver::SolveResult result;
   if (skip_full) {
     result = folded_result(p.tables.problem, *folded, full_options.time_limit_s, so.gap_tolerance, so.threads);
@@ -258,6 +275,7 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt, std::shared_ptr<void>* w
                                     "(memory_limit=None plans without one).");
     }
   }
+  raise_bound(block_bound, so.gap_tolerance, result);
   solver::trace("planner: solved");
   SymmetryResult alike = place_blocks_alike(g, p.tables, result);
   Plan plan = make_plan(g, p.strategies, p.tables, result, opt.device, opt.mode, opt.optimizer_states);

@@ -63,6 +63,51 @@ void for_each_piece(const std::vector<std::vector<size_t>>& share, const Fn& fn)
     if (e) std::rethrow_exception(e);
 }
 
+// Moves each agreement multiplier mu[key][s] so that, after this iteration's passes, the
+// copies and their sources would carry equal reduced costs for strategy s: the copies' mean
+// reduced cost against the sources' per copy they serve (a source carries -mu once per
+// copy), half the difference each way. This is the block-coordinate step of dual
+// decomposition (each piece's reduced costs after a pass approximate its min-marginals):
+// a copy priced above what its source's choice costs pulls the two towards agreement at
+// once, where subgradient steps on the decoded labels move a few multipliers a little per
+// iteration. On a 70B problem's pieces (10 s limit) the bound after 27 iterations rose from
+// 10.37e12 to 10.47-10.54e12 (the plan: 10.74e12). Any multipliers give a valid bound.
+void balance_agreements(const std::vector<PieceModel>& distinct, const std::vector<PieceState>& state,
+                        std::vector<std::vector<double>>& mu) {
+  std::vector<std::vector<double>> src(mu.size()), src_weight(mu.size()), copy(mu.size()), copy_weight(mu.size());
+  for (size_t k = 0; k < mu.size(); ++k) {
+    src[k].assign(mu[k].size(), 0.0);
+    src_weight[k] = copy[k] = copy_weight[k] = src[k];
+  }
+  for (size_t k = 0; k < distinct.size(); ++k) {
+    const PieceModel& d = distinct[k];
+    const Model& m = d.model;
+    const std::vector<double> reduced_costs = state[k].dual->reduced_costs();
+    for (size_t i = 0; i < d.terms.size(); ++i) {
+      if (d.terms[i].empty()) continue;
+      for (size_t j = m.off[i]; j < m.off[i + 1]; ++j) {
+        const double reduced = reduced_costs[j];
+        if (!std::isfinite(reduced)) continue;  // forbidden here: nothing to balance against
+        const size_t s = static_cast<size_t>(m.strat[j]);
+        for (const auto& [key, coefficient] : d.terms[i]) {
+          const size_t key_index = static_cast<size_t>(key);
+          if (coefficient < 0) {  // a source, serving -coefficient copies
+            src[key_index][s] += d.count * reduced;
+            src_weight[key_index][s] += d.count * static_cast<double>(-coefficient);
+          } else {
+            copy[key_index][s] += d.count * reduced;
+            copy_weight[key_index][s] += d.count * static_cast<double>(coefficient);
+          }
+        }
+      }
+    }
+  }
+  for (size_t k = 0; k < mu.size(); ++k)
+    for (size_t s = 0; s < mu[k].size(); ++s)
+      if (src_weight[k][s] > 0 && copy_weight[k][s] > 0)
+        mu[k][s] += 0.5 * (src[k][s] / src_weight[k][s] - copy[k][s] / copy_weight[k][s]);
+}
+
 }  // namespace
 
 BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& blocks,
@@ -115,7 +160,8 @@ BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& bl
   span = spanned > 0 ? std::max(1.0, span / spanned) : 1.0;
   // Agreement multipliers per key and strategy of its source, from zero (a copy is then
   // free: each edge across pieces at its least entry given the reading node's strategy).
-  std::vector<std::vector<double>> mu(key_width.size()), g_mu(key_width.size());
+  // They move by balancing reduced costs (balance_agreements), not by subgradient steps.
+  std::vector<std::vector<double>> mu(key_width.size());
   for (size_t k = 0; k < key_width.size(); ++k) mu[k].assign(static_cast<size_t>(key_width[k]), 0.0);
   // The step scale starts small and grows while the bound rises (x1.3 until its first
   // fall, as search.cpp's): the folded solve's multipliers are a good start, and a first
@@ -184,8 +230,8 @@ BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& bl
       out.bound = std::max(out.bound, b);
       trace("block bound: iteration %d, bound %.0Lf", it, b);
     }
-    // Subgradients at the decoded labels: each priced step's load minus the limit, and per
-    // agreement key the copies' labels minus their sources'.
+    // The memory multipliers' subgradient at the decoded labels: each priced step's load
+    // minus the limit.
     double norm2 = 0;
     std::vector<double> g(all_points);
     if (all_points > 0) {
@@ -212,35 +258,17 @@ BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& bl
         norm2 += g[k] * g[k];
       }
     }
-    double norm2_mu = 0;
-    for (size_t k = 0; k < mu.size(); ++k) g_mu[k].assign(mu[k].size(), 0.0);
-    for (size_t k = 0; k < distinct.size(); ++k) {
-      const PieceModel& d = distinct[k];
-      for (size_t i = 0; i < d.terms.size(); ++i) {
-        const size_t s = static_cast<size_t>(d.model.strat[d.model.off[i] + static_cast<size_t>(state[k].labels[i])]);
-        for (const auto& [key, coefficient] : d.terms[i]) g_mu[static_cast<size_t>(key)][s] += d.count * coefficient;
-      }
-    }
-    for (const std::vector<double>& gk : g_mu)
-      for (double x : gk) norm2_mu += x * x;
-    if (norm2 <= 0 && norm2_mu <= 0) continue;
+    balance_agreements(distinct, state, mu);
+    if (norm2 <= 0) continue;
     const double lagr = static_cast<double>(raw);
     if (lagr < prev) fell = true;
     scale = lagr < prev ? std::max(scale * 0.6, 1e-4) : std::min(scale * (fell ? 1.1 : 1.3), 100.0);
     prev = lagr;
     const double target = upper >= 0 ? static_cast<double>(upper) : std::fabs(lagr) * 1.5 + 1.0;
     const double gap = std::max(target - lagr, 1e-6 * std::fabs(target) + 1.0);
-    // Polyak steps, the gap shared between the two kinds of multiplier when both move.
-    const double share = norm2 > 0 && norm2_mu > 0 ? 0.5 : 1.0;
-    if (norm2 > 0) {
-      const double alpha = share * scale * gap / (norm2 * span);
-      for (size_t k = 0; k < all_points; ++k) lam[k] = std::max(0.0, lam[k] + alpha * g[k]);
-    }
-    if (norm2_mu > 0) {
-      const double alpha = share * scale * gap / norm2_mu;
-      for (size_t k = 0; k < mu.size(); ++k)
-        for (size_t s = 0; s < mu[k].size(); ++s) mu[k][s] += alpha * g_mu[k][s];
-    }
+    // A Polyak step for the memory multipliers.
+    const double alpha = scale * gap / (norm2 * span);
+    for (size_t k = 0; k < all_points; ++k) lam[k] = std::max(0.0, lam[k] + alpha * g[k]);
   }
   char note[240];
   std::snprintf(note, sizeof note,

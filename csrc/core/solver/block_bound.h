@@ -22,8 +22,9 @@
 // minima, each bounded by message passing (dual.h). Identical pieces (the middle layers:
 // the same nodes, costs, edges, copies and priced steps) are one piece counted as often as
 // it occurs, so an iteration passes over a handful of blocks instead of eighty. The bound
-// is valid for any multipliers; projected subgradient steps improve them, the memory ones
-// starting from the folded solve's.
+// is valid for any multipliers. Projected subgradient steps improve the memory ones, starting
+// from the folded solve's; the agreement ones balance the copies' reduced costs against
+// their sources' after each pass (dual decomposition's block-coordinate step).
 #pragma once
 
 #include <cstdint>
