@@ -15,5 +15,11 @@ TEST(FoldSeconds, ThreeQuartersUnderAShortLimitHalfUnderALongOne) {
   }
 }
 
+TEST(BlockBoundBesideFullSeconds, ATenthOfTheLimitBetweenOneAndThreeSeconds) {
+  EXPECT_DOUBLE_EQ(block_bound_beside_full_seconds(5.0), 1.0);    // a short full solve: its one second
+  EXPECT_DOUBLE_EQ(block_bound_beside_full_seconds(20.0), 2.0);   // a tenth
+  EXPECT_DOUBLE_EQ(block_bound_beside_full_seconds(150.0), 3.0);  // it levels off in about that: the solve keeps the rest
+}
+
 }  // namespace
 }  // namespace tlm
