@@ -2,8 +2,8 @@
 
 #include <chrono>
 #include <cmath>
-#include <limits>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -94,16 +94,23 @@ static void raise_bound(long double bound, double gap_tolerance, solver::SolveRe
   else if (r.gap <= gap_tolerance) r.status = "gap_tolerance";
 }
 
+// A bound on the full problem, block by block over what the fold found, within `seconds`
+// (solver/block_bound.h); the folded plan's cost aims its steps when that plan fits.
+static long double bound_by_blocks(const solver::Problem& problem, const FoldedStart& f, double seconds,
+                                   int threads) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(std::max(0.0, seconds)));
+  return solver::block_bound(problem, f.block_nodes, f.kept_steps, f.step_block, f.step_prices,
+                             f.fits ? f.cost : __int128(-1), deadline, /*max_iterations=*/1 << 30, threads)
+      .bound;
+}
+
 // Under a limit too short for the full solve (kFullSolveSetupSecondsPerStrategy) the folded
 // plan is the plan, its gap certified on the full problem block by block for `seconds`.
 static solver::SolveResult folded_result(const solver::Problem& problem, const FoldedStart& f, double seconds,
                                          double gap_tolerance, int threads) {
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                            std::chrono::duration<double>(std::max(0.0, seconds)));
-  const solver::BlockBound block =
-      solver::block_bound(problem, f.block_nodes, f.kept_steps, f.step_block, f.step_prices, f.cost, deadline,
-                          /*max_iterations=*/1 << 30, threads);
+  const long double bound = bound_by_blocks(problem, f, seconds, threads);
   solver::SolveResult r;
   r.solution = f.labels;
   r.cost = f.cost;
@@ -114,7 +121,7 @@ static solver::SolveResult folded_result(const solver::Problem& problem, const F
   r.status = r.optimal ? "optimal" : "time_limit";
   r.milp_note = f.milp_note;
   r.step_prices = f.step_prices;
-  raise_bound(block.bound, gap_tolerance, r);
+  raise_bound(bound, gap_tolerance, r);
   return r;
 }
 
@@ -245,12 +252,7 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt, std::shared_ptr<void>* w
     const double slice = block_bound_beside_full_seconds(so.time_limit_s);
     if (full_options.time_limit_s > 3 * slice) {
       const auto block_t0 = std::chrono::steady_clock::now();
-      const auto deadline = block_t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                           std::chrono::duration<double>(slice));
-      block_bound = solver::block_bound(p.tables.problem, folded->block_nodes, folded->kept_steps, folded->step_block,
-                                        folded->step_prices, folded->fits ? folded->cost : __int128(-1), deadline,
-                                        /*max_iterations=*/1 << 30, so.threads)
-                        .bound;
+      block_bound = bound_by_blocks(p.tables.problem, *folded, slice, so.threads);
       full_options.time_limit_s -= std::chrono::duration<double>(std::chrono::steady_clock::now() - block_t0).count();
     }
   }
