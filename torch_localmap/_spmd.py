@@ -15,7 +15,8 @@ import torch
 import torch.fx as fx
 
 from . import _C
-from ._torch_private import fake_tensors, node_meta, op_types, partition, tracing
+from ._torch_private import fake_tensors, graph_module, node_meta, op_types, partition, tracing
+from ._torch_private.autograd import release_saved_tensors
 from ._ir_export import decode_arg
 from ._integrations import tracing_context
 from ._local_map.recompute_sharing import region_pairs, share_region_recompute
@@ -233,16 +234,20 @@ class _SPMDStep(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grad_outputs):
         tensors = iter(ctx.saved_tensors)
-        saved = [next(tensors) if s is None else s for s in ctx.nonlocal_saved]
-        tangents = []
+        args = [next(tensors) if s is None else s for s in ctx.nonlocal_saved]
+        # The saved activations are then referenced from `args` alone (unless retain_graph
+        # keeps autograd's), which the backward graph empties: each is freed after its last
+        # use there, as in eager autograd, not when the whole backward returns.
+        del tensors
+        release_saved_tensors(ctx)
         for j in ctx.program.tangent_outputs:  # outputs nobody differentiated get zero gradients
             g = grad_outputs[j]
             if g is None:
                 shape, dtype, device = ctx.fwd_metas[j]
                 g = torch.zeros(shape, dtype=dtype, device=device)
-            tangents.append(g.contiguous())
+            args.append(g.contiguous())
         with failure_scope():
-            grads = ctx.program.bw(*saved, *tangents)
+            grads = ctx.program.run_backward(args)
         # One gradient per program input, from the backward's per-primal outputs.
         return (None, *[None if k is None else grads[k] for k in ctx.program.grad_slots])
 
@@ -337,6 +342,16 @@ class RankProgram:
                 if gm is not None:
                     self.reduced_in_place += reduce_in_place(gm)
                     call_directly(gm)
+            if self.bw is not None:
+                graph_module.call_boxed(self.bw)
+
+    def run_backward(self, args: list):
+        """The backward graph on `args` (saved values, then tangents), which it empties."""
+        if self.options.compile:
+            inputs = list(args)
+            args.clear()
+            return self.bw(*inputs)
+        return self.bw(args)  # boxed (call_boxed): frees each saved value after its last use
 
     def settle(self) -> None:
         """Waits for the outputs an earlier step left pending (deferred_loss.py)."""

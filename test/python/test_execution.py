@@ -275,3 +275,74 @@ def test_an_all_reduce_in_place_sums_over_the_ranks_and_leaves_the_inputs_alone(
         assert changed == 1
         torch.testing.assert_close(out, total, **TOL)
         assert inputs_unchanged
+
+
+def _spmd_backward_node(loss):
+    """The autograd node of the rank program's step (_SPMDStep), found from the loss."""
+    seen, stack = set(), [loss.grad_fn]
+    while stack:
+        fn = stack.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        if type(fn).__name__ == "_SPMDStepBackward":
+            return fn
+        stack.extend(f for f, _ in fn.next_functions)
+    raise AssertionError("no _SPMDStepBackward node behind the loss")
+
+
+def _rank_saved_lifetimes(rank, world, retain):
+    """How many of the step's saved activations are alive at each op its backward runs (and,
+    with retain_graph, the second backward's gradients)."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from torch_localmap import parallelize
+
+    model, (x, y) = make_example(**dict(CFG, depth=4))
+    pm = parallelize(model, make_mesh((world,)), (x, y), fixed_params=_replicated(model), time_limit=2.0)
+    pm(x, y).backward()  # the first step compiles nothing, but warms every path
+    pm.zero_grad(set_to_none=True)
+    loss = pm(x, y)
+    # Storages, not tensor objects (autograd hands out new ones): the activations' memory,
+    # those of the parameters (saved for their products) left out.
+    params = {StorageWeakRef(p.to_local().untyped_storage()).cdata for p in pm.parameters()}
+    refs = {r.cdata: r for r in (StorageWeakRef(t.untyped_storage()) for t in _spmd_backward_node(loss).saved_tensors)
+            if r.cdata not in params}
+    refs = list(refs.values())
+
+    class CountAlive(TorchDispatchMode):
+        alive = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.alive.append(sum(not r.expired() for r in refs))
+            return func(*args, **(kwargs or {}))
+
+    with CountAlive() as counter:
+        loss.backward(retain_graph=retain)
+    first = {k: p.grad.full_tensor().clone() for k, p in pm.named_parameters()}
+    second = None
+    if retain:  # autograd kept its references: the same backward runs again
+        pm.zero_grad(set_to_none=True)
+        loss.backward()
+        second = {k: p.grad.full_tensor().clone() for k, p in pm.named_parameters()}
+    return len(refs), counter.alive, first, second
+
+
+def test_backward_frees_each_saved_activation_after_its_last_use():
+    """The backward graph takes its saved activations in a list it empties (boxed, as
+    aot_autograd's backward does) and autograd drops its own references first, so each
+    activation is freed once the backward graph has read it for the last time, not when the
+    whole backward returns (on llama over 2x2 the peak fell from 75.7 to 64.4 MiB a rank,
+    below DDP's 65.7). retain_graph=True keeps them, and a second backward gives the same
+    gradients."""
+    for retain in (False, True):
+        for saved, alive, first, second in run_distributed(_rank_saved_lifetimes, 2, retain, timeout=240):
+            assert saved >= 8, saved  # four layers' activations
+            assert alive and alive[0] == saved, alive[:3]
+            if retain:
+                assert min(alive) == saved, "retain_graph=True: autograd keeps every saved activation"
+                for k, g in first.items():
+                    torch.testing.assert_close(second[k], g, **TOL)
+            else:  # freed one by one as backward runs, not all at once when it returns
+                assert alive[-1] == 0 and len(set(alive)) > saved // 2 + 1, (saved, alive)

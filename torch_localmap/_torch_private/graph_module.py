@@ -36,3 +36,14 @@ def forget_graph_code(keys) -> None:
     for key in keys:
         graph_module._loader.eval_cache.pop(key, None)
         linecache.cache.pop(key, None)
+
+
+def call_boxed(gm: fx.GraphModule) -> None:
+    """Regenerates `gm`'s code to take its inputs as one list, which the code empties once it
+    has read them (torch.fx.graph._BoxedCodeGen, 2.11-2.15, the convention aot_autograd's
+    backward uses): the caller then holds no reference, and each input is freed after its
+    last use in the graph instead of when the call returns. Call as `gm([x, y, ...])`."""
+    from torch.fx.graph import _BoxedCodeGen
+
+    gm.graph.set_codegen(_BoxedCodeGen())
+    gm.recompile()
