@@ -326,6 +326,18 @@ def with_optimizer_impl(profile: dict, impl: str) -> dict:
     return dict(profile, device=dict(profile["device"], **figures[impl]), meta=meta)
 
 
+def _without_rename_warning(call):
+    """`call` with torch's FutureWarning about the collective's new name silenced: newer
+    torch renames all_gather_into_tensor / reduce_scatter_tensor (to *_single), and the old
+    name runs on every supported version."""
+
+    def quiet():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            call()
+    return quiet
+
+
 def collective_call(name: str, nbytes: int, world: int, device, group=None):
     """(a call of collective `name` on float32 buffers of about `nbytes` over `group` of
     `world` ranks, its size in the cost model's convention: the whole buffer -- gathered
@@ -334,15 +346,10 @@ def collective_call(name: str, nbytes: int, world: int, device, group=None):
     numel = max(world, nbytes // 4 // world * world)
     if name == "all_gather":
         src, dst = torch.ones(numel // world, device=device), torch.empty(numel, device=device)
-        return (lambda: dist.all_gather_into_tensor(dst, src, group=group)), numel * 4
+        return _without_rename_warning(lambda: dist.all_gather_into_tensor(dst, src, group=group)), numel * 4
     if name == "reduce_scatter":
         src, dst = torch.ones(numel, device=device), torch.empty(numel // world, device=device)
-
-        def reduce_scatter():
-            with warnings.catch_warnings():  # newer torch renames it; the older name runs on every version
-                warnings.simplefilter("ignore", FutureWarning)
-                dist.reduce_scatter_tensor(dst, src, group=group)
-        return reduce_scatter, numel * 4
+        return _without_rename_warning(lambda: dist.reduce_scatter_tensor(dst, src, group=group)), numel * 4
     if name == "all_reduce":
         buf = torch.ones(numel, device=device)
         return (lambda: dist.all_reduce(buf, group=group)), numel * 4
