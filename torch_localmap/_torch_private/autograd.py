@@ -11,4 +11,3 @@ def release_saved_tensors(ctx) -> None:
     the graph (retain_graph=True: a later backward reads them again). Read ctx.saved_tensors
     first; after this, the caller's references are the only ones left."""
     ctx.maybe_clear_saved_tensors()
-
