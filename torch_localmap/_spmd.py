@@ -29,6 +29,7 @@ from ._runtime.deferred_loss import (count_targets_early, pending_outputs, settl
 from ._runtime.direct_calls import call_directly
 from ._runtime.reduce_in_place import reduce_in_place
 from ._runtime.redistribute import redistribute_local
+from ._runtime.recompile import recompile_once
 from ._runtime.recompute import mark_planned_recompute
 from ._runtime.reshard import kept_gather_bytes, mark_reshard_after_forward
 from ._runtime.bucketing import bucket_collectives
@@ -296,54 +297,56 @@ class RankProgram:
         self.grad_slots = list(grad_slots) if grad_slots is not None else list(range(n_inputs))
         self.resharded = False
         self.recomputed_ops = 0
-        if backward:
-            params = set(param_placeholders)
-            reshard = self.options.reshard_after_forward
-            if reshard is None:  # keep gathered parameters only where the memory limit has room for them
-                reshard = memory_room is None or kept_gather_bytes(joint_spmd, params) > memory_room
-            self.resharded = bool(reshard) and mark_reshard_after_forward(joint_spmd, params) > 0
-            self.recomputed_ops = mark_planned_recompute(joint_spmd, recompute_nodes, params)
-            self.fw, self.bw = partition.partition_joint(joint_spmd, num_fwd_outputs)
-        else:
-            self.fw, self.bw = joint_spmd, None
-        self.buckets = 0
-        self.reduced_in_place = 0  # all-reduces of a value nothing else reads (buckets too), in its own buffer
-        self.tails, self.pending = [], []
-        defer = defer_output_waits and backward and not self.options.compile
-        if defer:
-            count_targets_early(self.fw)
-        if self.bw is not None:  # gradients bucketed and accumulated without copies
-            contiguous_transposed_products(self.bw)
-        for gm in (self.fw, self.bw):  # before bucketing: the merged collectives bucket together
-            if gm is not None:
-                fuse_mesh_dim_reductions(gm)
-                reduce_before_transposes(gm)
-                fuse_mesh_dim_scatters(gm)
-                fuse_mesh_dim_gathers(gm)
-        if self.options.bucket_bytes:
-            grad_params = _gradient_positions(param_placeholders, self.grad_slots)
-            for gm in (self.fw, self.bw):
+        # Every pass below regenerates the code of the graphs it edits; once is enough.
+        with recompile_once():
+            if backward:
+                params = set(param_placeholders)
+                reshard = self.options.reshard_after_forward
+                if reshard is None:  # keep gathered parameters only where the memory limit has room for them
+                    reshard = memory_room is None or kept_gather_bytes(joint_spmd, params) > memory_room
+                self.resharded = bool(reshard) and mark_reshard_after_forward(joint_spmd, params) > 0
+                self.recomputed_ops = mark_planned_recompute(joint_spmd, recompute_nodes, params)
+                self.fw, self.bw = partition.partition_joint(joint_spmd, num_fwd_outputs)
+            else:
+                self.fw, self.bw = joint_spmd, None
+            self.buckets = 0
+            self.reduced_in_place = 0  # all-reduces of a value nothing else reads (buckets too), in its own buffer
+            self.tails, self.pending = [], []
+            defer = defer_output_waits and backward and not self.options.compile
+            if defer:
+                count_targets_early(self.fw)
+            if self.bw is not None:  # gradients bucketed and accumulated without copies
+                contiguous_transposed_products(self.bw)
+            for gm in (self.fw, self.bw):  # before bucketing: the merged collectives bucket together
                 if gm is not None:
-                    self.buckets += bucket_collectives(gm, self.options.bucket_bytes, param_placeholders,
-                                                       grad_params=grad_params if gm is self.bw else None)
-        if self.options.overlap:
-            for gm in (self.fw, self.bw):
-                if gm is not None:
-                    schedule_overlap(gm, self.options.inflight_bytes, self.options.inflight_collectives)
-        if defer:
-            self.tails = split_output_tails(self.fw, num_fwd_outputs)
-            if self.tails and self.bw is not None:
-                settle_before_first_collective(self.bw, self.settle)
-        if self.options.compile:
-            self.fw = CompiledOnFirstCall(self.fw)
-            self.bw = CompiledOnFirstCall(self.bw) if self.bw is not None else None
-        else:  # last: every pass above matches OpOverload targets
-            for gm in (self.fw, self.bw):
-                if gm is not None:
-                    self.reduced_in_place += reduce_in_place(gm)
-                    call_directly(gm)
-            if self.bw is not None:
-                graph_module.call_boxed(self.bw)
+                    fuse_mesh_dim_reductions(gm)
+                    reduce_before_transposes(gm)
+                    fuse_mesh_dim_scatters(gm)
+                    fuse_mesh_dim_gathers(gm)
+            if self.options.bucket_bytes:
+                grad_params = _gradient_positions(param_placeholders, self.grad_slots)
+                for gm in (self.fw, self.bw):
+                    if gm is not None:
+                        self.buckets += bucket_collectives(gm, self.options.bucket_bytes, param_placeholders,
+                                                           grad_params=grad_params if gm is self.bw else None)
+            if self.options.overlap:
+                for gm in (self.fw, self.bw):
+                    if gm is not None:
+                        schedule_overlap(gm, self.options.inflight_bytes, self.options.inflight_collectives)
+            if defer:
+                self.tails = split_output_tails(self.fw, num_fwd_outputs)
+                if self.tails and self.bw is not None:
+                    settle_before_first_collective(self.bw, self.settle)
+            if self.options.compile:
+                self.fw = CompiledOnFirstCall(self.fw)
+                self.bw = CompiledOnFirstCall(self.bw) if self.bw is not None else None
+            else:  # last: every pass above matches OpOverload targets
+                for gm in (self.fw, self.bw):
+                    if gm is not None:
+                        self.reduced_in_place += reduce_in_place(gm)
+                        call_directly(gm)
+                if self.bw is not None:
+                    graph_module.call_boxed(self.bw)
 
     def run_backward(self, args: list):
         """The backward graph on `args` (saved values, then tangents), which it empties."""

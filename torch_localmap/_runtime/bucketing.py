@@ -43,6 +43,7 @@ from .. import _C
 from .._torch_private import fake_tensors
 from .groups import group_size
 from .schedule import REGION_META, SAME_VALUES, apply_order, describe, is_wait, node_bytes
+from .recompile import recompile
 
 aten = torch.ops.aten
 _c10d = torch.ops._c10d_functional
@@ -192,7 +193,7 @@ def bucket_collectives(gm: fx.GraphModule, cap_bytes: int = DEFAULT_BUCKET_BYTES
         _merge(gm.graph, buckets[b], wait_of, {n: i for i, n in enumerate(gm.graph.nodes)}, mode)
     _stable_topological_order(gm.graph)
     gm.graph.lint()
-    gm.recompile()
+    recompile(gm)
     return len(buckets)
 
 

@@ -37,6 +37,7 @@ import torch.utils._pytree as pytree
 
 from .._torch_private import fake_tensors
 from .schedule import MOVES_ELEMENTS, REGION_META, SAME_VALUES, is_collective, is_wait
+from .recompile import recompile
 
 aten = torch.ops.aten
 _all_reduce_kinds = (torch.ops._c10d_functional.all_reduce.default, torch.ops._c10d_functional.all_reduce_.default)
@@ -102,7 +103,7 @@ def count_targets_early(gm: fx.GraphModule) -> int:
         replaced += 1
     if replaced:
         gm.graph.lint()
-        gm.recompile()
+        recompile(gm)
     return replaced
 
 
@@ -187,7 +188,7 @@ def split_output_tails(gm: fx.GraphModule, num_fwd_outputs: int) -> list:
             gm.graph.erase_node(u)
     if tails:
         gm.graph.lint()
-        gm.recompile()
+        recompile(gm)
     return tails
 
 
@@ -200,7 +201,7 @@ def settle_before_first_collective(gm: fx.GraphModule, settle) -> bool:
     with gm.graph.inserting_before(first):
         gm.graph.call_function(settle, ())
     gm.graph.lint()
-    gm.recompile()
+    recompile(gm)
     return True
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import torch
 import torch.fx as fx
+from .recompile import recompile
 
 aten = torch.ops.aten
 
@@ -75,5 +76,5 @@ def call_directly(gm: fx.GraphModule) -> int:
                 node.target = direct
                 changed += 1
     if changed:
-        gm.recompile()
+        recompile(gm)
     return changed

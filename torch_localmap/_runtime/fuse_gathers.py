@@ -26,6 +26,7 @@ import torch.fx as fx
 
 from .groups import nested_group_name
 from .schedule import is_wait, node_shape as _shape
+from .recompile import recompile
 
 _all_gather = torch.ops._c10d_functional.all_gather_into_tensor.default
 _aten = torch.ops.aten
@@ -201,5 +202,5 @@ def fuse_mesh_dim_gathers(gm: fx.GraphModule) -> int:
                 break
     if saved:
         gm.graph.lint()
-        gm.recompile()
+        recompile(gm)
     return saved

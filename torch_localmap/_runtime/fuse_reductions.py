@@ -37,6 +37,7 @@ import torch.fx as fx
 
 from .groups import combined_group_name, nested_group_name
 from .schedule import MOVES_ELEMENTS, REGION_META, SAME_VALUES, is_wait, node_shape as _shape
+from .recompile import recompile
 
 _all_reduce = torch.ops._c10d_functional.all_reduce.default
 _reduce_scatter = torch.ops._c10d_functional.reduce_scatter_tensor.default
@@ -160,7 +161,7 @@ def fuse_mesh_dim_reductions(gm: fx.GraphModule) -> int:
         saved += 1
     if saved:
         gm.graph.lint()
-        gm.recompile()
+        recompile(gm)
     return saved
 
 
@@ -247,5 +248,5 @@ def fuse_mesh_dim_scatters(gm: fx.GraphModule) -> int:
         saved += 1
     if saved:
         gm.graph.lint()
-        gm.recompile()
+        recompile(gm)
     return saved

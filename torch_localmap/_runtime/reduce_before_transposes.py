@@ -23,6 +23,7 @@ import torch
 import torch.fx as fx
 
 from .schedule import MOVES_ELEMENTS, is_wait
+from .recompile import recompile
 
 _all_reduce = torch.ops._c10d_functional.all_reduce.default
 _aten = torch.ops.aten
@@ -113,5 +114,5 @@ def reduce_before_transposes(gm: fx.GraphModule) -> int:
         saved += 1
     if saved:
         gm.graph.lint()
-        gm.recompile()
+        recompile(gm)
     return saved

@@ -23,6 +23,7 @@ import operator
 
 import torch
 import torch.fx as fx
+from .recompile import recompile
 
 _c10d = torch.ops._c10d_functional
 
@@ -69,5 +70,5 @@ def reduce_in_place(gm: fx.GraphModule) -> int:
             node.target = _c10d.all_reduce_.default
             changed += 1
     if changed:
-        gm.recompile()
+        recompile(gm)
     return changed

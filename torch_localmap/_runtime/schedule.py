@@ -15,6 +15,7 @@ import torch
 import torch.fx as fx
 
 from .. import _C
+from .recompile import recompile
 
 aten = torch.ops.aten
 
@@ -130,5 +131,5 @@ def schedule_overlap(gm: fx.GraphModule, inflight_limit: int | None = None,
     count = -1 if inflight_collectives is None else int(inflight_collectives)
     apply_order([nodes[i] for i in _C.overlap_order(kinds, offsets, inputs, nbytes, limit, count)])
     gm.graph.lint()
-    gm.recompile()
+    recompile(gm)
     return gm

@@ -20,6 +20,7 @@ import torch.fx as fx
 
 from .._torch_private import fake_tensors
 from .schedule import REGION_META
+from .recompile import recompile
 
 aten = torch.ops.aten
 _TRANSPOSES = (aten.t.default,)
@@ -68,5 +69,5 @@ def contiguous_transposed_products(gm: fx.GraphModule) -> int:
         gm.graph.erase_node(node)
         gm.graph.erase_node(mm)
     gm.graph.lint()
-    gm.recompile()
+    recompile(gm)
     return len(found)

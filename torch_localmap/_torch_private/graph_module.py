@@ -45,5 +45,7 @@ def call_boxed(gm: fx.GraphModule) -> None:
     last use in the graph instead of when the call returns. Call as `gm([x, y, ...])`."""
     from torch.fx.graph import _BoxedCodeGen
 
+    from .._runtime.recompile import recompile
+
     gm.graph.set_codegen(_BoxedCodeGen())
-    gm.recompile()
+    recompile(gm)

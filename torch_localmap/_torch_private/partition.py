@@ -32,8 +32,10 @@ def partition_joint(joint: fx.GraphModule, num_fwd_outputs: int) -> tuple[fx.Gra
     if redrawn:
         raise RuntimeError(f"internal error: the backward graph would draw random numbers again "
                            f"({', '.join(str(n.target) for n in redrawn)}); its masks would differ from forward's")
+    from .._runtime.recompile import recompile
+
     for gm in (fw, bw):
-        gm.recompile()
+        recompile(gm)
     return fw, bw
 
 
