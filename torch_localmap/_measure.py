@@ -6,10 +6,14 @@ as usual and, beside it, the plans torch's own wrappers run (like="ddp", like="f
 that cannot run the model is skipped) and, on a 1-D mesh, the planner's plan on each 2-D
 layout of the same ranks (4 ranks as 2x2: tensor parallelism inside pairs, data parallelism
 across them -- the logical mesh shapes Alpa and XLA's auto-sharding search over). It runs
-each distinct candidate for a few forward + backward steps on the real mesh -- on a copy of
-the model, gradients dropped -- and keeps the fastest. A candidate's step is the median of
-its steps on the slowest rank; every rank receives the same numbers, so every rank keeps the
-same plan. The measurements go into the kept plan (`plan.measurements`) and its report.
+each distinct candidate for a few training steps on the real mesh -- forward, backward and
+an AdamW step (the implementation parallelize's `optimizer_impl` names, else torch's
+default), on a copy of the model -- and keeps the fastest. The optimizer step counts: under
+like="ddp" the state is plain tensors, elsewhere DTensors, whose dispatch AdamW pays per
+kernel (the step-time MoE: 2.0 against 0.8 ms a step), so one plan can run at two speeds and
+both are measured. A candidate's step is the median of its steps on the slowest rank; every
+rank receives the same numbers, so every rank keeps the same plan. The measurements go into
+the kept plan (`plan.measurements`) and its report.
 """
 from __future__ import annotations
 
@@ -65,13 +69,21 @@ def _scalar(out):
     return total
 
 
-def _step_seconds(pmodel, args, kwargs, steps: int, cuda: bool) -> float:
+def _step_seconds(pmodel, args, kwargs, steps: int, cuda: bool, optimizer_impl: str | None = None) -> float:
+    from ._live_calibration import adamw_flags, default_optimizer_impl
+
+    impl = optimizer_impl or default_optimizer_impl("cuda" if cuda else "cpu")
+    params = [p for p in pmodel.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=1e-3, **adamw_flags(impl)) if params else None
     times = []
-    for i in range(steps + 1):  # the first step warms up (allocations, Inductor's compile)
+    for i in range(steps + 1):  # the first step warms up (allocations, optimizer state, Inductor's compile)
         if cuda:
             torch.cuda.synchronize()
         t0 = time.perf_counter()
         _scalar(pmodel(*args, **kwargs)).backward()
+        if opt is not None:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
         if cuda:
             torch.cuda.synchronize()
         if i:
@@ -93,10 +105,11 @@ def _same_plan(a, b) -> bool:
 
 
 def measure_and_pick(model, build, args, kwargs, mesh_shape, limit: int, steps: int, cuda: bool, group,
-                     no_layouts: str | None = None):
+                     no_layouts: str | None = None, optimizer_impl: str | None = None):
     """Plans and measures up to `limit` candidates; returns ((like, layout) of the fastest, its
     plan, the measurements). `build(model_copy, like, layout)` returns a ParallelModule;
-    `no_layouts`: why the layouts of the ranks cannot be tried (listed as skipped), or None."""
+    `no_layouts`: why the layouts of the ranks cannot be tried (listed as skipped), or None;
+    `optimizer_impl`: the AdamW implementation each measured step runs (None: torch's default)."""
     measured, plans = [], []
     for like, layout in candidates(mesh_shape):
         if len(plans) >= limit:
@@ -112,11 +125,13 @@ def measure_and_pick(model, build, args, kwargs, mesh_shape, limit: int, steps: 
                 raise
             measured.append({"candidate": label, "skipped": str(e).splitlines()[0]})
             continue
-        if any(lay == layout and _same_plan(pmodel.plan, p) for p, lay in plans):
+        # The same plan with its state held the same way runs the same program: measured once.
+        plain = getattr(pmodel, "_plain_state", False)
+        if any(lay == layout and was_plain == plain and _same_plan(pmodel.plan, p) for p, lay, was_plain in plans):
             measured.append({"candidate": label, "skipped": "the same plan as an earlier candidate"})
             continue
-        seconds = _slowest_rank(_step_seconds(pmodel, args, kwargs, steps, cuda), group)
-        plans.append((pmodel.plan, layout))
+        seconds = _slowest_rank(_step_seconds(pmodel, args, kwargs, steps, cuda, optimizer_impl), group)
+        plans.append((pmodel.plan, layout, plain))
         measured.append({"candidate": label, "like": like, "layout": None if layout is None else list(layout),
                          "measured_step_s": seconds, "estimated_step_s": pmodel.plan.summary.estimated_step_s})
         del pmodel

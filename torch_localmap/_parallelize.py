@@ -649,7 +649,8 @@ def _parallelize_measured(model, mesh, example_args, example_kwargs, limit, step
 
     (like, layout), plan, measurements = measure_and_pick(
         model, build, args, kwargs, tuple(mesh.shape), limit, steps, mesh.device_type == "cuda",
-        world_group(timeout), no_layouts=_why_no_layouts(options, args, kwargs))
+        world_group(timeout), no_layouts=_why_no_layouts(options, args, kwargs),
+        optimizer_impl=options["optimizer_impl"])
     pmodel = build(model, like, layout, plan)  # the kept plan applied to the model itself: no second solve
     pmodel.plan.measurements = measurements
     return pmodel

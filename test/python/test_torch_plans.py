@@ -816,3 +816,37 @@ def test_an_all_reduce_of_a_value_transposed_there_and_back_takes_the_value():
     assert ar.args[0].op == "placeholder" and ar.args[1:] == ("sum", "both")
     g = torch.randn(3, 5)
     torch.testing.assert_close(_as_one_rank(gm)(g), g)
+
+
+def test_measure_candidates_measures_one_plan_held_two_ways_and_the_optimizer_step(monkeypatch):
+    """DDP's plan under like="ddp" keeps plain parameters, the planner's identical plan keeps
+    DTensors, whose dispatch AdamW pays per kernel: the two run at different speeds, so both are
+    measured (the same plan held the same way still is not), and each measured step includes
+    the optimizer's step in the implementation asked for."""
+    import types
+
+    from torch_localmap import _measure
+
+    built, steps = [], []
+
+    def build(model, like, layout):
+        built.append(like)
+        plan = types.SimpleNamespace(nodes=[types.SimpleNamespace(inputs=["R"], outputs=["R"])],
+                                     summary=types.SimpleNamespace(estimated_step_s=0.5))
+        return types.SimpleNamespace(plan=plan, _plain_state=like == "ddp",
+                                     seconds={None: 3.0, "ddp": 2.0, "fsdp2": 3.0}[like])
+
+    monkeypatch.setattr(_measure, "_step_seconds", lambda pmodel, *a: steps.append(a[-1]) or pmodel.seconds)
+    (like, _), _, m = _measure.measure_and_pick(nn.Linear(1, 1), build, (), {}, (2, 2), 3, 1, False, None,
+                                               optimizer_impl="fused")
+    assert [c["candidate"] for c in m["candidates"]] == ["planned", "like=ddp", "like=fsdp2"], m
+    assert "skipped" in m["candidates"][2] and "measured_step_s" in m["candidates"][1], m  # fsdp2: planned's twin
+    assert like == "ddp" and m["kept"] == "like=ddp", m
+    assert steps == ["fused", "fused"]
+
+    # A real step: the optimizer moves the parameters, and its state exists afterwards.
+    model = nn.Linear(4, 2)
+    before = model.weight.detach().clone()
+    monkeypatch.undo()
+    seconds = _measure._step_seconds(model, (torch.ones(3, 4),), {}, 2, False, "foreach")
+    assert seconds > 0 and not torch.equal(model.weight.detach(), before)
