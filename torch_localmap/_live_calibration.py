@@ -8,8 +8,8 @@ sharing cores, the process group's real collectives. So every rank of the mesh m
 the same time (a barrier before each timed round, so oversubscribed ranks slow each other
 down as they do in training):
 
-- matmul time at a few shapes, each call on operands out of the caches (as a training step
-  finds them), fitted to `overhead + flops / rate x (1 + n_half / d)` (d: the smallest dim;
+- matmul time at a few shapes (grown where a device runs them all in a launch's time), each
+  call on operands out of the caches (as a training step finds them), fitted to `overhead + flops / rate x (1 + n_half / d)` (d: the smallest dim;
   float32, bfloat16 too on CUDA): the rate is the profile's peak with efficiency 1, n_half
   its matmul_half_dim;
 - copy bandwidth (a tensor copy, read + write);
@@ -66,6 +66,9 @@ MATMUL_SHAPES = ((64, 512, 512), (256, 512, 2048), (512, 1024, 1024), (1024, 102
 # x @ W.t() in forward, grad @ W (contiguous) and grad.t() @ x in backward (cost_model.h:
 # matmul_half_dim).
 SKINNY_MATMUL_ROWS = (8, 32)
+# The largest of MATMUL_SHAPES has 128 times the smallest's flops; where it takes under this
+# many times as long, launches dominate and the shapes are grown (_flop_bound_matmul_samples).
+MATMUL_SPAN = 8
 SKINNY_MATMUL_KN = 1024
 _ROUND_SECONDS = 0.02  # each timed round runs the op at least this long (timer and scheduler noise)
 _ROUNDS = 5
@@ -169,13 +172,13 @@ def _cold_pool_bytes(device) -> int:
     return 256 << 20
 
 
-def _matmul_samples(device, dtype) -> list:
+def _matmul_samples(device, dtype, scale: int = 1) -> list:
     """[(flops, smallest dim, this rank's seconds)] of one product per shape of MATMUL_SHAPES
-    (large), and of SKINNY_MATMUL_ROWS rows x SKINNY_MATMUL_KN in the three products of a
+    (large; each dim times `scale`), and of SKINNY_MATMUL_ROWS rows x SKINNY_MATMUL_KN in the three products of a
     linear layer (x @ W.t() in forward; grad @ W and the weight gradient grad.t() @ x, the
     rows contracted, in backward), each call on operands out of the caches."""
     kn = SKINNY_MATMUL_KN
-    cases = [(m, k, n, False, False) for m, k, n in MATMUL_SHAPES]
+    cases = [(m * scale, k * scale, n * scale, False, False) for m, k, n in MATMUL_SHAPES]
     for rows in SKINNY_MATMUL_ROWS:
         cases += [(rows, kn, kn, False, True), (rows, kn, kn, False, False), (kn, rows, kn, True, False)]
     samples = []
@@ -187,6 +190,22 @@ def _matmul_samples(device, dtype) -> list:
             torch.mm(a, b, out=out)
         samples.append((2.0 * m * k * n, min(m, k, n), _per_call_seconds(product, device)))
         del copies  # the pool's memory, before the next shape's
+    return samples
+
+
+def _flop_bound_matmul_samples(device, dtype) -> list:
+    """_matmul_samples with every rank's slowest time, their large shapes grown (each dim x2)
+    until the largest product takes MATMUL_SPAN times the smallest: below that every product
+    costs its launch alone and the samples show no rate. On an H200, bfloat16 products up to
+    1024 x 1024 x 2048 all took 16-18 us (their flops need 6 us at 720 TFLOP/s). The times are
+    every rank's slowest, so all ranks grow alike."""
+    for scale in (1, 2, 4, 8):
+        samples = _matmul_samples(device, dtype, scale)
+        times = _max_over_ranks([t for *_, t in samples], device)
+        samples = [(f, d, t) for (f, d, _), t in zip(samples, times)]
+        large = samples[:len(MATMUL_SHAPES)]
+        if max(large)[2] >= MATMUL_SPAN * min(large)[2]:  # (flops first: the largest, the smallest)
+            break
     return samples
 
 
@@ -376,9 +395,7 @@ def measure_mesh(mesh, table: str) -> dict:
     for dtype, field in ((torch.float32, "peak_flops_fp32"), (torch.bfloat16, "peak_flops_bf16")):
         if dtype == torch.bfloat16 and device.type != "cuda":
             continue  # CPU training here runs float32; the table keeps the rest
-        samples = _matmul_samples(device, dtype)
-        times = _max_over_ranks([t for *_, t in samples], device)
-        samples = [(f, d, t) for (f, d, _), t in zip(samples, times)]
+        samples = _flop_bound_matmul_samples(device, dtype)
         fit = _fit_matmul(samples)
         fields[field] = fit["rate"]
         # One figure for every dtype: the one training computes in wins (float32 on CPU,

@@ -70,11 +70,11 @@ def _scalar(out):
 
 
 def _step_seconds(pmodel, args, kwargs, steps: int, cuda: bool, optimizer_impl: str | None = None) -> float:
-    from ._live_calibration import adamw_flags, default_optimizer_impl
+    from ._live_calibration import _adamw, default_optimizer_impl
 
     impl = optimizer_impl or default_optimizer_impl("cuda" if cuda else "cpu")
     params = [p for p in pmodel.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=1e-3, **adamw_flags(impl)) if params else None
+    opt = _adamw(params, impl) if params else None
     times = []
     for i in range(steps + 1):  # the first step warms up (allocations, optimizer state, Inductor's compile)
         if cuda:

@@ -157,3 +157,26 @@ def test_matmul_fit_recovers_rate_overhead_and_n_half():
     assert fit["overhead_s"] == 0.0 and fit["half_dim"] >= 0 and fit["rate"] == pytest.approx(1e11, rel=0.05)
     with pytest.raises(RuntimeError, match="no positive rate"):
         _fit_matmul([(1e9, 1024, 1e-3), (1e9, 1024, 1e-3), (1e6, 1024, 1.0)])
+
+
+def test_launch_bound_products_are_grown_until_their_flops_show(monkeypatch):
+    """A device fast enough that every default product costs its launch alone (an H200 in
+    bfloat16: 16-18 us each) has its shapes grown until the rate shows, and the fit finds it."""
+    from torch_localmap import _live_calibration as live
+
+    launch, rate = 1.7e-5, 7e14
+    scales = []
+
+    def samples(device, dtype, scale=1):
+        scales.append(scale)
+        cases = [(2.0 * m * k * n * scale ** 3, min(m, k, n) * scale) for m, k, n in live.MATMUL_SHAPES]
+        cases += [(2.0 * rows * live.SKINNY_MATMUL_KN ** 2, rows) for rows in live.SKINNY_MATMUL_ROWS]
+        return [(f, d, max(launch, f / rate)) for f, d in cases]  # the launch hides the product
+
+    monkeypatch.setattr(live, "_matmul_samples", samples)
+    monkeypatch.setattr(live, "_max_over_ranks", lambda values, device: list(values))
+    grown = live._flop_bound_matmul_samples(torch.device("cpu"), torch.bfloat16)
+    assert scales == [1, 2, 4]  # 4: the largest product (2.7e11 flops) takes 390 us, 23x the smallest
+    assert live._fit_matmul(grown)["rate"] == pytest.approx(rate, rel=0.35)
+    with pytest.raises(RuntimeError, match="no positive rate"):
+        live._fit_matmul(samples(None, None))  # unscaled, the samples show no rate at all

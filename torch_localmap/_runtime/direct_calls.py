@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import torch
 import torch.fx as fx
+
 from .recompile import recompile
 
 aten = torch.ops.aten

@@ -23,6 +23,7 @@ import operator
 
 import torch
 import torch.fx as fx
+
 from .recompile import recompile
 
 _c10d = torch.ops._c10d_functional
