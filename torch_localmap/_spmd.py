@@ -354,9 +354,7 @@ class RankProgram:
     def run_backward(self, args: list):
         """The backward graph on `args` (saved values, then tangents), which it empties."""
         if self.options.compile:
-            inputs = list(args)
-            args.clear()
-            return self.bw(*inputs)
+            return self.bw.call_boxed(args)
         return self.bw(args)  # boxed (call_boxed): frees each saved value after its last use
 
     def settle(self) -> None:

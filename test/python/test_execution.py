@@ -393,3 +393,31 @@ def test_program_setup_generates_each_graphs_code_once():
     for generations, buckets in run_distributed(_rank_code_generations, 2, timeout=240):
         assert buckets > 0  # the bucketing pass edited the graphs
         assert generations == [1, 1], generations
+
+
+def test_compiled_graph_called_boxed_frees_each_input_inside_the_call():
+    """compile=True's backward takes its saved activations in a list it empties, reaching
+    Inductor's own boxed entry (_torch_private/inductor.boxed_entry): an input is freed
+    inside the compiled code after its last use, not when the call returns, and the outputs
+    are those of the plain call."""
+    import weakref
+
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from torch_localmap._runtime.compile import CompiledOnFirstCall
+
+    def chain(a, w):
+        return (torch.mm(torch.mm(torch.mm(a, w), w), w),)
+
+    w = torch.randn(64, 64)
+    compiled = CompiledOnFirstCall(make_fx(chain)(torch.randn(64, 64), w))
+    expected = compiled(torch.ones(64, 64), w)[0]  # compiles on this first call
+    assert compiled._boxed is not None, "Inductor's boxed entry not found for this torch"
+    state = {"calling": False, "freed_while_calling": None}
+    args = [torch.ones(64, 64), w]
+    weakref.finalize(args[0], lambda: state.update(freed_while_calling=state["calling"]))
+    state["calling"] = True
+    out = compiled.call_boxed(args)[0]
+    state["calling"] = False
+    assert args == [] and state["freed_while_calling"] is True
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)

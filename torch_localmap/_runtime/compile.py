@@ -41,10 +41,27 @@ class CompiledOnFirstCall:
     def __init__(self, gm: fx.GraphModule):
         self.graph_module = gm
         self._compiled = None
+        self._boxed = None
+
+    def _compile(self, example_inputs: list) -> None:
+        self._compiled = inductor.inductor_compile(self.graph_module, example_inputs)
+        self._boxed = inductor.boxed_entry(self._compiled)
 
     def __call__(self, *inputs):
         if self._compiled is None:
-            self._compiled = inductor.inductor_compile(self.graph_module, list(inputs))
+            self._compile(list(inputs))
+        return self._compiled(*inputs)
+
+    def call_boxed(self, args: list):
+        """Calls the graph on `args`, which it empties: where Inductor's boxed entry is
+        reachable (inductor.boxed_entry), each input is freed after its last use inside the
+        compiled code -- backward's saved activations, as the eager backward frees them."""
+        if self._compiled is None:
+            self._compile(list(args))
+        if self._boxed is not None:
+            return self._boxed(args)
+        inputs = list(args)
+        args.clear()
         return self._compiled(*inputs)
 
     @property

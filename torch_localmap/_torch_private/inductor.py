@@ -43,6 +43,28 @@ def inductor_compile(gm: fx.GraphModule, example_inputs: list):
                                       options={"config_patches": {**patches, "cpp.simdlen": 1}})
 
 
+def boxed_entry(artifact):
+    """The function inside `artifact` (inductor_compile's result) that takes the graph's
+    inputs as one list and empties it, so each input is freed after its last use inside the
+    compiled code rather than when the call returns; None where the artifact is not built as
+    2.13-2.14 build it. There `CacheCompiledArtifact._compiled_fn` is dynamo's disable
+    wrapper around aot_autograd's `forward(*runtime_args)` (aot_module_simplified), which
+    calls the boxed `compiled_fn(params_buffers_flat + runtime_args)`: with no parameters or
+    buffers lifted from the graph, that boxed function is called with our own list."""
+    forward = getattr(getattr(artifact, "_compiled_fn", None), "__wrapped__", None)
+    code, closure = getattr(forward, "__code__", None), getattr(forward, "__closure__", None)
+    if code is None or closure is None:
+        return None
+    cells = dict(zip(code.co_freevars, closure))
+    try:
+        inner, lifted = cells["compiled_fn"].cell_contents, cells["params_buffers_flat"].cell_contents
+    except (KeyError, ValueError):  # another closure, or a cell not yet filled
+        return None
+    if lifted or not callable(inner) or not getattr(inner, "_boxed_call", False):
+        return None
+    return torch._disable_dynamo(inner)  # as the artifact's own wrapper: dynamo never traces into it
+
+
 def inductor_code_of(fn):
     """(fn(), [the Python wrapper code Inductor generated while fn ran]), with the
     compile caches off so the code is generated (torch._inductor.utils.run_and_get_code,
