@@ -133,3 +133,16 @@ TEST(StrategyEngine, BadStrategiesAndCoordsRaise) {
   EXPECT_THROW(local_call_args(g, 2, strategy({"R", "R"}, {"R"}), {0, 0}), InvalidArgument);
   EXPECT_THROW(local_call_args(g, 2, strategy({"R", "R"}, {"R"}), {2}), InvalidArgument);
 }
+
+TEST(StrategyEngine, AliasesCostNothingCopiesStream) {
+  // detach / alias return a view of their input: no kernel, no bytes (and the eager runtime
+  // drops them), so recomputing one is free; clone streams its bytes.
+  for (const char* op : {"aten.detach.default", "aten.alias.default"}) {
+    Graph g = one_op_graph({2}, {{{8, 6}}}, op, "[$0]", {{{8, 6}}});
+    const auto w = op_work(g, 1, strategy({"S(0)"}, {"S(0)"}));
+    EXPECT_EQ(w.flops, 0) << op;
+    EXPECT_EQ(w.bytes, 0) << op;
+  }
+  Graph g = one_op_graph({2}, {{{8, 6}}}, "aten.clone.default", "[$0]", {{{8, 6}}});
+  EXPECT_GT(op_work(g, 1, strategy({"S(0)"}, {"S(0)"})).bytes, 0);
+}

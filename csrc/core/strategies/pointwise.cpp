@@ -414,13 +414,16 @@ void register_pointwise(Registry& r) {
            pointwise_rule({Linear::Operand, {0}, {}}));
   // Copies: every Partial kind passes.
   add_rule(r,
-           {"aten.alias.default",
-            "aten.clone.default",
+           {"aten.clone.default",
             "aten.contiguous.default",
-            "aten.detach.default",
             "aten.lift_fresh_copy.default",
             "aten.positive.default"},
            pointwise_rule({Linear::Copy, {}, {}}));
+  // Aliases: the same placements as a copy, but no kernel runs (and the eager runtime drops
+  // them, _runtime/drop_aliases.py), so they cost nothing -- recomputing one in backward too.
+  Rule alias = pointwise_rule({Linear::Copy, {}, {}});
+  alias.work = no_work;
+  add_rule(r, {"aten.alias.default", "aten.detach.default"}, alias);
   // Casts: exact ones copy (every kind passes), rounding ones keep order only.
   add_rule(r,
            {"aten._to_copy.default",
