@@ -423,15 +423,14 @@ def run_row(row, name, mesh_shape, steps, warmup, calibration, plan_dir, device=
                               optimizer, timeout=1800, pg_timeout=600, backend="nccl" if device == "cuda" else "gloo")
     r0 = dict(results[0])
     r0["median_s"] = max(r["median_s"] for r in results)  # a step ends when the slowest rank ends
-    if "cpu" in r0:
-        # The ranks share this host's cores: a step takes at least all ranks' CPU over the cores,
-        # and at least a main thread's CPU (its ops run one after another). On CUDA too: the
-        # host's CPU a step is what a GPU step waits on when its kernels are short.
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        r0["cpu"] = {"thread_s": statistics.mean(r["cpu"]["thread_s"] for r in results),
-                     "process_s": statistics.mean(r["cpu"]["process_s"] for r in results),
-                     "bound_s": max(sum(r["cpu"]["process_s"] for r in results) / cores,
-                                    max(r["cpu"]["thread_s"] for r in results)), "cores": cores}
+    # The ranks share this host's cores: a step takes at least all ranks' CPU over the cores,
+    # and at least a main thread's CPU (its ops run one after another). On CUDA too: the host's
+    # CPU a step is what a GPU step waits on when its kernels are short.
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    r0["cpu"] = {"thread_s": statistics.mean(r["cpu"]["thread_s"] for r in results),
+                 "process_s": statistics.mean(r["cpu"]["process_s"] for r in results),
+                 "bound_s": max(sum(r["cpu"]["process_s"] for r in results) / cores,
+                                max(r["cpu"]["thread_s"] for r in results)), "cores": cores}
     r0["peak_bytes"] = max(r["peak_bytes"] for r in results)
     return r0
 

@@ -9,8 +9,9 @@ the same time (a barrier before each timed round, so oversubscribed ranks slow e
 down as they do in training):
 
 - matmul time at a few shapes (grown where a device runs them all in a launch's time), each
-  call on operands out of the caches (as a training step finds them), fitted to `overhead + flops / rate x (1 + n_half / d)` (d: the smallest dim;
-  float32, bfloat16 too on CUDA): the rate is the profile's peak with efficiency 1, n_half
+  call on operands out of the caches (as a training step finds them), fitted to
+  `overhead + flops / rate x (1 + n_half / d)` (d: the smallest dim; float32, bfloat16 too
+  on CUDA): the rate is the profile's peak with efficiency 1, n_half
   its matmul_half_dim;
 - copy bandwidth (a tensor copy, read + write);
 - the time of one node of an FX graph of tiny ops: the per-op Python and dispatch cost of
@@ -66,10 +67,10 @@ MATMUL_SHAPES = ((64, 512, 512), (256, 512, 2048), (512, 1024, 1024), (1024, 102
 # x @ W.t() in forward, grad @ W (contiguous) and grad.t() @ x in backward (cost_model.h:
 # matmul_half_dim).
 SKINNY_MATMUL_ROWS = (8, 32)
+SKINNY_MATMUL_KN = 1024
 # The largest of MATMUL_SHAPES has 128 times the smallest's flops; where it takes under this
 # many times as long, launches dominate and the shapes are grown (_flop_bound_matmul_samples).
 MATMUL_SPAN = 8
-SKINNY_MATMUL_KN = 1024
 _ROUND_SECONDS = 0.02  # each timed round runs the op at least this long (timer and scheduler noise)
 _ROUNDS = 5
 
@@ -174,9 +175,9 @@ def _cold_pool_bytes(device) -> int:
 
 def _matmul_samples(device, dtype, scale: int = 1) -> list:
     """[(flops, smallest dim, this rank's seconds)] of one product per shape of MATMUL_SHAPES
-    (large; each dim times `scale`), and of SKINNY_MATMUL_ROWS rows x SKINNY_MATMUL_KN in the three products of a
-    linear layer (x @ W.t() in forward; grad @ W and the weight gradient grad.t() @ x, the
-    rows contracted, in backward), each call on operands out of the caches."""
+    (large; each dim times `scale`), and of SKINNY_MATMUL_ROWS rows x SKINNY_MATMUL_KN in the
+    three products of a linear layer (x @ W.t() in forward; grad @ W and the weight gradient
+    grad.t() @ x, the rows contracted, in backward), each call on operands out of the caches."""
     kn = SKINNY_MATMUL_KN
     cases = [(m * scale, k * scale, n * scale, False, False) for m, k, n in MATMUL_SHAPES]
     for rows in SKINNY_MATMUL_ROWS:
@@ -203,8 +204,8 @@ def _flop_bound_matmul_samples(device, dtype) -> list:
         samples = _matmul_samples(device, dtype, scale)
         times = _max_over_ranks([t for *_, t in samples], device)
         samples = [(f, d, t) for (f, d, _), t in zip(samples, times)]
-        large = samples[:len(MATMUL_SHAPES)]
-        if max(large)[2] >= MATMUL_SPAN * min(large)[2]:  # (flops first: the largest, the smallest)
+        large = sorted(samples[:len(MATMUL_SHAPES)])  # by flops
+        if large[-1][2] >= MATMUL_SPAN * large[0][2]:
             break
     return samples
 

@@ -311,7 +311,6 @@ class RankProgram:
             else:
                 self.fw, self.bw = joint_spmd, None
             self.buckets = 0
-            self.dropped_aliases = 0  # views, aliases and detaches that return their input unchanged
             self.reduced_in_place = 0  # all-reduces of a value nothing else reads (buckets too), in its own buffer
             self.tails, self.pending = [], []
             defer = defer_output_waits and backward and not self.options.compile
@@ -345,7 +344,7 @@ class RankProgram:
             else:  # last: every pass above matches OpOverload targets
                 for gm in (self.fw, self.bw):
                     if gm is not None:
-                        self.dropped_aliases += drop_unchanged_aliases(gm, outputs_are_gradients=gm is self.bw)
+                        drop_unchanged_aliases(gm, outputs_are_gradients=gm is self.bw)
                         self.reduced_in_place += reduce_in_place(gm)
                         call_directly(gm)
                 if self.bw is not None:

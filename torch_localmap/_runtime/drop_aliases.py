@@ -42,8 +42,8 @@ def _unchanged(node: fx.Node) -> bool:
             and tuple(out.stride()) == tuple(val.stride()) and out.storage_offset() == val.storage_offset())
 
 
-def _may_become_output(src: fx.Node) -> bool:
-    return src.op == "call_function" and not any(user.op == "output" for user in src.users)
+def _is_output(node: fx.Node) -> bool:
+    return any(user.op == "output" for user in node.users)
 
 
 def drop_unchanged_aliases(gm: fx.GraphModule, outputs_are_gradients: bool = False) -> int:
@@ -53,10 +53,10 @@ def drop_unchanged_aliases(gm: fx.GraphModule, outputs_are_gradients: bool = Fal
     for node in list(gm.graph.nodes):
         if not _unchanged(node):
             continue
-        if any(user.op == "output" for user in node.users) and not (
-                outputs_are_gradients and _may_become_output(node.args[0])):
+        src = node.args[0]
+        if _is_output(node) and not (outputs_are_gradients and src.op == "call_function" and not _is_output(src)):
             continue
-        node.replace_all_uses_with(node.args[0])
+        node.replace_all_uses_with(src)
         gm.graph.erase_node(node)
         dropped += 1
     if dropped:
