@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "core/cost_model.h"
 #include "core/strategy.h"
 #include "strategy_test_util.h"
 
@@ -134,14 +135,15 @@ TEST(StrategyEngine, BadStrategiesAndCoordsRaise) {
   EXPECT_THROW(local_call_args(g, 2, strategy({"R", "R"}, {"R"}), {2}), InvalidArgument);
 }
 
-TEST(StrategyEngine, AliasesCostNothingCopiesStream) {
-  // detach / alias return a view of their input: no kernel, no bytes (and the eager runtime
-  // drops them), so recomputing one is free; clone streams its bytes.
+TEST(StrategyEngine, AliasesCostADispatchCopiesStream) {
+  // detach / alias return a view of their input: no bytes, one dispatch (a kernel's
+  // overhead, whatever the shard); clone streams its bytes.
+  const CostModel cm = make_cost_model("H100");
   for (const char* op : {"aten.detach.default", "aten.alias.default"}) {
     Graph g = one_op_graph({2}, {{{8, 6}}}, op, "[$0]", {{{8, 6}}});
     const auto w = op_work(g, 1, strategy({"S(0)"}, {"S(0)"}));
-    EXPECT_EQ(w.flops, 0) << op;
     EXPECT_EQ(w.bytes, 0) << op;
+    EXPECT_NEAR(cm.compute_seconds(w, DType::Float32), cm.device.kernel_overhead_s, 1e-12) << op;
   }
   Graph g = one_op_graph({2}, {{{8, 6}}}, "aten.clone.default", "[$0]", {{{8, 6}}});
   EXPECT_GT(op_work(g, 1, strategy({"S(0)"}, {"S(0)"})).bytes, 0);

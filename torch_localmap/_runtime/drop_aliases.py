@@ -1,11 +1,13 @@
-"""Aliases that change nothing, removed from an eager rank program.
+"""Views that change nothing, removed from an eager rank program.
 
 The partitioned graphs keep every view aten's decompositions wrote, and some return their
 input unchanged: `view` / `_unsafe_view` / `reshape` to the shape the value already has
 (a gradient flattened and unflattened to the same shape, a reshape a decomposition writes
-for any rank), `alias`, and the `detach` the partitioner puts on saved values (the graphs
-run without autograd). Each is one more Python line and dispatch per step: the MoE's
-backward on DDP's plan had 32 such views among its 381 ops.
+for any rank). Each is one more Python line and dispatch per step: the MoE's backward on
+DDP's plan had 32 such views among its 381 ops. The cost model prices views at nothing.
+`alias` and the `detach` the partitioner puts on saved values stay: the cost model prices
+each at one dispatch (csrc/core/strategies/pointwise.cpp says why), and a plan that
+recomputes one has backward run it again.
 
 A node is removed when its value has its input's shape, strides and dtype (the same
 elements at the same addresses: the same tensor in every way a later op can see). Forward's
@@ -25,8 +27,7 @@ import torch.fx as fx
 from .recompile import recompile
 
 aten = torch.ops.aten
-_ALIAS_OPS = frozenset({aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.alias.default,
-                        aten.detach.default})
+_ALIAS_OPS = frozenset({aten.view.default, aten._unsafe_view.default, aten.reshape.default})
 
 
 def _unchanged(node: fx.Node) -> bool:
@@ -47,7 +48,7 @@ def _is_output(node: fx.Node) -> bool:
 
 
 def drop_unchanged_aliases(gm: fx.GraphModule, outputs_are_gradients: bool = False) -> int:
-    """Removes the aliases of `gm` that return their input unchanged; returns how many.
+    """Removes the views of `gm` that return their input unchanged; returns how many.
     `outputs_are_gradients`: `gm` is a backward graph (see the module's note)."""
     dropped = 0
     for node in list(gm.graph.nodes):

@@ -419,10 +419,14 @@ void register_pointwise(Registry& r) {
             "aten.lift_fresh_copy.default",
             "aten.positive.default"},
            pointwise_rule({Linear::Copy, {}, {}}));
-  // Aliases: the same placements as a copy, but no kernel runs (and the eager runtime drops
-  // them, _runtime/drop_aliases.py), so they cost nothing -- recomputing one in backward too.
+  // Aliases: the same placements as a copy, but no bytes move: each costs one dispatch (the
+  // eager runtime runs it; a recompute of one in backward too). Not free: the values backward
+  // reads are the partitioner's detaches of saved activations, and with a free recompute
+  // there the solver's decode chose it at any memory price and met the real cost (the
+  // attention or matmul it needs made again) only at the need nodes behind it; the 70B plan
+  // at a 10 s limit came out 7% slower (docs/benchmarks_log.md, 2026-12-04).
   Rule alias = pointwise_rule({Linear::Copy, {}, {}});
-  alias.work = no_work;
+  alias.work = dispatch_work;
   add_rule(r, {"aten.alias.default", "aten.detach.default"}, alias);
   // Casts: exact ones copy (every kind passes), rounding ones keep order only.
   add_rule(r,

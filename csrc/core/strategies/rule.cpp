@@ -440,5 +440,6 @@ OpWork elementwise_work(const RuleCtx& c, const OpStrategy& s, double flops_per_
 }
 
 OpWork no_work(const RuleCtx&, const OpStrategy&) { return OpWork{}; }
+OpWork dispatch_work(const RuleCtx&, const OpStrategy&) { return OpWork{1, 0}; }
 
 }  // namespace tlm::strategies

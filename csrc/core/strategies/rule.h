@@ -219,6 +219,8 @@ std::vector<int64_t> local_shape_out(const RuleCtx& c, const OpStrategy& s, int 
 double io_bytes(const RuleCtx& c, const OpStrategy& s);
 OpWork elementwise_work(const RuleCtx& c, const OpStrategy& s, double flops_per_element = 1.0);
 OpWork no_work(const RuleCtx& c, const OpStrategy& s);
+// No bytes moved, one dispatch: priced at the device's kernel overhead (one flop stands for it).
+OpWork dispatch_work(const RuleCtx& c, const OpStrategy& s);
 
 
 // Family registration, one per file.
