@@ -708,12 +708,25 @@ void primal_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh,
   };
   // The first feasible iterate is always polished: the best so far may be the greedy
   // start, far above what the polished iterates reach (8.8e12 against 7.5e12 on a
-  // Llama-3-70B recompute instance when that one was skipped).
+  // Llama-3-70B recompute instance when that one was skipped). Later ones are polished
+  // when they come within 5% of the best plan, or, every 8th iteration at most, within 5%
+  // of the best iterate before its polish: polished plans can sit far below any raw
+  // iterate, and with that test alone no iterate was polished again after the first few
+  // (405B at a 30 s limit: 20.30 s plans against 19.94-20.03 s with the second test;
+  // IOPDDL D, K, U, V at 5 s: 2-18% cheaper, none worse by more than 0.3%).
   bool polished = false;
+  __int128 best_raw = -1;  // the least cost of an iterate before its polish
+  int since_polish = 0;
   auto polish = [&]() {
-    __int128 best = best_cost();
-    if (!forest || (polished && best >= 0 && primal.cost() > best + best / 20)) return;
+    const __int128 best = best_cost();
+    const __int128 raw = primal.cost();
+    const bool near_best = best >= 0 && raw <= best + best / 20;
+    const bool near_raw = best_raw >= 0 && raw <= best_raw + best_raw / 20 && since_polish >= 8;
+    if (best_raw < 0 || raw < best_raw) best_raw = raw;
+    ++since_polish;
+    if (!forest || (polished && !near_best && !near_raw)) return;
     polished = true;
+    since_polish = 0;
     const __int128 before = trace_on() ? primal.cost() : 0;  // the costs are for the trace only
     const auto t0 = Clock::now();
     int sw = 0;
