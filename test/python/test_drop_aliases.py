@@ -1,5 +1,6 @@
-"""Eager rank programs drop the views that return their input unchanged (_runtime/drop_aliases.py): the graph computes the same values, forward's outputs
-stay as they were, and no two gradients become one tensor."""
+"""Eager rank programs drop the views that return their input unchanged
+(_runtime/drop_aliases.py): the graph computes the same values, forward's outputs stay as
+they were, and no two gradients become one tensor."""
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 

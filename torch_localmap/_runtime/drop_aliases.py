@@ -27,11 +27,11 @@ import torch.fx as fx
 from .recompile import recompile
 
 aten = torch.ops.aten
-_ALIAS_OPS = frozenset({aten.view.default, aten._unsafe_view.default, aten.reshape.default})
+_VIEW_OPS = frozenset({aten.view.default, aten._unsafe_view.default, aten.reshape.default})
 
 
 def _unchanged(node: fx.Node) -> bool:
-    if node.op != "call_function" or node.target not in _ALIAS_OPS or not node.args:
+    if node.op != "call_function" or node.target not in _VIEW_OPS or not node.args:
         return False
     src = node.args[0]
     if not isinstance(src, fx.Node):

@@ -727,13 +727,12 @@ void primal_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh,
     if (!forest || (polished && !near_best && !near_raw)) return;
     polished = true;
     since_polish = 0;
-    const __int128 before = trace_on() ? primal.cost() : 0;  // the costs are for the trace only
     const auto t0 = Clock::now();
     int sw = 0;
     for (; sw < 8 && Clock::now() < deadline && forest->sweep(primal, frng) > 0; ++sw) primal.improve();
     if (trace_on())
       trace("polish: %d sweeps %.2fs, %s -> %s", sw, std::chrono::duration<double>(Clock::now() - t0).count(),
-            to_string(before).c_str(), to_string(primal.cost()).c_str());
+            to_string(raw).c_str(), to_string(primal.cost()).c_str());
   };
   std::vector<double> price(m.cap.size(), 0.0), node_price(m.n, 0.0);
   // Price unit: the median cost per byte between a node's cheapest and its leanest strategy.
