@@ -71,7 +71,7 @@ class SolverSummary:
     bound: float  # proven lower bound on the optimum
     gap: float  # (cost - bound) / cost
     seconds: float
-    status: str  # "optimal" | "time_limit" | "stalled"
+    status: str  # "optimal" | "gap_tolerance" | "good_enough" | "time_limit" | "stalled"
     note: str = ""  # e.g. "HiGHS unavailable: MILP phases off (...)"
 
 

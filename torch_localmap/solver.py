@@ -72,7 +72,7 @@ class SolveResult:
     bound: float  # proven lower bound on the optimum
     gap: float  # (cost - bound) / max(|cost|, 1)
     seconds: float
-    status: str  # "optimal" | "time_limit" | "stalled"
+    status: str  # "optimal" | "gap_tolerance" | "good_enough" | "time_limit" | "stalled"
     optimal: bool
     milp_note: str = ""  # HIGHS_UNAVAILABLE + reason when the MILP phases were off, else ""
     phases: tuple = ()  # per phase that ran: {"name", "seconds", "runs", "improvements", "gain"}

@@ -71,16 +71,6 @@ MemoryLimit memory_limit_of(const PlanOptions& o, const CostModel& cm) {
   return {static_cast<int64_t>(std::floor(capacity * (1 - kDeviceMemoryHeadroom))), why};
 }
 
-// The solver bounds values as they are made; a redistributed input's buffer, held while its
-// consumer runs, comes on top (memory_estimate.h): it depends on two nodes' choices, which
-// the solver's per-strategy usages cannot say. Where the estimate is over the limit, each such
-// step gets a reserve of what the estimate holds there beyond the solver's own load (the
-// buffers, and where the two count a value differently, e.g. one made again for backward):
-// a fixed node alive at that step only, so every other step keeps its room. The solver then
-// starts again from the plan. A new plan may move its buffers elsewhere, so this repeats
-// (reserves only grow) up to four times within half the time again: the plan kept is the
-// first that fits, or else the first.
-
 // A bound proven apart from a solve raises the solve's: one from solver/block_bound.h, or a
 // first solve's for a re-solve with reserves (which only add usage: every labelling that
 // fits the re-solve fits the first problem at the same cost, and the re-solve's own bound,
@@ -125,70 +115,105 @@ static solver::SolveResult folded_result(const solver::Problem& problem, const F
   return r;
 }
 
+// The solver bounds values as they are made; a redistributed input's buffer, held while its
+// consumer runs, comes on top (memory_estimate.h): it depends on two nodes' choices, which
+// the solver's per-strategy usages cannot say. Where the estimate is over the limit, each such
+// step gets a reserve of what the estimate holds there beyond the solver's own load (the
+// buffers, and where the two count a value differently, e.g. one made again for backward):
+// a fixed node alive at that step only, so every other step keeps its room. The solver then
+// starts again from the plan. A new plan may move its buffers elsewhere, so this repeats
+// (reserves only grow) up to four times: the plan kept is the first that fits, or else the
+// first. A re-solve stops at its first labelling within the gap tolerance of the plan it
+// repairs (a few steps' reserves: on 405B the repair came with the re-solve's first
+// labelling, 2.9 s in, and running on to its 5.5 s limit found nothing cheaper). The
+// re-solves run within what is left of the plan's limit (`end`) when that is at least what
+// a solve needs to reach its first labelling (kFullSolveSetupSecondsPerStrategy); else, or
+// when none fits by then, past it, within half the first solve's time: a plan over the
+// memory limit fails when it runs.
 static void fit_redistribution_buffers(const Graph& g, const PlanOptions& opt, const solver::SolveOptions& so, Priced& p,
+                                       std::chrono::steady_clock::time_point end,
                                        solver::SolveResult& result, SymmetryResult& alike, Plan& plan) {
+  using Clock = std::chrono::steady_clock;
   solver::Problem& problem = p.tables.problem;
   if (p.limit.bytes <= 0 || plan.summary.memory.peak <= p.limit.bytes || !problem.usage_limit) return;
   const size_t real_nodes = problem.nodes.size();
-  std::vector<int64_t> reserve(g.nodes.size(), 0);  // by step (IR node)
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(0.5 * so.time_limit_s);
-  const Plan* over = &plan;
+  std::vector<int64_t> reserve(g.nodes.size(), 0);  // by step (IR node); reserves only grow
+  const Plan* over = &plan;  // the last plan over the limit
+  Plan last_over;
   solver::Solution over_labels = result.solution;
-  Plan fitted;
-  constexpr int kRounds = 4;
-  for (int round = 0; round < kRounds; ++round) {
-    const MemoryEstimate& m = over->summary.memory;
-    const int64_t state = m.parameters + m.optimizer_state;
-    const std::vector<__int128> load = solver::load_by_step(problem, over_labels, g.nodes.size());
-    bool grew = false;
-    for (size_t k = 0; k < m.timeline_nodes.size(); ++k) {
-      const size_t i = static_cast<size_t>(m.timeline_nodes[k]);
-      if (state + m.timeline_bytes[k] <= p.limit.bytes) continue;
-      const int64_t unseen = state + m.timeline_bytes[k] - static_cast<int64_t>(load[i]);
-      if (unseen > reserve[i]) reserve[i] = unseen, grew = true;
+  const __int128 first_cost = result.cost;
+  int round = 0;
+  // Re-solves with growing reserves until one's plan fits or `deadline`; true when one fits
+  // (then it is the plan).
+  const auto solve_again = [&](Clock::time_point deadline) {
+    constexpr int kRounds = 4;
+    for (; round < kRounds; ++round) {
+      const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
+      if (left <= 0) return false;  // before the reserves grow: a later call finds them grown
+      const MemoryEstimate& m = over->summary.memory;
+      const int64_t state = m.parameters + m.optimizer_state;
+      const std::vector<__int128> load = solver::load_by_step(problem, over_labels, g.nodes.size());
+      bool grew = false;
+      for (size_t k = 0; k < m.timeline_nodes.size(); ++k) {
+        const size_t i = static_cast<size_t>(m.timeline_nodes[k]);
+        if (state + m.timeline_bytes[k] <= p.limit.bytes) continue;
+        const int64_t unseen = state + m.timeline_bytes[k] - static_cast<int64_t>(load[i]);
+        if (unseen > reserve[i]) reserve[i] = unseen, grew = true;
+      }
+      if (!grew) return false;
+      int64_t reserved = 0;
+      for (size_t i = 0; i < reserve.size(); ++i) {
+        if (reserve[i] <= 0) continue;
+        solver::Node hold;  // nothing to choose: one strategy, alive at step i only
+        hold.start = static_cast<int64_t>(i);
+        hold.end = hold.start + 1;
+        hold.strategies.push_back({0, reserve[i]});
+        problem.nodes.push_back(std::move(hold));
+        reserved += reserve[i];
+      }
+      solver::trace("planner: round %d: redistribution buffers lift the plan over the limit; %zu steps get a "
+                    "reserve (%lld bytes in all): solving again from the plan (%.1f s)",
+                    round + 1, problem.nodes.size() - real_nodes, (long long)reserved, left);
+      solver::Solution start = over_labels;  // the last plan, over the limit by what is now reserved
+      start.resize(problem.nodes.size(), 0);
+      solver::SolveOptions again_options = so;
+      again_options.time_limit_s = round + 1 < kRounds ? 0.5 * left : left;
+      again_options.start = &start;
+      // A repair of the plan is all a re-solve needs: it stops at the first one within the
+      // gap tolerance of the plan's cost.
+      again_options.good_enough_cost = static_cast<double>(first_cost) * (1 + so.gap_tolerance);
+      again_options.on_progress = nullptr;  // the progress reported is the first solve's
+      std::optional<solver::SolveResult> again;
+      try {
+        again = solver::solve(problem, again_options);
+      } catch (const solver::InfeasibleError&) {  // nothing fits with these reserves: the caller warns of the peak
+      } catch (const std::runtime_error&) {        // no labelling found in the time
+      }
+      problem.nodes.resize(real_nodes);
+      if (!again) return false;
+      again->solution.resize(real_nodes);
+      raise_bound(result.bound, /*gap_tolerance=*/0, *again);  // its status changes only if the bound meets its cost
+      SymmetryResult again_alike = place_blocks_alike(g, p.tables, *again);  // before the plan: it may relabel
+      over_labels = again->solution;
+      Plan fitted = make_plan(g, p.strategies, p.tables, *again, opt.device, opt.mode, opt.optimizer_states);
+      if (fitted.summary.memory.peak <= p.limit.bytes) {
+        alike = again_alike;
+        result = std::move(*again);
+        plan = std::move(fitted);
+        return true;
+      }
+      last_over = std::move(fitted);
+      over = &last_over;
     }
-    const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
-    if (!grew || left <= 0) break;
-    int64_t reserved = 0;
-    for (size_t i = 0; i < reserve.size(); ++i) {
-      if (reserve[i] <= 0) continue;
-      solver::Node hold;  // nothing to choose: one strategy, alive at step i only
-      hold.start = static_cast<int64_t>(i);
-      hold.end = hold.start + 1;
-      hold.strategies.push_back({0, reserve[i]});
-      problem.nodes.push_back(std::move(hold));
-      reserved += reserve[i];
-    }
-    solver::trace("planner: round %d: redistribution buffers lift the plan over the limit; %zu steps get a "
-                  "reserve (%lld bytes in all): solving again from the plan",
-                  round + 1, problem.nodes.size() - real_nodes, (long long)reserved);
-    solver::Solution start = over_labels;  // the last plan, over the limit by what is now reserved
-    start.resize(problem.nodes.size(), 0);
-    solver::SolveOptions again_options = so;
-    again_options.time_limit_s = round + 1 < kRounds ? 0.5 * left : left;
-    again_options.start = &start;
-    again_options.on_progress = nullptr;  // the progress reported is the first solve's
-    std::optional<solver::SolveResult> again;
-    try {
-      again = solver::solve(problem, again_options);
-    } catch (const solver::InfeasibleError&) {  // nothing fits with these reserves: the caller warns of the peak
-    } catch (const std::runtime_error&) {        // no labelling found in the time
-    }
-    problem.nodes.resize(real_nodes);
-    if (!again) break;
-    again->solution.resize(real_nodes);
-    raise_bound(result.bound, /*gap_tolerance=*/0, *again);  // its status changes only if the bound meets its cost
-    SymmetryResult again_alike = place_blocks_alike(g, p.tables, *again);  // before the plan: it may relabel
-    over_labels = again->solution;
-    fitted = make_plan(g, p.strategies, p.tables, *again, opt.device, opt.mode, opt.optimizer_states);
-    if (fitted.summary.memory.peak <= p.limit.bytes) {
-      alike = again_alike;
-      result = std::move(*again);
-      plan = std::move(fitted);
-      return;
-    }
-    over = &fitted;
-  }
+    return false;
+  };
+  size_t strategies = 0;
+  for (const solver::Node& node : problem.nodes) strategies += node.strategies.size();
+  const double setup = 2 * kFullSolveSetupSecondsPerStrategy * static_cast<double>(strategies);
+  if (std::chrono::duration<double>(end - Clock::now()).count() >= setup && solve_again(end)) return;
+  // Past the limit only when no repair fits within it: a plan over the memory limit fails
+  // when it runs.
+  solve_again(Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(0.5 * so.time_limit_s)));
 }
 
 Plan plan_graph(const Graph& g, const PlanOptions& opt, std::shared_ptr<void>* working) {
@@ -281,7 +306,11 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt, std::shared_ptr<void>* w
   solver::trace("planner: solved");
   SymmetryResult alike = place_blocks_alike(g, p.tables, result);
   Plan plan = make_plan(g, p.strategies, p.tables, result, opt.device, opt.mode, opt.optimizer_states);
-  fit_redistribution_buffers(g, opt, so, p, result, alike, plan);
+  // What is left of the limit for re-solves: the solve's share, less a third of the build for
+  // assembling the plan again and writing it.
+  const auto end = t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(
+                            opt.time_limit_s - opt.elapsed_before_s - opt.host_seconds - built / 3));
+  fit_redistribution_buffers(g, opt, so, p, end, result, alike, plan);
   plan.summary.repeated_blocks = alike.blocks;
   if (folded) plan.summary.folded = folded->note, plan.summary.folded_cost = folded->cost;
   plan.summary.blocks_alike = alike.alike;

@@ -178,5 +178,11 @@ TEST(Planner, RedistributionBuffersAreFittedUnderTheLimit) {
     EXPECT_LE(s.bound, static_cast<double>(s.cost)) << mesh;
     EXPECT_NEAR(s.gap, (static_cast<double>(s.cost) - s.bound) / std::max(static_cast<double>(s.cost), 1.0), 1e-9)
         << mesh;
+    // With the whole limit spent before the call (a caller's tracing), no time is left for a
+    // re-solve and there is no folded plan to fall back on: the re-solve still runs, since a
+    // plan over the memory limit fails when it runs.
+    opt.elapsed_before_s = opt.time_limit_s;
+    const Plan late = plan_graph(g, opt);
+    EXPECT_LE(late.summary.memory.peak, *opt.memory_limit_bytes) << mesh;
   }
 }

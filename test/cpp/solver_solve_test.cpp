@@ -152,6 +152,38 @@ TEST_F(SolverSolve, SharedEdgeMatricesAreReadOnly) {
   EXPECT_EQ(a.solution, b.solution);
 }
 
+TEST_F(SolverSolve, AGoodEnoughCostStopsAtTheFirstLabellingWithinIt) {
+  // A re-solve that only repairs a plan (planner.cpp) stops at its first labelling costing at
+  // most good_enough_cost: here any labelling (the cost is far above every one), so some
+  // problems end on a labelling dearer than their optimum, reported as such; a cost below the
+  // optimum never stops the search early.
+  std::mt19937_64 rng(20261204);
+  int stopped_above_optimum = 0, solved = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    Problem p = testing::random_problem(rng);
+    std::optional<__int128> opt = testing::brute_force(p);
+    if (!opt) continue;
+    SCOPED_TRACE("trial " + std::to_string(trial) + ": " + write_problem(p));
+    ++solved;
+    SolveOptions o;
+    o.time_limit_s = 20;
+    o.gap_tolerance = 0;
+    o.good_enough_cost = 1e9;
+    const SolveResult loose = solve(p, o);
+    ASSERT_TRUE(evaluate(p, loose.solution).feasible);
+    EXPECT_LE(static_cast<double>(loose.cost), o.good_enough_cost);
+    if (loose.cost > *opt) {
+      EXPECT_EQ(loose.status, "good_enough");
+      EXPECT_FALSE(loose.optimal);
+      ++stopped_above_optimum;
+    }
+    o.good_enough_cost = static_cast<double>(*opt) - 1;
+    EXPECT_EQ(to_string(solve(p, o).cost), to_string(*opt));
+  }
+  EXPECT_GT(solved, 100);
+  EXPECT_GT(stopped_above_optimum, 0) << "no problem's first labelling was dearer than its optimum";
+}
+
 TEST_F(SolverSolve, ThousandRandomProblemsMatchBruteForce) {
   std::mt19937_64 rng(20250101);
   int feasible = 0, infeasible = 0;

@@ -84,8 +84,13 @@ struct Shared {
   long double gap_tolerance = 0;     // stop once (cost - bound) <= this x |offset + cost|
   long double offset = 0;            // the model's offset: gaps are relative to the full cost
 
+  long double good_enough = -1;      // stop once offset + cost <= this (>= 0)
+
   // Caller holds mu.
-  bool close_enough() const { return found && within_gap(cost, bound, offset, gap_tolerance); }
+  bool close_enough() const {
+    return found && (within_gap(cost, bound, offset, gap_tolerance) ||
+                     (good_enough >= 0 && offset + static_cast<long double>(cost) <= good_enough));
+  }
 
   void remember(const std::vector<int>& x, __int128 c) {
     std::lock_guard<std::mutex> lock(mu);
@@ -899,6 +904,7 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
   Shared sh(opt.search, ledger);
   sh.gap_tolerance = opt.gap_tolerance;
   sh.offset = static_cast<long double>(m.offset);
+  sh.good_enough = opt.good_enough_cost;
   auto report = [&]() {
     if (!progress) return;
     SearchResult now;

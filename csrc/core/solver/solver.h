@@ -29,6 +29,9 @@ struct SolveOptions {
   // cost per usage unit): a folded solve's (fold_blocks.h). Any multipliers >= 0 give a valid
   // bound, so these only decide how strong the first ones are. Not owned.
   const std::vector<std::pair<int64_t, double>>* start_prices = nullptr;
+  // Stop as soon as a labelling costs at most this, in the problem's cost units (offset
+  // included); negative: never. A re-solve that repairs a plan (planner.cpp) needs no more.
+  double good_enough_cost = -1;
   // Progress callback for long solves (CLI); called from the solving thread.
   std::function<void(double elapsed_s, __int128 best_cost, double bound)> on_progress;
 };
@@ -40,7 +43,7 @@ struct SolveResult {
   double gap = 0.0;    // (cost - bound) / max(|cost|, 1)
   double seconds = 0.0;
   bool optimal = false;
-  std::string status;  // "optimal" | "gap_tolerance" | "time_limit" | "stalled"
+  std::string status;  // "optimal" | "gap_tolerance" | "good_enough" | "time_limit" | "stalled"
   // Empty when HiGHS is loaded; else kHighsUnavailable plus the reason (the
   // search then ran without its MILP phases, and every report must say so).
   std::string milp_note;
