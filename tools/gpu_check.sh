@@ -9,8 +9,10 @@
 #   PYTHON       the interpreter that holds torch (default python3)
 #   STEPS        which steps to run (default: all of them, in order)
 #   STEP_TIMEOUT seconds one step may run (default 900)
-#   STEP_TIME_ARGS the step-time benchmark's arguments (default: llama and the MLP, one run a
-#                row: the whole check then fits a 15-minute device lease)
+#   STEP_TIME_ARGS the step-time benchmark's arguments (default: llama, the MoE and the MLP,
+#                the rows that say most on one GPU, one run a row: the whole check, about
+#                430 s on an H200, then fits one 600 s device call; every row of the three
+#                models took 660 s there)
 #   JOBS         pytest workers for the CUDA tests (default 4: their ranks share the GPUs)
 set -u
 cd "$(dirname "$0")/.."
@@ -100,7 +102,7 @@ step plan "$PY" -c "$PLAN_SMOKE" || backtrace "$PY" -c "$PLAN_SMOKE"
 step tests "$PY" -m pytest -q -p no:cacheprovider -o addopts="" --timeout 900 -v -rs -n "${JOBS:-4}" test/python/test_cuda.py \
   test/python/test_localmap_ops.py test/python/test_flex_attention.py test/python/test_device.py -k "cuda or gpu or nccl"
 step calibrate "$PY" -m torch_localmap calibrate --device cuda --out "$DIR/cuda_profile.json"
-step step_time "$PY" benchmarks/step_time.py --device cuda --json "$DIR/step_time.json" ${STEP_TIME_ARGS:---models llama,mlp --repeats 1}
+step step_time "$PY" benchmarks/step_time.py --device cuda --json "$DIR/step_time.json" ${STEP_TIME_ARGS:---models llama,moe,mlp --repeats 1 --steps 20 --rows single,ddp,fsdp2,ours,ours_compiled,ours_on_ddp}
 
 echo "report: $REPORT"
 exit $failed
