@@ -207,9 +207,12 @@ BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& bl
       st.dual->forward(st.labels);
       st.dual->backward();
       // The memory subgradient reads its loads from these labels: mended where the decode hit
-      // dead ends (sweep_labels.h), at the piece's priced costs. On 70B (8x8x4) the bound after
-      // 27 iterations rose from 10.09e12 to 10.50e12 (the same level, 10.51e12, reached
-      // sooner; two sweeps 10.46e12), on 405B at 30 s from 16.72e12 to 17.00e12.
+      // dead ends (sweep_labels.h), at the piece's priced costs. A sweep costs about a third
+      // more an iteration; it pays where iterations are few. 70B (8x8x4), bound after 27
+      // iterations: 10.09e12 -> 10.50e12; at a 10 s limit, 23-66 iterations, 10.10-10.49e12
+      // without and 10.44-10.50e12 with (the level both reach, 10.51e12, comes sooner); two
+      // sweeps 10.46e12; only the nodes on forbidden pairs 10.43-10.49e12. 405B at 30 s:
+      // 16.72e12 -> 17.00e12.
       st.priced.resize(m.cost.size());
       for (int i = 0; i < m.n; ++i)
         for (size_t j = m.off[i]; j < m.off[i + 1]; ++j)
