@@ -71,6 +71,9 @@ SKINNY_MATMUL_KN = 1024
 # The largest of MATMUL_SHAPES has 128 times the smallest's flops; where it takes under this
 # many times as long, launches dominate and the shapes are grown (_flop_bound_matmul_samples).
 MATMUL_SPAN = 8
+# The least share of some sample's time a fitted flop term must explain to count as a rate
+# (_fit_matmul): grown products put it near 1, launch-bound ones at rounding noise (1e-25).
+MIN_FLOP_SHARE = 1e-3
 _ROUND_SECONDS = 0.02  # each timed round runs the op at least this long (timer and scheduler noise)
 _ROUNDS = 5
 
@@ -229,7 +232,11 @@ def _fit_matmul(samples) -> dict:
     for j, c in zip(active, coef):
         full[j] = c
     overhead, per_flop, per_skinny_flop = full
-    if per_flop <= 0:
+    # Where every sample costs the same (launch-bound products) least squares puts the flop
+    # term at rounding noise, +-1e-30 s/flop with a sign that depends on the LAPACK build: a
+    # rate is only shown where its term explains a real share of some sample's time.
+    flop_share = max(((per_flop * f + per_skinny_flop * f / d) / t for f, d, t in samples), default=0.0)
+    if per_flop <= 0 or flop_share < MIN_FLOP_SHARE:
         raise RuntimeError(f"live calibration: the matmul timings fit no positive rate (samples {samples})")
     return {"overhead_s": overhead, "rate": 1.0 / per_flop, "half_dim": per_skinny_flop / per_flop}
 
