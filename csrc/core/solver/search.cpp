@@ -89,7 +89,7 @@ struct Shared {
   // Caller holds mu.
   bool close_enough() const {
     return found && (within_gap(cost, bound, offset, gap_tolerance) ||
-                     (good_enough >= 0 && offset + static_cast<long double>(cost) <= good_enough));
+                     solver::good_enough(offset + static_cast<long double>(cost), good_enough));
   }
 
   void remember(const std::vector<int>& x, __int128 c) {

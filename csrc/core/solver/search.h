@@ -45,6 +45,12 @@ inline bool within_gap(__int128 cost, long double bound, long double offset, dou
   return c - bound <= tolerance * std::fabs(offset + c);
 }
 
+// The other stopping rule: a labelling whose full cost (offset included) is at most the
+// caller's good-enough cost (SolveOptions::good_enough_cost; negative: none).
+inline bool good_enough(long double full_cost, long double good_enough_cost) {
+  return good_enough_cost >= 0 && full_cost <= good_enough_cost;
+}
+
 // Smallest integer >= b minus a safety margin for floating-point rounding.
 long double safe_integer_bound(long double b, long double magnitude);
 

@@ -83,8 +83,7 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
     const bool close_enough =
         !found.labels.empty() &&
         (within_gap(found.cost, found.bound, static_cast<long double>(m.offset), opts.gap_tolerance) ||
-         (opts.good_enough_cost >= 0 &&
-          static_cast<long double>(m.offset) + static_cast<long double>(found.cost) <= opts.good_enough_cost));
+         good_enough(static_cast<long double>(m.offset) + static_cast<long double>(found.cost), opts.good_enough_cost));
     if (use_milp && !close_enough && seconds_left(deadline) > 0) {
       // Reduced-cost fixing: with a labelling of cost UB in hand, a strategy
       // whose reduced cost lifts the Lagrangian bound above UB is in no
@@ -178,7 +177,7 @@ SolveResult solve(const Problem& problem, const SolveOptions& options) {
             ph.improvements, ph.gain);
   r.status = r.optimal                         ? "optimal"
              : r.gap <= opts.gap_tolerance ? "gap_tolerance"
-             : opts.good_enough_cost >= 0 && static_cast<long double>(r.cost) <= opts.good_enough_cost ? "good_enough"
+             : good_enough(static_cast<long double>(r.cost), opts.good_enough_cost) ? "good_enough"
              : (Clock::now() >= deadline ? "time_limit" : "stalled");
   return r;
 }

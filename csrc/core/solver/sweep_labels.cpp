@@ -11,7 +11,6 @@ void sweep_labels(const Model& m, const std::vector<double>& unary, std::vector<
   for (int i = 0; i < m.n; ++i) {
     // The current label's value first: a strategy replaces it only when strictly cheaper, so
     // the total never rises.
-    double best = kInf;
     int best_s = labels[static_cast<size_t>(i)];
     const auto value = [&](int s, double stop) {
       const size_t k = m.off[static_cast<size_t>(i)] + static_cast<size_t>(s);
@@ -26,7 +25,7 @@ void sweep_labels(const Model& m, const std::vector<double>& unary, std::vector<
       }
       return v;
     };
-    best = value(best_s, kInf);
+    double best = value(best_s, kInf);
     for (int s = 0; s < m.num_strategies(i); ++s) {
       if (s == labels[static_cast<size_t>(i)]) continue;
       const double v = value(s, best);
