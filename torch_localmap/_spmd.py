@@ -24,6 +24,7 @@ from .plan import Plan
 from ._runtime.failures import failure_scope
 from ._runtime.random_ops import is_random, run_sharded
 from ._runtime.compile import ExecutionOptions, CompiledOnFirstCall
+from ._runtime.late_loss_scale import scale_loss_gradients_late, scales_late
 from ._runtime.deferred_loss import (count_targets_early, pending_outputs, settle_before_first_collective,
                                      split_output_tails)
 from ._runtime.drop_aliases import drop_unchanged_aliases
@@ -314,7 +315,11 @@ class RankProgram:
             self.reduced_in_place = 0  # all-reduces of a value nothing else reads (buckets too), in its own buffer
             self.tails, self.pending = [], []
             defer = defer_output_waits and backward and not self.options.compile
-            if defer:
+            # The loss's gradients divided by the global token count late in backward
+            # (late_loss_scale.py) wherever they can be; else the count reduced early.
+            late = defer and scales_late(self.fw, self.bw)
+            self.scaled_late = False
+            if defer and not late:
                 count_targets_early(self.fw)
             if self.bw is not None:  # gradients bucketed and accumulated without copies
                 contiguous_transposed_products(self.bw)
@@ -334,6 +339,8 @@ class RankProgram:
                 for gm in (self.fw, self.bw):
                     if gm is not None:
                         schedule_overlap(gm, self.options.inflight_bytes, self.options.inflight_collectives)
+            if late:
+                self.scaled_late = scale_loss_gradients_late(self.fw, self.bw, num_fwd_outputs)
             if defer:
                 self.tails = split_output_tails(self.fw, num_fwd_outputs)
                 if self.tails and self.bw is not None:

@@ -1,8 +1,9 @@
 """The loss over the global batch, waited for when it is read (_runtime/deferred_loss.py).
 
-On gloo meshes a rank program counts the targets as the step starts and returns its loss as a
-PendingTensor: backward starts without waiting for the other ranks' forwards, and the loss
-is exact whenever it is read -- before backward, after it, or never until the next step.
+On gloo meshes a rank program returns its loss as a PendingTensor and divides the loss's
+gradients by the global token count late in backward (_runtime/late_loss_scale.py): neither
+forward nor backward's start waits for the other ranks' forwards, and the loss and gradients
+are exact whenever they are read -- before backward, after it, or never until the next step.
 """
 import pytest
 import torch
@@ -52,7 +53,7 @@ class TinyLM(nn.Module):
         return F.cross_entropy(self.head(h).view(-1, VOCAB), targets.view(-1))
 
 
-def _example():
+def _example(ignored="some"):
     torch.manual_seed(0)
     model = TinyLM().double()
     g = torch.Generator().manual_seed(1)
@@ -60,21 +61,23 @@ def _example():
     targets = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
     targets[0, :4] = -100  # ignored tokens, all in rank 0's half: the ranks' counts differ
     targets[3, 5] = -100
+    if ignored == "all_of_rank_1":  # a rank with no target counted: its gradients are zero
+        targets[BATCH // 2:] = -100
     return model, tokens, targets
 
 
-def _reference():
-    model, tokens, targets = _example()
+def _reference(ignored="some"):
+    model, tokens, targets = _example(ignored)
     loss = model(tokens, targets)
     loss.backward()
     return loss.detach(), {k: p.grad.detach().clone() for k, p in model.named_parameters()}
 
 
-def _rank_deferred(rank, world, like):
+def _rank_deferred(rank, world, like, ignored):
     from torch.distributed.tensor import Shard
     from torch_localmap import parallelize
 
-    model, tokens, targets = _example()
+    model, tokens, targets = _example(ignored)
     local = (tokens.chunk(world)[rank], targets.chunk(world)[rank])
     pm = parallelize(model, make_mesh((world,)), local, device="cpu", time_limit=2.0, like=like,
                      input_placements={0: [Shard(0)], 1: [Shard(0)]})
@@ -91,8 +94,13 @@ def _rank_deferred(rank, world, like):
     nodes = [n for n in fw.graph.nodes if n.op == "call_function"]
     names = [str(n.target) for n in nodes]
     out["tails"] = len(pm._program.tails)
-    out["count_first"] = "aten.ne.Scalar" in names and \
-        names.index("aten.ne.Scalar") < min(i for i, s in enumerate(names) if "mm" in s)
+    out["scaled_late"] = pm._program.scaled_late
+    out["forward_waits"] = sum("wait_tensor" in s for s in names)
+    # Backward's wait for what forward reduced (a saved value; FSDP2's gathers are its own).
+    bw_nodes = [n for n in pm._program.bw.graph.nodes if n.op == "call_function"]
+    first_product = min(i for i, n in enumerate(bw_nodes) if "mm" in str(n.target))
+    count_waits = [i for i, n in enumerate(bw_nodes) if "wait_tensor" in str(n.target) and n.args[0].op == "placeholder"]
+    out["backward_waits_after_products"] = len(count_waits) == 1 and count_waits[0] > first_product
     # A step whose loss nobody reads, then one under no_grad: the first is settled by the second.
     for p in pm.parameters():
         p.grad = None
@@ -104,18 +112,17 @@ def _rank_deferred(rank, world, like):
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("like", ["ddp", "fsdp2"])
-def test_the_global_loss_is_exact_whenever_read_and_backward_does_not_wait_for_it(like):
-    ref_loss, ref_grads = _reference()
-    for r in run_distributed(_rank_deferred, 2, like, timeout=600):
-        if like == "ddp":
-            # The loss the user holds is pending inside its DTensor until read, and the token
-            # count is reduced before the step's first product.
-            assert r["tails"] == 1 and r["pending_inside"] and r["count_first"], r
-        else:
-            # Parameter gathers in forward: the count is reduced where the loss is (backward
-            # waits for it), taken from nll_loss as traced.
-            assert not r["count_first"], r
+@pytest.mark.parametrize("like,ignored", [("ddp", "some"), ("fsdp2", "some"), ("ddp", "all_of_rank_1")])
+def test_the_global_loss_is_exact_whenever_read_and_backward_does_not_wait_for_it(like, ignored):
+    ref_loss, ref_grads = _reference(ignored)
+    for r in run_distributed(_rank_deferred, 2, like, ignored, timeout=600):
+        # The loss the user holds is pending inside its DTensor until read; the gradients are
+        # divided by the global token count late (late_loss_scale.py): backward waits for the
+        # count only after its first products.
+        assert r["tails"] == 1 and r["pending_inside"] and r["scaled_late"], r
+        assert r["backward_waits_after_products"], r
+        if like == "ddp":  # no collective but the loss's own in forward, and it is not waited for
+            assert r["forward_waits"] == 0, r
         torch.testing.assert_close(r["loss_before_backward"], ref_loss, **TOL)
         torch.testing.assert_close(r["loss_after_backward"], ref_loss, **TOL)
         for k, g in ref_grads.items():

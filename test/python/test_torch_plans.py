@@ -607,10 +607,10 @@ def _rank_moe_ddp(rank, world):
 @pytest.mark.timeout(600)
 def test_a_moe_routed_per_sequence_runs_ddps_plan_with_one_forward_reduction():
     """A MoE whose routing groups are sequences trains on DDP's plan like one process. Its
-    token count is reduced first, on its own (counted from the targets as the step starts,
-    _runtime/deferred_loss.py), then its loss sum and averaged auxiliary loss in one
-    collective (the average joins the sum's bucket); backward reads the count reduced in
-    forward instead of reducing it again: its only collectives are the gradients'."""
+    loss sum, token count and averaged auxiliary loss are reduced in one collective at the
+    end of forward; backward divides the gradients by the count late
+    (_runtime/late_loss_scale.py), where the auxiliary loss's gradient joins them, instead of
+    reducing the count again: its only collectives are the gradients'."""
     model, (tokens, targets) = _moe_example()
     ref_loss = model(tokens, targets)
     ref_loss.backward()
@@ -620,7 +620,7 @@ def test_a_moe_routed_per_sequence_runs_ddps_plan_with_one_forward_reduction():
         torch.testing.assert_close(r["loss"], ref_loss.detach(), **TOL)
         for k, g in ref_grads.items():
             torch.testing.assert_close(r["grads"][k], g, **TOL, msg=lambda m: f"grad {k}: {m}")
-        assert [c for c in r["fw"]] == [("all_reduce", 1), ("all_reduce", 2)], r["fw"]
+        assert [c for c in r["fw"]] == [("all_reduce", 3)], r["fw"]
         assert {c[0] for c in r["bw"]} == {"all_reduce"} and sum(c[1] for c in r["bw"]) == n_params, r["bw"]
 
 

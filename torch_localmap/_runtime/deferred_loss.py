@@ -9,7 +9,9 @@ barrier does, 1.1-1.16x of a short step (benchmarks/forward_sync.py); waited lat
 Two rewrites of an eager CPU program take the loss's own wait out of forward without giving
 up the exact loss (the token count's remains, as the first point says):
 
-- The count is taken from the targets as the step starts (`count_targets_early`): the
+- Where backward divides the gradients by the global count late (late_loss_scale.py), the
+  count is reduced with the loss's sum at forward's end and nothing waits for it there.
+  Elsewhere the count is taken from the targets as the step starts (`count_targets_early`): the
   token count an `nll_loss_forward` without class weights returns is the number of targets
   other than its ignore_index. Its all-reduce is issued before any compute and stays out of
   buckets, so the loss's own reduction is not waited for in forward. Backward's first op
