@@ -126,10 +126,10 @@ def scales_late(fw: fx.GraphModule, bw: fx.GraphModule) -> bool:
     return nll is not None and _saved_position(bw, nll.args[6]) is not None
 
 
-def _classify(bw: fx.GraphModule, nll: fx.Node):
-    """Each backward node's kind (scaled, another gradient, or no gradient) and, per node
-    that reads a scaled value it must not, the positions of those reads; None where a scaled
-    value reaches a read that cannot be rescaled (a tuple read whole)."""
+def _rescaled_reads(bw: fx.GraphModule, nll: fx.Node):
+    """Per backward node that reads a scaled value it must not (in graph order), those
+    scaled inputs; None where a scaled value reaches a read that cannot be rescaled (a tuple
+    read whole). Each node is scaled, another gradient, or no gradient."""
     kind, rescale = {}, {}
     for n in bw.graph.nodes:
         if n.op == "placeholder":
@@ -151,7 +151,7 @@ def _classify(bw: fx.GraphModule, nll: fx.Node):
             return None
         rescale[n] = [a for a in inputs if kind[a] == _SCALED]
         kind[n] = _GRADIENT if n.op != "output" else _OTHER
-    return kind, rescale
+    return rescale
 
 
 def _keeps_scaled(n: fx.Node, kind: dict) -> bool:
@@ -192,10 +192,9 @@ def scale_loss_gradients_late(fw: fx.GraphModule, bw: fx.GraphModule, num_fwd_ou
     if found is None:
         return False
     nll, slot, collective, chain = found
-    classified = _classify(bw, nll)
-    if classified is None:
+    rescale = _rescaled_reads(bw, nll)
+    if rescale is None:
         return False
-    _, rescale = classified
     saved_count = nll.args[6]
     graph = bw.graph
     count_val = saved_count.meta.get("val")
@@ -231,7 +230,7 @@ def scale_loss_gradients_late(fw: fx.GraphModule, bw: fx.GraphModule, num_fwd_ou
         if not c.users:
             fw.graph.erase_node(c)
     saved_count.meta["val"] = collective.meta.get("val")
-    first = min(rescale, key=list(graph.nodes).index) if rescale else None
+    first = next(iter(rescale), None)  # readers are listed in graph order
     ratio = None
     if first is not None:
         env = {collective: saved_count}
