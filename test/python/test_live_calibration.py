@@ -71,10 +71,9 @@ def test_live_calibration_round_trips_through_its_file(tmp_path):
         assert r["first"] == r0["first"] and r["fresh"] == r0["fresh"]
     p = r0["first"]
     assert p["device"]["peak_flops_fp32"] > 0 and p["device"]["kernel_overhead_s"] > 0
-    assert p["device"]["optimizer_kernel_overhead_s"] >= 0
-    # AdamW's streams measured over state larger than the caches: slower than the copy's bandwidth
-    # would price them on CPU (cost_model.h: optimizer_bandwidth).
-    assert 0 < p["device"]["optimizer_bandwidth"] < 2 * p["device"]["memory_bandwidth"]
+    # Measured figures are only checked for sign here: how two timings compare depends on the
+    # machine's load (a CI run beside another once measured the copy at 10 GB/s and AdamW at 28).
+    assert p["device"]["optimizer_kernel_overhead_s"] >= 0 and p["device"]["optimizer_bandwidth"] > 0
     # Every AdamW implementation measured; the device fields hold torch's CPU default, the loop.
     impls = p["meta"]["optimizer_impls"]
     assert set(impls) == {"for-loop", "foreach", "fused"}
@@ -139,6 +138,27 @@ def test_optimizer_impl_picks_the_profile_figures_measured_for_it():
         with_optimizer_impl(profile, "foreach")
     with pytest.raises(ValueError, match="no optimizer figures measured for it"):
         with_optimizer_impl({"version": 1, "device": {}}, "fused")
+
+
+def test_optimizer_bandwidth_counts_the_loops_streams_over_state_larger_than_the_caches(monkeypatch):
+    """optimizer_bandwidth is 19 parameter-sized streams per step over the seconds of one step
+    (cost_model.h: optimizer_bandwidth) of an AdamW whose state does not fit a CPU's caches."""
+    from torch_localmap import _live_calibration as live
+
+    timed = []
+
+    def one_step(fn, device, group=None):
+        opt = fn.__self__  # the bound AdamW.step timed
+        timed.append(sum(p.numel() * p.element_size() for g in opt.param_groups for p in g["params"]))
+        fn()
+        return 0.25
+
+    monkeypatch.setattr(live, "_per_call_seconds", one_step)
+    for impl in live.OPTIMIZER_IMPLS:
+        bandwidth = live._optimizer_bandwidth(torch.device("cpu"), impl)
+        assert bandwidth == pytest.approx(19 * timed[-1] / 0.25)
+        # parameters, gradients and both moments: 4x the parameters' bytes, past a 2-8 MiB L2
+        assert 4 * timed[-1] >= 64 << 20
 
 
 def test_matmul_fit_recovers_rate_overhead_and_n_half():
