@@ -8,7 +8,11 @@ layout of the same ranks (4 ranks as 2x2: tensor parallelism inside pairs, data 
 across them -- the logical mesh shapes Alpa and XLA's auto-sharding search over). It runs
 each distinct candidate for a few training steps on the real mesh -- forward, backward and
 an AdamW step (the implementation parallelize's `optimizer_impl` names, else torch's
-default), on a copy of the model -- and keeps the fastest. The optimizer step counts: under
+default), on a copy of the model -- and keeps the fastest. The candidates take turns, in
+MEASURE_ROUNDS rounds: a host's speed drifts (other processes, the ranks' own collective
+threads on shared cores), and measured one after another the MoE of benchmarks/step_time.py
+kept a plan 1.1-1.25x slower than DDP's in 1 of 4 tries. Every copy is held until the last
+round (its parameters; an optimizer's state lives only during its own steps). The optimizer step counts: under
 like="ddp" the state is plain tensors, elsewhere DTensors, whose dispatch AdamW pays per
 kernel (the step-time MoE: 2.0 against 0.8 ms a step), so one plan can run at two speeds and
 both are measured. A candidate's step is the median of its steps on the slowest rank; every
@@ -28,6 +32,10 @@ import torch.distributed as dist
 from ._torch_private.pytrees import pytree
 
 __all__ = ["candidates", "layouts", "measure_and_pick"]
+
+# Rounds in which every candidate runs its steps once, each round starting from another
+# candidate: drift of the host's speed reaches every candidate alike.
+MEASURE_ROUNDS = 3
 
 
 def layouts(mesh_shape) -> list:
@@ -92,12 +100,20 @@ def _step_seconds(pmodel, args, kwargs, steps: int, cuda: bool, optimizer_impl: 
     return statistics.median(times)
 
 
-def _slowest_rank(seconds: float, group) -> float:
+def _slowest_rank(seconds: list, group) -> list:
+    """Per entry of `seconds`, the largest value over the ranks (one gather for all)."""
     if not dist.is_initialized():
-        return seconds
+        return list(seconds)
     every = [None] * dist.get_world_size(group)
-    dist.all_gather_object(every, seconds, group=group)
-    return max(every)
+    dist.all_gather_object(every, list(seconds), group=group)
+    return [max(values) for values in zip(*every)]
+
+
+def _start_together(group) -> None:
+    """Every rank starts a candidate's turn at once: one candidate's stragglers do not run into
+    the next one's steps."""
+    if dist.is_initialized():
+        dist.barrier(group=group)
 
 
 def _same_plan(a, b) -> bool:
@@ -110,9 +126,9 @@ def measure_and_pick(model, build, args, kwargs, mesh_shape, limit: int, steps: 
     plan, the measurements). `build(model_copy, like, layout)` returns a ParallelModule;
     `no_layouts`: why the layouts of the ranks cannot be tried (listed as skipped), or None;
     `optimizer_impl`: the AdamW implementation each measured step runs (None: torch's default)."""
-    measured, plans = [], []
+    measured, held = [], []  # held: (the copy, its entry in `measured`, its plan, layout, plain state)
     for like, layout in candidates(mesh_shape):
-        if len(plans) >= limit:
+        if len(held) >= limit:
             break
         label = _label(like, layout)
         if layout is not None and no_layouts:
@@ -127,18 +143,25 @@ def measure_and_pick(model, build, args, kwargs, mesh_shape, limit: int, steps: 
             continue
         # The same plan with its state held the same way runs the same program: measured once.
         plain = getattr(pmodel, "_plain_state", False)
-        if any(lay == layout and was_plain == plain and _same_plan(pmodel.plan, p) for p, lay, was_plain in plans):
+        if any(lay == layout and was_plain == plain and _same_plan(pmodel.plan, p) for _, _, p, lay, was_plain in held):
             measured.append({"candidate": label, "skipped": "the same plan as an earlier candidate"})
             continue
-        seconds = _slowest_rank(_step_seconds(pmodel, args, kwargs, steps, cuda, optimizer_impl), group)
-        plans.append((pmodel.plan, layout, plain))
-        measured.append({"candidate": label, "like": like, "layout": None if layout is None else list(layout),
-                         "measured_step_s": seconds, "estimated_step_s": pmodel.plan.summary.estimated_step_s})
-        del pmodel
-        gc.collect()  # the copy's parameters and program go before the next candidate is built
-    timed = [m for m in measured if "measured_step_s" in m]
-    best = min(range(len(timed)), key=lambda i: (timed[i]["measured_step_s"], i))
-    kept = timed[best]
-    return (kept["like"], plans[best][1]), plans[best][0], {
+        entry = {"candidate": label, "like": like, "layout": None if layout is None else list(layout),
+                 "estimated_step_s": pmodel.plan.summary.estimated_step_s}
+        measured.append(entry)
+        held.append((pmodel, entry, pmodel.plan, layout, plain))
+    turns = [[] for _ in held]  # per candidate, its median step in each round
+    for r in range(MEASURE_ROUNDS):
+        for i in [(r + k) % len(held) for k in range(len(held))]:
+            _start_together(group)
+            turns[i].append(_step_seconds(held[i][0], args, kwargs, steps, cuda, optimizer_impl))
+    slowest = _slowest_rank([statistics.median(t) for t in turns], group)
+    for (_, entry, *_), seconds in zip(held, slowest):
+        entry["measured_step_s"] = seconds
+    best = min(range(len(held)), key=lambda i: (slowest[i], i))
+    (_, kept, plan, layout, _) = held[best]
+    del held, pmodel
+    gc.collect()  # the copies' parameters and programs go before the kept plan is applied to the model
+    return (kept["like"], layout), plan, {
         "candidates": measured, "kept": kept["candidate"], "kept_like": kept["like"], "kept_layout": kept["layout"],
-        "steps": steps}
+        "steps": steps, "rounds": MEASURE_ROUNDS}

@@ -80,7 +80,9 @@ def format_plan(plan, max_ops: int = 40) -> str:
         lines.append(f"Solver note: {sol.note.splitlines()[0]}")
     if plan.measurements:
         m = plan.measurements
-        lines.append(f"Measured on the mesh ({m['steps']} forward + backward steps each; kept: {m['kept']}):")
+        turns = f"{m['steps']} training steps in each of {m['rounds']} rounds" if "rounds" in m else \
+            f"{m['steps']} training steps each"  # a plan saved before the candidates took turns
+        lines.append(f"Measured on the mesh ({turns}; kept: {m['kept']}):")
         for c in m["candidates"]:
             if "skipped" in c:
                 lines.append(f"  {c['candidate']:<14} skipped: {c['skipped']}")

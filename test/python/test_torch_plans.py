@@ -446,6 +446,35 @@ def test_measure_candidates_lists_the_layouts_it_cannot_try(monkeypatch):
     assert _why_no_layouts({"fixed_params": None, "input_placements": {}}, (torch.ones(1),), {}) is None
 
 
+def test_measure_candidates_take_turns_so_a_drifting_host_does_not_pick(monkeypatch):
+    """The candidates run in rounds, each round starting from the next one: a host that slows
+    down as measuring goes on (0.1 s more per turn here) would make the first one measured
+    look fastest; taking turns keeps the one truly fastest (DDP's plan, 0.95 s)."""
+    import types
+
+    from torch_localmap import _measure
+
+    true = {None: 1.0, "ddp": 0.95, "fsdp2": 1.2}
+    turns = []
+
+    def build(model, like, layout):
+        plan = types.SimpleNamespace(nodes=[types.SimpleNamespace(inputs=[like], outputs=["R"])],
+                                     summary=types.SimpleNamespace(estimated_step_s=0.5))
+        return types.SimpleNamespace(plan=plan, like=like)
+
+    def step_seconds(pmodel, *a):
+        turns.append(pmodel.like)
+        return true[pmodel.like] + 0.1 * (len(turns) - 1)
+
+    monkeypatch.setattr(_measure, "_step_seconds", step_seconds)
+    (like, _), _, m = _measure.measure_and_pick(nn.Linear(1, 1), build, (), {}, (2, 2), 3, 1, False, None)
+    assert _measure.MEASURE_ROUNDS == 3
+    assert turns == [None, "ddp", "fsdp2", "ddp", "fsdp2", None, "fsdp2", None, "ddp"]
+    assert like == "ddp" and m["kept"] == "like=ddp" and m["rounds"] == 3, m
+    by = {c["candidate"]: c["measured_step_s"] for c in m["candidates"]}
+    assert by == pytest.approx({"planned": 1.5, "like=ddp": 1.25, "like=fsdp2": 1.6})
+
+
 def test_measure_candidates_arguments_are_checked():
     from torch_localmap import parallelize
 
@@ -842,7 +871,7 @@ def test_measure_candidates_measures_one_plan_held_two_ways_and_the_optimizer_st
     assert [c["candidate"] for c in m["candidates"]] == ["planned", "like=ddp", "like=fsdp2"], m
     assert "skipped" in m["candidates"][2] and "measured_step_s" in m["candidates"][1], m  # fsdp2: planned's twin
     assert like == "ddp" and m["kept"] == "like=ddp", m
-    assert steps == ["fused", "fused"]
+    assert steps == ["fused", "fused"] * _measure.MEASURE_ROUNDS  # each measured candidate's turn in each round
 
     # A real step: the optimizer moves the parameters, and its state exists afterwards.
     model = nn.Linear(4, 2)
