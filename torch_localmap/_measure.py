@@ -12,11 +12,12 @@ default), on a copy of the model -- and keeps the fastest. The candidates take t
 MEASURE_ROUNDS rounds: a host's speed drifts (other processes, the ranks' own collective
 threads on shared cores), and measured one after another the MoE of benchmarks/step_time.py
 kept a plan 1.1-1.25x slower than DDP's in 1 of 4 tries. Every copy is held until the last
-round (its parameters; an optimizer's state lives only during its own steps). The optimizer step counts: under
-like="ddp" the state is plain tensors, elsewhere DTensors, whose dispatch AdamW pays per
-kernel (the step-time MoE: 2.0 against 0.8 ms a step), so one plan can run at two speeds and
-both are measured. A candidate's step is the median of its steps on the slowest rank; every
-rank receives the same numbers, so every rank keeps the same plan. The measurements go into
+round (its parameters; an optimizer's state lives only during its own steps). The optimizer
+step counts: under like="ddp" the state is plain tensors, elsewhere DTensors, whose dispatch
+AdamW pays per kernel (the step-time MoE: 2.0 against 0.8 ms a step), so one plan can run at
+two speeds and both are measured. A candidate's step is the median over the rounds of its
+turns' median steps, on the slowest rank; every rank receives the same numbers, so every
+rank keeps the same plan. The measurements go into
 the kept plan (`plan.measurements`) and its report.
 """
 from __future__ import annotations
@@ -126,7 +127,7 @@ def measure_and_pick(model, build, args, kwargs, mesh_shape, limit: int, steps: 
     plan, the measurements). `build(model_copy, like, layout)` returns a ParallelModule;
     `no_layouts`: why the layouts of the ranks cannot be tried (listed as skipped), or None;
     `optimizer_impl`: the AdamW implementation each measured step runs (None: torch's default)."""
-    measured, held = [], []  # held: (the copy, its entry in `measured`, its plan, layout, plain state)
+    measured, held = [], []  # held: (the copy, its entry in `measured`, its layout, plain state)
     for like, layout in candidates(mesh_shape):
         if len(held) >= limit:
             break
@@ -143,13 +144,14 @@ def measure_and_pick(model, build, args, kwargs, mesh_shape, limit: int, steps: 
             continue
         # The same plan with its state held the same way runs the same program: measured once.
         plain = getattr(pmodel, "_plain_state", False)
-        if any(lay == layout and was_plain == plain and _same_plan(pmodel.plan, p) for _, _, p, lay, was_plain in held):
+        if any(lay == layout and was_plain == plain and _same_plan(pmodel.plan, other.plan)
+               for other, _, lay, was_plain in held):
             measured.append({"candidate": label, "skipped": "the same plan as an earlier candidate"})
             continue
         entry = {"candidate": label, "like": like, "layout": None if layout is None else list(layout),
                  "estimated_step_s": pmodel.plan.summary.estimated_step_s}
         measured.append(entry)
-        held.append((pmodel, entry, pmodel.plan, layout, plain))
+        held.append((pmodel, entry, layout, plain))
     turns = [[] for _ in held]  # per candidate, its median step in each round
     for r in range(MEASURE_ROUNDS):
         for i in [(r + k) % len(held) for k in range(len(held))]:
@@ -159,7 +161,8 @@ def measure_and_pick(model, build, args, kwargs, mesh_shape, limit: int, steps: 
     for (_, entry, *_), seconds in zip(held, slowest):
         entry["measured_step_s"] = seconds
     best = min(range(len(held)), key=lambda i: (slowest[i], i))
-    (_, kept, plan, layout, _) = held[best]
+    (pmodel, kept, layout, _) = held[best]
+    plan = pmodel.plan
     del held, pmodel
     gc.collect()  # the copies' parameters and programs go before the kept plan is applied to the model
     return (kept["like"], layout), plan, {
