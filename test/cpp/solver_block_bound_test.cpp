@@ -251,6 +251,26 @@ TEST(BlockBound, PricesAMiddleBlocksOwnSteps) {
   EXPECT_EQ(with.distinct, 3) << with.note;
 }
 
+TEST(BlockBound, StepsFromAStartStillPriceTheOwnStepRows) {
+  // From the caller's multipliers the steps stay small (the start is most of the bound);
+  // they must still move, or rows the start does not price would stay free: the problem
+  // above, started at the end blocks' steps, its middle blocks' own steps priced from 0.
+  Problem p;
+  std::vector<std::vector<int>> blocks;
+  for (int b = 0; b < 4; ++b) {
+    blocks.push_back({2 * b, 2 * b + 1});
+    for (int k = 0; k < 2; ++k) p.nodes.push_back(node(b, b + 1, {{0, 20}, {10, 1}}));
+  }
+  p.usage_limit = 30;
+  const std::vector<char> ends = {1, 0, 0, 1};
+  const std::vector<int> owners = {0, 1, 2, 3};
+  const std::vector<std::pair<int64_t, double>> start = {{0, 0.5}, {3, 0.5}};
+  const BlockBound held = block_bound(p, blocks, ends, {}, start, 40, kNoDeadline, 300);
+  const BlockBound moved = block_bound(p, blocks, ends, owners, start, 40, kNoDeadline, 300);
+  EXPECT_LE(moved.bound, 40);
+  EXPECT_GE(moved.bound, held.bound + 5) << held.note << " / " << moved.note;
+}
+
 TEST(BlockBound, ForbiddenEverywhereGivesNoBound) {
   Chain c = make_chain(4, 1, true, std::nullopt);
   Node& x = c.p.nodes[static_cast<size_t>(c.blocks[2][0])];

@@ -164,11 +164,18 @@ BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& bl
   // They move by balancing reduced costs (balance_agreements), not by subgradient steps.
   std::vector<std::vector<double>> mu(key_width.size());
   for (size_t k = 0; k < key_width.size(); ++k) mu[k].assign(static_cast<size_t>(key_width[k]), 0.0);
-  // The step scale starts small and grows while the bound rises (x1.3 until its first
-  // fall, as search.cpp's): the folded solve's multipliers are a good start, and a first
-  // step at search.cpp's 0.5 threw them away. On one 70B problem, the bound after 8 and 30
-  // iterations: 9.06e12 / 9.97e12 from 0.5, 9.20 / 10.04 from 0.1, 9.39 / 10.10 from 0.02
-  // (the plan: 10.74e12).
+  // The step scale starts small: the folded solve's multipliers are a good start, and a
+  // first step at search.cpp's 0.5 threw them away. On one 70B problem, the bound after 8
+  // and 30 iterations: 9.06e12 / 9.97e12 from 0.5, 9.20 / 10.04 from 0.1, 9.39 / 10.10 from
+  // 0.02 (the plan: 10.74e12). From such a start it also stays small. The bound's first
+  // tens of iterations rise because the messages converge, not because of the steps, and a
+  // scale grown on that rise (x1.3 an iteration, as search.cpp's, to 8-19 here) walked the
+  // multipliers away from the start: on 405B (16x8x8, limit 30) the bound ended at
+  // 17.19e12 growing and 18.13-18.14e12 held or frozen (plan ~19.9e12); on 70B at limit
+  // 10, 10.26-10.53e12 growing (5 runs) and 10.46-10.56e12 held or frozen (9 runs), the
+  // level set mostly by the fold's multipliers. Without a start (nothing to keep) it grows while the bound rises.
+  bool started = false;
+  for (double v : lam) started = started || v > 0;
   double scale = 0.02, prev = -1e300;
   bool fell = false;
   std::vector<double> prefix(all_points + 1, 0.0), load(all_points + 1, 0.0);
@@ -275,7 +282,8 @@ BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& bl
     if (norm2 <= 0) continue;
     const double lagr = static_cast<double>(raw);
     if (lagr < prev) fell = true;
-    scale = lagr < prev ? std::max(scale * 0.6, 1e-4) : std::min(scale * (fell ? 1.1 : 1.3), 100.0);
+    if (lagr < prev) scale = std::max(scale * 0.6, 1e-4);
+    else if (!started) scale = std::min(scale * (fell ? 1.1 : 1.3), 100.0);
     prev = lagr;
     const double target = upper >= 0 ? static_cast<double>(upper) : std::fabs(lagr) * 1.5 + 1.0;
     const double gap = std::max(target - lagr, 1e-6 * std::fabs(target) + 1.0);
