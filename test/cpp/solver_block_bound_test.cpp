@@ -226,19 +226,24 @@ TEST(BlockBound, AgreementMultipliersRecoverTheLinksBetweenBlocks) {
   EXPECT_GT(raised, 0);
 }
 
-TEST(BlockBound, PricesAMiddleBlocksOwnSteps) {
-  // Four blocks, each two nodes alive at its own step only, each cheap and large (20) or
-  // dear and small (1), under a limit of 30: one of the two must be small, 10 per block.
-  // Memory is kept at the end blocks' steps only; given each step's block, the middle
-  // blocks' own steps are priced too (one row per position in a block, shared by blocks 1
-  // and 2, which stay one piece), and the bound rises.
+// Four blocks, each two nodes alive at its own step only, each cheap and large (20) or dear
+// and small (1), under a limit of 30: one of the two must be small, 10 per block (optimum 40).
+Problem four_blocks_of_own_steps(std::vector<std::vector<int>>& blocks) {
   Problem p;
-  std::vector<std::vector<int>> blocks;
   for (int b = 0; b < 4; ++b) {
     blocks.push_back({2 * b, 2 * b + 1});
     for (int k = 0; k < 2; ++k) p.nodes.push_back(node(b, b + 1, {{0, 20}, {10, 1}}));
   }
   p.usage_limit = 30;
+  return p;
+}
+
+TEST(BlockBound, PricesAMiddleBlocksOwnSteps) {
+  // Memory is kept at the end blocks' steps only; given each step's block, the middle
+  // blocks' own steps are priced too (one row per position in a block, shared by blocks 1
+  // and 2, which stay one piece), and the bound rises.
+  std::vector<std::vector<int>> blocks;
+  const Problem p = four_blocks_of_own_steps(blocks);
   const std::vector<char> ends = {1, 0, 0, 1};
   const std::vector<int> owners = {0, 1, 2, 3};
   const __int128 opt = *brute_force(p);
@@ -255,13 +260,8 @@ TEST(BlockBound, StepsFromAStartStillPriceTheOwnStepRows) {
   // From the caller's multipliers the steps stay small (the start is most of the bound);
   // they must still move, or rows the start does not price would stay free: the problem
   // above, started at the end blocks' steps, its middle blocks' own steps priced from 0.
-  Problem p;
   std::vector<std::vector<int>> blocks;
-  for (int b = 0; b < 4; ++b) {
-    blocks.push_back({2 * b, 2 * b + 1});
-    for (int k = 0; k < 2; ++k) p.nodes.push_back(node(b, b + 1, {{0, 20}, {10, 1}}));
-  }
-  p.usage_limit = 30;
+  const Problem p = four_blocks_of_own_steps(blocks);
   const std::vector<char> ends = {1, 0, 0, 1};
   const std::vector<int> owners = {0, 1, 2, 3};
   const std::vector<std::pair<int64_t, double>> start = {{0, 0.5}, {3, 0.5}};
