@@ -62,6 +62,13 @@ inline double block_bound_seconds(double seconds) { return std::max(1.0, 0.3 * s
 // the bound levels off after about 40, 1.5-2 s with its setup.
 inline double block_bound_beside_full_seconds(double seconds) { return std::clamp(0.1 * seconds, 1.0, 3.0); }
 
+// The folded solve's bound search undoes a step whose Lagrangian falls by more than this
+// share of its best (search_options.h, bound_undo_fall; 0.5 elsewhere). On 405B (16x8x8,
+// limit 30) the fold's gap was 7.3-7.7% in 6 runs at 0.15 and 0.05, against 6.5-14.1%
+// at 0.5; on 70B at limit 10, 0.05 cut the dips its bound search climbs through (gaps
+// 3.3-4.7%), 0.15 did not (1.5-1.6%).
+constexpr double kFoldBoundUndoFall = 0.15;
+
 // The slice of the fold's time kept for spending the tied plan's unused memory member by
 // member (solver/spend_slack.h): 2% of it, between 0.05 and 0.5 s. On Llama-3-70B (80
 // blocks, 3.1 M strategies) the pass takes 0.03-0.08 s, on 405B 0.13 s.

@@ -42,6 +42,7 @@ struct SearchOptions {
   double stall_iterations = 400;
   double bound_share = 0.5;
   double bound_share_max = 0.7;
+  double bound_undo_fall = 0.5;
   double price_handover_iterations = 100;
   double price_handover_s = 3;
   double forest_every = 8;
