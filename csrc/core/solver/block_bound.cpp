@@ -173,7 +173,8 @@ BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& bl
   // multipliers away from the start: on 405B (16x8x8, limit 30) the bound ended at
   // 17.19e12 growing and 18.13-18.14e12 held or frozen (plan ~19.9e12); on 70B at limit
   // 10, 10.26-10.53e12 growing (5 runs) and 10.46-10.56e12 held or frozen (9 runs), the
-  // level set mostly by the fold's multipliers. Without a start (nothing to keep) it grows while the bound rises.
+  // level set mostly by the fold's multipliers. Without a start (nothing to keep) it grows
+  // while the bound rises.
   bool started = false;
   for (double v : lam) started = started || v > 0;
   double scale = 0.02, prev = -1e300;
@@ -281,9 +282,12 @@ BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& bl
     balance_agreements(distinct, state, mu);
     if (norm2 <= 0) continue;
     const double lagr = static_cast<double>(raw);
-    if (lagr < prev) fell = true;
-    if (lagr < prev) scale = std::max(scale * 0.6, 1e-4);
-    else if (!started) scale = std::min(scale * (fell ? 1.1 : 1.3), 100.0);
+    if (lagr < prev) {
+      fell = true;
+      scale = std::max(scale * 0.6, 1e-4);
+    } else if (!started) {
+      scale = std::min(scale * (fell ? 1.1 : 1.3), 100.0);
+    }
     prev = lagr;
     const double target = upper >= 0 ? static_cast<double>(upper) : std::fabs(lagr) * 1.5 + 1.0;
     const double gap = std::max(target - lagr, 1e-6 * std::fabs(target) + 1.0);

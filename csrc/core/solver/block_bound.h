@@ -23,8 +23,9 @@
 // the same nodes, costs, edges, copies and priced steps) are one piece counted as often as
 // it occurs, so an iteration passes over a handful of blocks instead of eighty. The bound
 // is valid for any multipliers. Projected subgradient steps improve the memory ones, starting
-// from the folded solve's (small steps from there: the start is most of the bound); the agreement ones balance the copies' reduced costs against
-// their sources' after each pass (dual decomposition's block-coordinate step).
+// from the folded solve's (small steps from there: the start is most of the bound); the
+// agreement ones balance the copies' reduced costs against their sources' after each pass
+// (dual decomposition's block-coordinate step).
 #pragma once
 
 #include <cstdint>

@@ -235,11 +235,11 @@ void bound_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh, 
     if (lagr < prev) fell = true;
     scale = lagr < prev ? std::max(scale * 0.6, 1e-4) : std::min(scale * (fell ? 1.1 : 1.3), 100.0);
     prev = lagr;
-    // A step that overshot far (the Lagrangian fell below half the best, or by the share
-    // bound_undo_fall says) is undone: back to the best multipliers, the scale halved once
-    // more, the next step from there. One such
-    // step on Llama-3-70B's folded problem (bound 9.8e12 -> 0.005e12, the best labelling
-    // then 3x the bound) cost ~20-100 iterations of recovery.
+    // A step that overshot far (the Lagrangian fell by more than bound_undo_fall of the best:
+    // half, unless the caller says otherwise) is undone: back to the best multipliers, the
+    // scale halved once more, the next step from there. One such step on Llama-3-70B's folded
+    // problem (bound 9.8e12 -> 0.005e12, the best labelling then 3x the bound) cost ~20-100
+    // iterations of recovery.
     if (lagr >= best_quick) {
       best_lam = lam;
     } else if (best_quick > 0 && lagr < (1 - sh.so->bound_undo_fall) * best_quick && !best_lam.empty()) {
