@@ -87,6 +87,9 @@ std::optional<FoldedStart> solve_folded(const Graph& g, const CostTables& t, con
     // from 17.13e12 to 14.4e12 and later to 11.4e12 (a fall the default rule, half the
     // best, lets stand), and the fold ended at a 12.9-14.1% gap where others end at 6.5-7.8%.
     fo.search.bound_undo_fall = kFoldBoundUndoFall;
+    // Its multipliers start the block bound too, which gains more from them than the fold's
+    // plan gains from kicks on that core (search_options.h, bound_share_max).
+    fo.search.bound_share_max = kFoldBoundShareMax;
     solver::SolveResult r;
     try {
       r = solver::solve(f->problem, fo);

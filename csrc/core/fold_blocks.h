@@ -57,10 +57,14 @@ inline double block_bound_seconds(double seconds) { return std::max(1.0, 0.3 * s
 // Under a longer limit the full solve runs, and its own bound (message passing over every
 // strategy) is far weaker than the block-by-block one within the same time: at 405B and a
 // 30 s limit it certified 18-22% for a plan whose block bound is within a few percent. So
-// the block bound also runs beside the full solve, taking this slice of the limit first,
-// and the stronger of the two bounds is the plan's. On 70B an iteration takes 0.03 s and
-// the bound levels off after about 40, 1.5-2 s with its setup.
+// the block bound also runs beside the full solve. With two threads it takes that solve's
+// second core in place of its own bound search (SolveOptions::bound_beside) until it rises
+// by less than kBlockBoundLevelOff over kLevelOffIterations iterations (solver/block_bound.h);
+// the solve's bound search then has what is left of its share. 405B at limit 30: ~270
+// iterations, gaps 7.75-8.74% (was ~100 iterations in a 2.2 s slice, 8.43-9.00%); 70B at
+// limit 30: ~150 iterations, 1.18%. With one thread it takes this slice of the limit first.
 inline double block_bound_beside_full_seconds(double seconds) { return std::clamp(0.1 * seconds, 1.0, 3.0); }
+constexpr double kBlockBoundLevelOff = 2e-4;
 
 // The folded solve's bound search undoes a step whose Lagrangian falls by more than this
 // share of its best (search_options.h, bound_undo_fall; 0.5 elsewhere). On 405B (16x8x8,
@@ -68,6 +72,13 @@ inline double block_bound_beside_full_seconds(double seconds) { return std::clam
 // at 0.5; on 70B at limit 10, 0.05 cut the dips its bound search climbs through (gaps
 // 3.3-4.7%), 0.15 did not (1.5-1.6%).
 constexpr double kFoldBoundUndoFall = 0.15;
+
+// The folded solve's bound search keeps its core to the end (search_options.h,
+// bound_share_max; 0.7 elsewhere, the rest for kicks): its multipliers start the block
+// bound, whose level they mostly set. 70B at limit 10: folded gaps 1.53-1.67% and final
+// gaps 1.29-1.50% (4 runs), against 1.96-2.50% and 1.67-4.09% at 0.7, the plan 0.02%
+// dearer without the kicks; 405B at limit 30 within its spread (8.08, 8.13%).
+constexpr double kFoldBoundShareMax = 1.0;
 
 // The slice of the fold's time kept for spending the tied plan's unused memory member by
 // member (solver/spend_slack.h): 2% of it, between 0.05 and 0.5 s. On Llama-3-70B (80

@@ -270,10 +270,21 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt, std::shared_ptr<void>* w
     full_options.time_limit_s = std::max(so.time_limit_s - spent, 0.05 * so.time_limit_s);
     skip_full = short_limit && folded && folded->fits;
   }
-  // Beside the full solve, the bound on the full problem block by block (fold_blocks.h),
-  // first, in a slice of the limit; the solve keeps the rest.
+  // Beside the full solve, the bound on the full problem block by block (fold_blocks.h): on
+  // the solve's second core in place of its own bound search until it levels off
+  // (SolveOptions::bound_beside), or with one thread first, in a slice of the limit.
   long double block_bound = -std::numeric_limits<long double>::infinity();
-  if (folded && !skip_full) {
+  if (folded && !skip_full && so.threads >= 2) {
+    const solver::Problem& problem = p.tables.problem;
+    const FoldedStart& f = *folded;
+    full_options.bound_beside = [&problem, &f](std::chrono::steady_clock::time_point until,
+                                               const solver::SolveOptions::RaiseBound& raise) {
+      return solver::block_bound(problem, f.block_nodes, f.kept_steps, f.step_block, f.step_prices,
+                                 f.fits ? f.cost : __int128(-1), until, /*max_iterations=*/1 << 30,
+                                 /*threads=*/1, kBlockBoundLevelOff, raise)
+          .bound;
+    };
+  } else if (folded && !skip_full) {
     const double slice = block_bound_beside_full_seconds(so.time_limit_s);
     if (full_options.time_limit_s > 3 * slice) {
       const auto block_t0 = std::chrono::steady_clock::now();

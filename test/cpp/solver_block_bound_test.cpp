@@ -323,6 +323,41 @@ TEST(BlockBound, ReadsALayersOwnWeightsInItsBlock) {
   }
 }
 
+TEST(BlockBound, StopsOnceItLevelsOff) {
+  // With level_off it stops at the first exact check whose best bound rose by less than that
+  // share over the last kLevelOffIterations iterations: the bound it returns is the one a
+  // run of that many iterations gets, the iterations are far fewer than allowed.
+  for (uint64_t seed = 0; seed < 6; ++seed) {
+    Chain c = make_chain(4, seed, /*alike=*/true, std::nullopt);
+    c.p.usage_limit = tight_limit(c.p, 1);
+    const BlockBound levelled =
+        block_bound(c.p, c.blocks, c.ends_and_outside, c.step_block, {}, -1, kNoDeadline, 5000, 1, 1e-3);
+    ASSERT_TRUE(std::isfinite(static_cast<double>(levelled.bound))) << levelled.note;
+    EXPECT_GT(levelled.iterations, kLevelOffIterations) << "seed " << seed;
+    EXPECT_LT(levelled.iterations, 5000) << "seed " << seed;
+    const BlockBound fixed =
+        block_bound(c.p, c.blocks, c.ends_and_outside, c.step_block, {}, -1, kNoDeadline, levelled.iterations);
+    EXPECT_EQ(fixed.bound, levelled.bound) << "seed " << seed;
+  }
+}
+
+TEST(BlockBound, StopsWhenTheCallerSaysSo) {
+  // Each better bound goes to on_bound as it is proven; false stops the bound there.
+  Chain c = make_chain(4, 3, /*alike=*/true, std::nullopt);
+  c.p.usage_limit = tight_limit(c.p, 1);
+  std::vector<long double> seen;
+  const BlockBound b = block_bound(c.p, c.blocks, c.ends_and_outside, c.step_block, {}, -1, kNoDeadline, 500, 1, 0,
+                                   [&](long double bound) {
+                                     seen.push_back(bound);
+                                     return seen.size() < 3;
+                                   });
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_LT(seen[0], seen[1]);
+  EXPECT_LT(seen[1], seen[2]);
+  EXPECT_EQ(b.bound, seen.back());
+  EXPECT_LT(b.iterations, 500);
+}
+
 TEST(BlockBound, RejectsANodeInTwoBlocks) {
   Chain c = make_chain(4, 1, true, std::nullopt);
   c.blocks[1].push_back(c.blocks[0][0]);

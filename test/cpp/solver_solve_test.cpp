@@ -2,7 +2,9 @@
 // 1,000 random small problems checked against brute force.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <random>
+#include <thread>
 
 #include "core/solver/model.h"
 #include "core/solver/problem_io.h"
@@ -182,6 +184,55 @@ TEST_F(SolverSolve, AGoodEnoughCostStopsAtTheFirstLabellingWithinIt) {
   }
   EXPECT_GT(solved, 100);
   EXPECT_GT(stopped_above_optimum, 0) << "no problem's first labelling was dearer than its optimum";
+}
+
+TEST_F(SolverSolve, ACallersBoundBesideIsTheSolvesBound) {
+  // SolveOptions::bound_beside runs on the second thread before the bound search, and each
+  // bound it passes to `raise` (problem units, offset included) is the solve's: the solver
+  // cannot check it, so a caller that claims too much is believed. Claiming far above every
+  // labelling's cost shows it: the search stops at its first labelling, reported optimal
+  // with its bound at its cost. `raise` answers false once the search is over, and the
+  // caller then returns. (A caller's valid bound: the planner's block bound, planner.cpp.)
+  std::mt19937_64 rng(20261205);
+  int called = 0, stopped = 0, believed = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    Problem p = testing::random_problem(rng);
+    const std::optional<__int128> opt = testing::brute_force(p);
+    if (!opt) continue;
+    SCOPED_TRACE("trial " + std::to_string(trial) + ": " + write_problem(p));
+    SolveOptions o;
+    o.time_limit_s = 5;
+    o.gap_tolerance = 0;
+    o.search.whole_milp_columns = 0;  // HiGHS would prove the true optimum after the search
+    o.search.whole_coarse_milp_columns = 0;
+    int calls = 0;
+    bool told_to_stop = false;
+    o.bound_beside = [&](Clock::time_point until, const SolveOptions::RaiseBound& raise) {
+      ++calls;
+      const long double claimed = 1e15L;
+      while (Clock::now() < until) {
+        if (!raise(claimed)) {
+          told_to_stop = true;
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      return claimed;
+    };
+    const SolveResult r = solve(p, o);
+    EXPECT_LE(calls, 1);  // none when the reductions or the start settle the problem first
+    EXPECT_EQ(told_to_stop, calls == 1);
+    if (calls == 0) continue;
+    ++called;
+    EXPECT_TRUE(r.optimal);
+    EXPECT_EQ(r.status, "optimal");
+    EXPECT_EQ(r.bound, static_cast<double>(r.cost));
+    stopped += told_to_stop;
+    believed += r.cost > *opt;  // called optimal on the caller's word alone
+  }
+  EXPECT_GT(called, 30) << "the search rarely reached its second thread";
+  EXPECT_EQ(stopped, called);
+  EXPECT_GT(believed, 0) << "every search found the optimum: the test cannot tell whose bound stopped it";
 }
 
 TEST_F(SolverSolve, ThousandRandomProblemsMatchBruteForce) {

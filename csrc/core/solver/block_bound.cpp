@@ -114,7 +114,8 @@ void balance_agreements(const std::vector<PieceModel>& distinct, const std::vect
 BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& blocks,
                        const std::vector<char>& keep_step, const std::vector<int>& step_block,
                        const std::vector<std::pair<int64_t, double>>& start_prices, __int128 upper,
-                       Clock::time_point deadline, int max_iterations, int threads) {
+                       Clock::time_point deadline, int max_iterations, int threads, double level_off,
+                       const std::function<bool(long double)>& on_bound) {
   BlockBound out;
   const BlockPieces bp = split_into_pieces(p, blocks, keep_step, step_block);
   out.pieces = bp.pieces;
@@ -180,7 +181,9 @@ BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& bl
   double scale = 0.02, prev = -1e300;
   bool fell = false;
   std::vector<double> prefix(all_points + 1, 0.0), load(all_points + 1, 0.0);
-  for (int it = 0; it < max_iterations && (it == 0 || Clock::now() < deadline); ++it) {
+  std::vector<long double> best_by_iteration;  // out.bound after each iteration, for level_off
+  bool stop = false;
+  for (int it = 0; it < max_iterations && !stop && (it == 0 || Clock::now() < deadline); ++it) {
     for (size_t k = 0; k < all_points; ++k) prefix[k + 1] = prefix[k] + lam[k];
     long double raw = 0, magnitude = 0;
     for_each_piece(share, [&](size_t k) {
@@ -248,8 +251,14 @@ BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& bl
     out.iterations = it + 1;
     if (exact) {
       const long double b = safe_integer_bound(raw, magnitude + std::fabs(cap_term));
+      if (b > out.bound && on_bound && !on_bound(b)) stop = true;
       out.bound = std::max(out.bound, b);
       trace("block bound: iteration %d, bound %.0Lf", it, b);
+    }
+    best_by_iteration.push_back(out.bound);
+    if (level_off > 0 && exact && it >= kLevelOffIterations) {
+      const long double before = best_by_iteration[static_cast<size_t>(it - kLevelOffIterations)];
+      if (std::isfinite(before) && out.bound - before < level_off * std::fabs(out.bound)) stop = true;
     }
     // The memory multipliers' subgradient at the decoded labels: each priced step's load
     // minus the limit.

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 #include <utility>
@@ -58,9 +59,14 @@ struct BlockBound {
 // from; prices at steps not kept are dropped. `upper`: a labelling's cost (the step size
 // aims at it), or -1. Runs until `deadline` or `max_iterations`, at least one iteration,
 // the distinct pieces spread over `threads` threads (the bound does not depend on how many).
+// With `level_off` > 0 it also stops once its bound rose by less than that share over the
+// last kLevelOffIterations iterations. `on_bound` (when set) gets each better bound as it is
+// proven and stops the bound by returning false.
+constexpr int kLevelOffIterations = 80;
 BlockBound block_bound(const Problem& problem, const std::vector<std::vector<int>>& blocks,
                        const std::vector<char>& keep_step, const std::vector<int>& step_block,
                        const std::vector<std::pair<int64_t, double>>& start_prices, __int128 upper,
-                       Clock::time_point deadline, int max_iterations = 1 << 30, int threads = 1);
+                       Clock::time_point deadline, int max_iterations = 1 << 30, int threads = 1,
+                       double level_off = 0, const std::function<bool(long double)>& on_bound = {});
 
 }  // namespace tlm::solver

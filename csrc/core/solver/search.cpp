@@ -137,6 +137,17 @@ struct Shared {
   }
 };
 
+// Each node's memory multipliers summed over the check points it is alive at (its price per
+// usage unit); 0 for a node alive at none.
+std::vector<double> summed_prices(const Model& m, const std::vector<double>& lam) {
+  std::vector<double> prefix(lam.size() + 1, 0.0);
+  for (size_t k = 0; k < lam.size(); ++k) prefix[k + 1] = prefix[k] + lam[k];
+  std::vector<double> out(static_cast<size_t>(m.n), 0.0);
+  for (int i = 0; i < m.n; ++i)
+    if (m.plo[i] < m.phi[i]) out[static_cast<size_t>(i)] = prefix[m.phi[i]] - prefix[m.plo[i]];
+  return out;
+}
+
 // Dual side: message passing on cost + sum_k lambda_k * usage (a Lagrangian
 // of the memory constraints), lambda by projected subgradient steps. Every
 // bound it reports is exact for the lambda it was computed with.
@@ -154,14 +165,11 @@ void bound_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh, 
   std::vector<double> lam(m.cap.size(), 0.0), node_lam(m.n, 0.0);
   // Each node's potentials carry its usage times the multipliers summed over its points.
   auto apply_multipliers = [&] {
-    std::vector<double> prefix(lam.size() + 1, 0.0);
-    for (size_t k = 0; k < lam.size(); ++k) prefix[k + 1] = prefix[k] + lam[k];
+    const std::vector<double> summed = summed_prices(m, lam);
     std::vector<double> delta(m.n, 0.0);
     for (int i = 0; i < m.n; ++i) {
-      if (m.plo[i] >= m.phi[i]) continue;
-      double v = prefix[m.phi[i]] - prefix[m.plo[i]];
-      delta[i] = v - node_lam[i];
-      node_lam[i] = v;
+      delta[i] = summed[i] - node_lam[i];
+      node_lam[i] = summed[i];
     }
     dual.add_penalty(delta);
   };
@@ -986,7 +994,10 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
             first.feasible() ? to_string(first.cost()).c_str() : "infeasible", first.memory_ok() ? "fits" : "over",
             first.conflicts());
   }
-  if (Clock::now() >= deadline) return finish(sh);
+  // A start already good enough (a re-solve repairing a plan, planner.cpp) needs neither
+  // side: their set-up alone (edge factoring, the bound's first pass, the coarse model) took
+  // 1.2 s on 405B after the repaired start was in hand.
+  if (Clock::now() >= deadline || sh.done) return finish(sh);
   // The caller's multipliers on this model's check points: a price at a step goes to the check
   // point of the run of steps it falls in (a run shares its live nodes; reduce.cpp).
   std::vector<double> lam0;
@@ -998,6 +1009,16 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
     }
   }
   const std::vector<double>* start_lam = lam0.empty() ? nullptr : &lam0;
+  if (start_lam != nullptr) {
+    // The caller's multipliers stand for the bound search's until it has its own, so priced
+    // kicks have prices from the start: on 405B the bound search's first iteration comes
+    // seconds into the solve, and with a caller's bound beside it (bound_beside) it may not
+    // run at all.
+    std::lock_guard<std::mutex> lock(sh.mu);
+    sh.memory_price = summed_prices(m, lam0);
+    sh.point_price = lam0;
+    ++sh.price_version;
+  }
   const int max_stall = static_cast<int>(opt.search.stall_iterations);
   const DualSolver::EdgeCosts mat = DualSolver::edge_costs(m);  // one copy for both sides
   if (opt.threads >= 2) {
@@ -1011,6 +1032,13 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
           return allow_lns ? now + std::chrono::duration_cast<Clock::duration>((deadline - now) * share) : deadline;
         };
         const double most = std::max(opt.search.bound_share, opt.search.bound_share_max);
+        if (opt.bound_beside) {  // the caller's bound first, in problem units
+          const long double offset = static_cast<long double>(m.offset);
+          opt.bound_beside(share_end(most), [&](long double b) {
+            sh.raise_bound(std::floor(b - offset));
+            return !sh.done.load();
+          });
+        }
         bound_search(m, mat, sh, share_end(opt.search.bound_share), share_end(most), max_stall,
                      std::numeric_limits<int>::max(), start_lam);
       }

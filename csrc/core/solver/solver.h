@@ -1,6 +1,7 @@
 // Solves a Problem: a feasible solution with its cost, a lower bound and the gap.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <stdexcept>
@@ -32,6 +33,15 @@ struct SolveOptions {
   // Stop as soon as a labelling costs at most this, in the problem's cost units (offset
   // included); negative: never. A re-solve that repairs a plan (planner.cpp) needs no more.
   double good_enough_cost = -1;
+  // A lower bound the caller knows how to compute better than message passing over every
+  // strategy (planner.cpp: the block bound, solver/block_bound.h), run on the search's second
+  // thread before its own bound search. It runs until `until` or until it levels off; each
+  // bound it proves, in the problem's cost units (offset included), goes to `raise`, which
+  // says whether to go on (false once the search is over). It returns its best bound. The
+  // search's own bound search then runs, from start_prices, in what is left of its share.
+  // Unused with one thread.
+  using RaiseBound = std::function<bool(long double bound)>;
+  std::function<long double(std::chrono::steady_clock::time_point until, const RaiseBound& raise)> bound_beside;
   // Progress callback for long solves (CLI); called from the solving thread.
   std::function<void(double elapsed_s, __int128 best_cost, double bound)> on_progress;
 };
