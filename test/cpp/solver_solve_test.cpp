@@ -235,6 +235,34 @@ TEST_F(SolverSolve, ACallersBoundBesideIsTheSolvesBound) {
   EXPECT_GT(believed, 0) << "every search found the optimum: the test cannot tell whose bound stopped it";
 }
 
+TEST_F(SolverSolve, ACallersBoundBesideThatThrowsFailsTheSolve) {
+  // It runs on the search's second thread, where an exception would end the process: it
+  // reaches the caller of solve() instead, as any of the solve's own errors.
+  std::mt19937_64 rng(7);
+  int thrown = 0;
+  for (int trial = 0; trial < 100 && thrown < 5; ++trial) {
+    Problem p = testing::random_problem(rng);
+    if (!testing::brute_force(p)) continue;
+    SolveOptions o;
+    o.time_limit_s = 5;
+    o.gap_tolerance = 0;
+    bool called = false;
+    o.bound_beside = [&](Clock::time_point, const SolveOptions::RaiseBound&) -> long double {
+      called = true;
+      throw std::invalid_argument("block_bound: node 3 is not a node or in two blocks");
+    };
+    try {
+      solve(p, o);
+      EXPECT_FALSE(called) << "the caller's bound threw and the solve returned";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_TRUE(called);
+      EXPECT_STREQ(e.what(), "block_bound: node 3 is not a node or in two blocks");
+      ++thrown;
+    }
+  }
+  EXPECT_EQ(thrown, 5);
+}
+
 TEST_F(SolverSolve, ThousandRandomProblemsMatchBruteForce) {
   std::mt19937_64 rng(20250101);
   int feasible = 0, infeasible = 0;

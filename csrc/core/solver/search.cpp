@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -1022,6 +1023,7 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
   const int max_stall = static_cast<int>(opt.search.stall_iterations);
   const DualSolver::EdgeCosts mat = DualSolver::edge_costs(m);  // one copy for both sides
   if (opt.threads >= 2) {
+    std::exception_ptr beside_error;  // bound_beside's, if it threw
     std::thread dual_thread([&] {
       {
         PhaseTimer timer(sh.ledger, Phase::Bound);
@@ -1034,10 +1036,16 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
         const double most = std::max(opt.search.bound_share, opt.search.bound_share_max);
         if (opt.bound_beside) {  // the caller's bound first, in problem units
           const long double offset = static_cast<long double>(m.offset);
-          opt.bound_beside(share_end(most), [&](long double b) {
-            sh.raise_bound(std::floor(b - offset));
-            return !sh.done.load();
-          });
+          try {
+            opt.bound_beside(share_end(most), [&](long double b) {
+              sh.raise_bound(std::floor(b - offset));
+              return !sh.done.load();
+            });
+          } catch (...) {  // rethrown to the caller after the join: a thread must not throw
+            beside_error = std::current_exception();
+            sh.done = true;
+            return;
+          }
         }
         bound_search(m, mat, sh, share_end(opt.search.bound_share), share_end(most), max_stall,
                      std::numeric_limits<int>::max(), start_lam);
@@ -1057,6 +1065,7 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
     primal_search(m, mat, sh, deadline, max_stall, report, opt.seed, allow_lns);
     sh.done = true;  // the primal side decides when to stop; the bound so far stands
     dual_thread.join();
+    if (beside_error) std::rethrow_exception(beside_error);
   } else {
     auto mid = Clock::now() + (deadline - Clock::now()) * 2 / 3;
     primal_search(m, mat, sh, mid, max_stall, report, opt.seed, allow_lns);
