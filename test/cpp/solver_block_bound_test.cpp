@@ -209,8 +209,9 @@ TEST(BlockBound, AgreementMultipliersRecoverTheLinksBetweenBlocks) {
   const BlockBound b = block_bound(p, blocks, {}, {}, {}, 5, kNoDeadline, 200);
   EXPECT_EQ(b.bound, 5) << b.note;
   // Balancing the copy's reduced costs against its source's settles a tree's link within a
-  // few iterations (subgradient steps on the decoded labels took tens here).
-  const BlockBound quick = block_bound(p, blocks, {}, {}, {}, 5, kNoDeadline, 4);
+  // few balancing steps, every fourth iteration (subgradient steps on the decoded labels
+  // took tens of iterations here).
+  const BlockBound quick = block_bound(p, blocks, {}, {}, {}, 5, kNoDeadline, 12);
   EXPECT_EQ(quick.bound, 5) << quick.note;
   // On the chains above, without memory, the multipliers add to the first iteration's bound.
   int raised = 0;

@@ -24,7 +24,7 @@
 // it occurs, so an iteration passes over a handful of blocks instead of eighty. The bound
 // is valid for any multipliers. Projected subgradient steps improve the memory ones, starting
 // from the folded solve's (small steps from there: the start is most of the bound); the
-// agreement ones balance the copies' reduced costs against their sources' after each pass
+// agreement ones balance the copies' reduced costs against their sources' every fourth pass
 // (dual decomposition's block-coordinate step).
 #pragma once
 
