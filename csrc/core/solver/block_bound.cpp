@@ -295,7 +295,7 @@ BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& bl
     // copies' and sources' potentials, and the messages need a few passes to settle on them
     // before their reduced costs are worth balancing again. 405B (16x8x8, limit 30), bound
     // after ~260 iterations: every pass 18.18-18.37e12, every 2nd 18.48e12, every 4th
-    // 18.58-18.66e12, every 8th 18.66e12 (still rising); 70B at limit 10 within its spread
+    // 18.58-18.73e12, every 8th 18.66e12 (still rising); 70B at limit 10 within its spread
     // (1.31-1.58% every 4th, 1.29-1.73% every pass).
     if (it % kBalanceEvery == 0) balance_agreements(distinct, state, mu);
     if (norm2 <= 0) continue;

@@ -1037,10 +1037,11 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
         if (opt.bound_beside) {  // the caller's bound first, in problem units
           const long double offset = static_cast<long double>(m.offset);
           try {
-            opt.bound_beside(share_end(most), [&](long double b) {
+            const long double best = opt.bound_beside(share_end(most), [&](long double b) {
               sh.raise_bound(std::floor(b - offset));
               return !sh.done.load();
             });
+            sh.raise_bound(std::floor(best - offset));  // a caller may report its bound only here
           } catch (...) {  // rethrown to the caller after the join: a thread must not throw
             beside_error = std::current_exception();
             sh.done = true;
