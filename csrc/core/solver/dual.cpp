@@ -63,7 +63,7 @@ void DualSolver::collect(int e, int i) {
       for (int t = 0; t < sv; ++t) lmin[b.col[t]] = std::min(lmin[b.col[t]], pv[t]);
       colmin = lmin;
     }
-    for (int r = 0; r < b.rows; ++r) cbest[r] = min_plus(K + static_cast<size_t>(r) * b.cols, colmin, b.cols);
+    row_min_plus(K, b.rows, b.cols, colmin, cbest);
     for (int s = 0; s < su; ++s) {
       double mu = cbest[b.identity_rows ? s : b.row[s]] + pu[s];
       pu[s] -= mu;
@@ -76,12 +76,7 @@ void DualSolver::collect(int e, int i) {
       for (int s = 0; s < su; ++s) lmin[b.row[s]] = std::min(lmin[b.row[s]], pu[s]);
       rowmin = lmin;
     }
-    std::fill_n(cbest, b.cols, kInf);
-    for (int r = 0; r < b.rows; ++r) {
-      const double* krow = K + static_cast<size_t>(r) * b.cols;
-      const double a = rowmin[r];
-      for (int c = 0; c < b.cols; ++c) cbest[c] = std::min(cbest[c], krow[c] + a);
-    }
+    col_min_plus(K, b.rows, b.cols, rowmin, cbest);
     for (int t = 0; t < sv; ++t) {
       double mu = cbest[b.identity_cols ? t : b.col[t]] + pv[t];
       pv[t] -= mu;

@@ -110,8 +110,8 @@ std::shared_ptr<const FactoredCosts> factor_edge_costs(const Model& m) {
       full += su * sv;
       factored += static_cast<size_t>(b.rows) * b.cols + su + sv;
     }
-    trace("factored edge costs: %zu blocks; a pass reads %zu entries instead of %zu", out->blocks.size(), factored,
-          full);
+    trace("factored edge costs: %zu blocks (%zu pooled entries); a pass reads %zu entries instead of %zu (%s)",
+          out->blocks.size(), out->k_pool.size(), factored, full, min_plus_isa());
   }
   return out;
 }

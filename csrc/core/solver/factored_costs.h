@@ -16,6 +16,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/solver/min_plus.h"
 #include "core/solver/model.h"
 
 namespace tlm::solver {
@@ -49,22 +50,5 @@ struct FactoredCosts {
 
 // Factors every edge matrix of `m` once per distinct (block, shape).
 std::shared_ptr<const FactoredCosts> factor_edge_costs(const Model& m);
-
-// min over c < n of row[c] + add[c] (+inf when every term is): the inner loop
-// of message passing. Four independent minima (min is exact, so the order
-// does not change the result) instead of one dependent chain.
-inline double min_plus(const double* row, const double* add, int n) {
-  constexpr double inf = std::numeric_limits<double>::infinity();
-  double m0 = inf, m1 = inf, m2 = inf, m3 = inf;
-  int c = 0;
-  for (; c + 4 <= n; c += 4) {
-    m0 = std::min(m0, row[c] + add[c]);
-    m1 = std::min(m1, row[c + 1] + add[c + 1]);
-    m2 = std::min(m2, row[c + 2] + add[c + 2]);
-    m3 = std::min(m3, row[c + 3] + add[c + 3]);
-  }
-  for (; c < n; ++c) m0 = std::min(m0, row[c] + add[c]);
-  return std::min(std::min(m0, m1), std::min(m2, m3));
-}
 
 }  // namespace tlm::solver
