@@ -123,13 +123,21 @@ static solver::SolveResult folded_result(const solver::Problem& problem, const F
 // a fixed node alive at that step only, so every other step keeps its room. The solver then
 // starts again from the plan. A new plan may move its buffers elsewhere, so this repeats
 // (reserves only grow) up to four times: the plan kept is the first that fits, or else the
-// first. A re-solve stops at its first labelling within the gap tolerance of the plan it
-// repairs (a few steps' reserves: on 405B the repair came with the re-solve's first
-// labelling, 2.9 s in, and running on to its 5.5 s limit found nothing cheaper). The
+// first. A re-solve stops at its first labelling that fits (a few steps' reserves: on 405B
+// the repair came with the re-solve's first labelling, and running on to its limit found
+// nothing cheaper). The
 // re-solves run within what is left of the plan's limit (`end`) when that is at least what
-// a solve needs to reach its first labelling (kFullSolveSetupSecondsPerStrategy); else, or
-// when none fits by then, past it, within half the first solve's time and stopping at the
-// first labelling that fits: a plan over the memory limit fails when it runs.
+// a re-solve needs to reach its repaired start (kRefitSecondsPerStrategy); else, or
+// when none fits by then, past it, within half the first solve's time: a plan over the
+// memory limit fails when it runs. A full solve keeps that time back (kRefitReserve).
+// A re-solve from a plan reaches its repaired start after its reductions and the repair:
+// 1.06 s for 405B's 4.8 M strategies (16x8x8), with a margin.
+constexpr double kRefitSecondsPerStrategy = 0.3e-6;
+// The time a full solve keeps back for that re-solve, in units of it: the re-solve, then the
+// plan assembled again (0.33 s on 405B), the solve's own overrun (up to 0.26 s there) and a
+// margin: at 1.5 two of three 405B runs had 1.47 and 1.56 s left for the 1.45 s needed.
+constexpr double kRefitReserve = 1.75;
+
 static void fit_redistribution_buffers(const Graph& g, const PlanOptions& opt, const solver::SolveOptions& so, Priced& p,
                                        std::chrono::steady_clock::time_point end,
                                        solver::SolveResult& result, SymmetryResult& alike, Plan& plan) {
@@ -141,11 +149,13 @@ static void fit_redistribution_buffers(const Graph& g, const PlanOptions& opt, c
   const Plan* over = &plan;  // the last plan over the limit
   Plan last_over;
   solver::Solution over_labels = result.solution;
-  const __int128 first_cost = result.cost;
   int round = 0;
   // Re-solves with growing reserves until one's plan fits or `deadline`; true when one fits
   // (then it is the plan).
-  const auto solve_again = [&](Clock::time_point deadline, bool past_limit) {
+  size_t strategies = 0;
+  for (const solver::Node& node : problem.nodes) strategies += node.strategies.size();
+  const double need = kRefitSecondsPerStrategy * static_cast<double>(strategies);
+  const auto solve_again = [&](Clock::time_point deadline) {
     constexpr int kRounds = 4;
     for (; round < kRounds; ++round) {
       const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
@@ -177,14 +187,15 @@ static void fit_redistribution_buffers(const Graph& g, const PlanOptions& opt, c
       solver::Solution start = over_labels;  // the last plan, over the limit by what is now reserved
       start.resize(problem.nodes.size(), 0);
       solver::SolveOptions again_options = so;
-      again_options.time_limit_s = round + 1 < kRounds ? 0.5 * left : left;
+      // Half of what is left, so that later rounds have time, but at least what a re-solve
+      // needs to reach its repaired start.
+      again_options.time_limit_s = round + 1 < kRounds ? std::max(0.5 * left, std::min(left, need)) : left;
       again_options.start = &start;
-      // A repair of the plan is all a re-solve needs: it stops at the first one within the
-      // gap tolerance of the plan's cost, or past the limit at the first that fits (405B: a
-      // repair 0.2% dearer in hand 1.1 s in, the re-solve ran on to its 6.4 s limit for one
-      // within 0.1%, and the plan call took 36.6 s of its 30).
-      again_options.good_enough_cost =
-          past_limit ? std::numeric_limits<double>::max() : static_cast<double>(first_cost) * (1 + so.gap_tolerance);
+      // A repair of the plan is all a re-solve needs: it stops at its first labelling that
+      // fits. (405B: a repair 0.2% dearer was in hand 1.1 s in; a re-solve that went on for
+      // one within the gap tolerance ran to its 6.4 s limit, found nothing cheaper, and the
+      // plan call took 36.6 s of its 30.)
+      again_options.good_enough_cost = std::numeric_limits<double>::max();
       again_options.on_progress = nullptr;  // the progress reported is the first solve's
       std::optional<solver::SolveResult> again;
       try {
@@ -210,14 +221,12 @@ static void fit_redistribution_buffers(const Graph& g, const PlanOptions& opt, c
     }
     return false;
   };
-  size_t strategies = 0;
-  for (const solver::Node& node : problem.nodes) strategies += node.strategies.size();
-  const double setup = 2 * kFullSolveSetupSecondsPerStrategy * static_cast<double>(strategies);
-  if (std::chrono::duration<double>(end - Clock::now()).count() >= setup && solve_again(end, false)) return;
+  const double left = std::chrono::duration<double>(end - Clock::now()).count();
+  solver::trace("planner: %.2f s left of the limit for a re-solve (%.2f s needed)", left, need);
+  if (left >= need && solve_again(end)) return;
   // Past the limit only when no repair fits within it: a plan over the memory limit fails
   // when it runs.
-  solve_again(Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(0.5 * so.time_limit_s)),
-              /*past_limit=*/true);
+  solve_again(Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(0.5 * so.time_limit_s)));
 }
 
 Plan plan_graph(const Graph& g, const PlanOptions& opt, std::shared_ptr<void>* working) {
@@ -273,6 +282,15 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt, std::shared_ptr<void>* w
     const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - fold_t0).count();
     full_options.time_limit_s = std::max(so.time_limit_s - spent, 0.05 * so.time_limit_s);
     skip_full = short_limit && folded && folded->fits;
+  }
+  // A full solve's plan may need a re-solve for its redistribution buffers (405B on 16x8x8:
+  // 15 of 40 runs; 70B's tied plans at a 10 s limit, none in 40): its time is kept back, so
+  // that the re-solve and the plan's assembly still end within the limit.
+  if (!skip_full && p.limit.bytes > 0 && p.tables.problem.usage_limit) {
+    size_t strategies = 0;
+    for (const solver::Node& node : p.tables.problem.nodes) strategies += node.strategies.size();
+    const double reserve = kRefitReserve * kRefitSecondsPerStrategy * static_cast<double>(strategies);
+    full_options.time_limit_s = std::max(full_options.time_limit_s - reserve, 0.5 * full_options.time_limit_s);
   }
   // Beside the full solve, the bound on the full problem block by block (fold_blocks.h): on
   // the solve's second core in place of its own bound search until it levels off
