@@ -62,8 +62,8 @@ inline double block_bound_seconds(double seconds) { return std::max(1.0, 0.3 * s
 // by less than kBlockBoundLevelOff over kLevelOffIterations iterations (solver/block_bound.h);
 // the solve's bound search then has what is left of its share. At 5596b79, 405B at limit
 // 30: ~250 iterations, gaps 8.08-8.40% (was ~100 iterations in a 2.2 s slice, 8.43-9.00%;
-// 5.4-5.8% since dbae460); 70B at limit 30: ~150 iterations, 1.26%. With one thread it
-// takes this slice of the limit first.
+// 5.4-5.8% since dbae460; 370-396 iterations and 4.4-6.5% with 1d5ea47's SIMD passes); 70B
+// at limit 30: ~150 iterations, 1.26%. With one thread it takes this slice of the limit first.
 inline double block_bound_beside_full_seconds(double seconds) { return std::clamp(0.1 * seconds, 1.0, 3.0); }
 constexpr double kBlockBoundLevelOff = 2e-4;
 

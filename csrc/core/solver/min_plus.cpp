@@ -24,6 +24,13 @@ inline void col_scalar(const double* krow, double a, int c, int n, double* out) 
   for (; c < n; ++c) out[c] = std::min(out[c], krow[c] + a);
 }
 
+struct Kernels {
+  void (*rows)(const double*, int, int, const double*, double*);
+  void (*cols)(const double*, int, int, const double*, double*);
+  double (*one)(const double*, const double*, int);
+  const char* isa;
+};
+
 #ifdef TLM_MIN_PLUS_X86
 
 // min(acc, x) keeping acc's lane where they are equal; never NaN here.
@@ -97,13 +104,6 @@ void col_min_plus_sse2(const double* k, int rows, int cols, const double* add, d
     if (add[r] != kInf) col_sse2(k + static_cast<size_t>(r) * cols, add[r], cols, out);
 }
 
-struct Kernels {
-  void (*rows)(const double*, int, int, const double*, double*);
-  void (*cols)(const double*, int, int, const double*, double*);
-  double (*one)(const double*, const double*, int);
-  const char* isa;
-};
-
 const Kernels kAvx{row_min_plus_avx, col_min_plus_avx, row_avx, "avx"};
 const Kernels kSse2{row_min_plus_sse2, col_min_plus_sse2, row_sse2, "sse2"};
 
@@ -137,13 +137,6 @@ void col_min_plus_plain(const double* k, int rows, int cols, const double* add, 
 }
 
 double one_plain(const double* row, const double* add, int n) { return row_scalar(row, add, 0, n, kInf); }
-
-struct Kernels {
-  void (*rows)(const double*, int, int, const double*, double*);
-  void (*cols)(const double*, int, int, const double*, double*);
-  double (*one)(const double*, const double*, int);
-  const char* isa;
-};
 
 const Kernels kPlain{row_min_plus_plain, col_min_plus_plain, one_plain, "scalar"};
 
