@@ -125,11 +125,11 @@ static solver::SolveResult folded_result(const solver::Problem& problem, const F
 // (reserves only grow) up to four times: the plan kept is the first that fits, or else the
 // first. A re-solve stops at its first labelling that fits (a few steps' reserves: on 405B
 // the repair came with the re-solve's first labelling, and running on to its limit found
-// nothing cheaper). The
-// re-solves run within what is left of the plan's limit (`end`) when that is at least what
-// a re-solve needs to reach its repaired start (kRefitSecondsPerStrategy); else, or
-// when none fits by then, past it, within half the first solve's time: a plan over the
-// memory limit fails when it runs. A full solve keeps that time back (kRefitReserve).
+// nothing cheaper). The re-solves run within what is left of the plan's limit (`end`) when
+// that is at least what a re-solve needs to reach its repaired start
+// (kRefitSecondsPerStrategy); else, or when none fits by then, past it, within half the
+// first solve's time: a plan over the memory limit fails when it runs. A full solve keeps
+// that time back (kRefitReserve).
 // A re-solve from a plan reaches its repaired start after its reductions and the repair:
 // 1.06 s for 405B's 4.8 M strategies (16x8x8), with a margin.
 constexpr double kRefitSecondsPerStrategy = 0.3e-6;
@@ -284,8 +284,9 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt, std::shared_ptr<void>* w
     skip_full = short_limit && folded && folded->fits;
   }
   // A full solve's plan may need a re-solve for its redistribution buffers (405B on 16x8x8:
-  // 15 of 40 runs; 70B's tied plans at a 10 s limit, none in 40): its time is kept back, so
-  // that the re-solve and the plan's assembly still end within the limit.
+  // 15 of 40 logged runs before 2026-12-05, 17 of 19 that day; 70B's tied plans at a 10 s
+  // limit, none in 40): its time is kept back, so that the re-solve and the plan's assembly
+  // still end within the limit.
   if (!skip_full && p.limit.bytes > 0 && p.tables.problem.usage_limit) {
     size_t strategies = 0;
     for (const solver::Node& node : p.tables.problem.nodes) strategies += node.strategies.size();
