@@ -75,6 +75,13 @@ MemoryLimit memory_limit_of(const PlanOptions& o, const CostModel& cm) {
 // first solve's for a re-solve with reserves (which only add usage: every labelling that
 // fits the re-solve fits the first problem at the same cost, and the re-solve's own bound,
 // from a short limit, is often far weaker: 405B's gap went from 53% to 57% on the refit).
+// The problem's strategies over all its nodes: what the solver's set-up times scale with.
+static size_t strategy_count(const solver::Problem& problem) {
+  size_t n = 0;
+  for (const solver::Node& node : problem.nodes) n += node.strategies.size();
+  return n;
+}
+
 static void raise_bound(long double bound, double gap_tolerance, solver::SolveResult& r) {
   if (!(bound > static_cast<long double>(r.bound))) return;
   const double cost = static_cast<double>(r.cost);
@@ -152,9 +159,7 @@ static void fit_redistribution_buffers(const Graph& g, const PlanOptions& opt, c
   int round = 0;
   // Re-solves with growing reserves until one's plan fits or `deadline`; true when one fits
   // (then it is the plan).
-  size_t strategies = 0;
-  for (const solver::Node& node : problem.nodes) strategies += node.strategies.size();
-  const double need = kRefitSecondsPerStrategy * static_cast<double>(strategies);
+  const double need = kRefitSecondsPerStrategy * static_cast<double>(strategy_count(problem));
   const auto solve_again = [&](Clock::time_point deadline) {
     constexpr int kRounds = 4;
     for (; round < kRounds; ++round) {
@@ -265,10 +270,9 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt, std::shared_ptr<void>* w
   std::optional<FoldedStart> folded;
   bool skip_full = false;  // the folded plan is the plan (kFullSolveSetupSecondsPerStrategy)
   solver::SolveOptions full_options = so;
+  const size_t strategies = strategy_count(p.tables.problem);
   if (opt.fold_repeated) {
     const auto fold_t0 = std::chrono::steady_clock::now();
-    size_t strategies = 0;
-    for (const solver::Node& node : p.tables.problem.nodes) strategies += node.strategies.size();
     double fold_time = fold_seconds(so.time_limit_s);
     const bool short_limit =
         so.time_limit_s - fold_time < 2 * kFullSolveSetupSecondsPerStrategy * static_cast<double>(strategies);
@@ -288,8 +292,6 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt, std::shared_ptr<void>* w
   // limit, none in 40): its time is kept back, so that the re-solve and the plan's assembly
   // still end within the limit.
   if (!skip_full && p.limit.bytes > 0 && p.tables.problem.usage_limit) {
-    size_t strategies = 0;
-    for (const solver::Node& node : p.tables.problem.nodes) strategies += node.strategies.size();
     const double reserve = kRefitReserve * kRefitSecondsPerStrategy * static_cast<double>(strategies);
     full_options.time_limit_s = std::max(full_options.time_limit_s - reserve, 0.5 * full_options.time_limit_s);
   }
@@ -479,7 +481,7 @@ BuildStats build_only(const Graph& g, const PlanOptions& opt) {
   Priced p(g, opt, /*materialize_edges=*/false);
   BuildStats s;
   s.nodes = static_cast<int64_t>(p.tables.problem.nodes.size());
-  for (const auto& pn : p.tables.problem.nodes) s.strategies += static_cast<int64_t>(pn.strategies.size());
+  s.strategies = static_cast<int64_t>(strategy_count(p.tables.problem));
   s.edges = p.tables.edge_count;
   s.edge_matrix_entries = p.tables.edge_matrix_entries;
   s.distinct_redistribution_costs = static_cast<int64_t>(p.tables.redist.size());

@@ -31,6 +31,20 @@ struct Kernels {
   const char* isa;
 };
 
+// A block from one instruction set's kernel for a line: `Row` gives one row's minimum,
+// `Col` takes one row into the columns' minima.
+template <double (*Row)(const double*, const double*, int)>
+void rows_with(const double* k, int rows, int cols, const double* add, double* out) {
+  for (int r = 0; r < rows; ++r) out[r] = Row(k + static_cast<size_t>(r) * cols, add, cols);
+}
+
+template <void (*Col)(const double*, double, int, double*)>
+void cols_with(const double* k, int rows, int cols, const double* add, double* out) {
+  std::fill_n(out, cols, kInf);
+  for (int r = 0; r < rows; ++r)
+    if (add[r] != kInf) Col(k + static_cast<size_t>(r) * cols, add[r], cols, out);
+}
+
 #ifdef TLM_MIN_PLUS_X86
 
 // min(acc, x) keeping acc's lane where they are equal; never NaN here.
@@ -82,30 +96,8 @@ __attribute__((target("avx"))) void col_avx(const double* krow, double a, int n,
   col_scalar(krow, a, c, n, out);
 }
 
-__attribute__((target("avx"))) void row_min_plus_avx(const double* k, int rows, int cols, const double* add,
-                                                     double* out) {
-  for (int r = 0; r < rows; ++r) out[r] = row_avx(k + static_cast<size_t>(r) * cols, add, cols);
-}
-
-__attribute__((target("avx"))) void col_min_plus_avx(const double* k, int rows, int cols, const double* add,
-                                                     double* out) {
-  std::fill_n(out, cols, kInf);
-  for (int r = 0; r < rows; ++r)
-    if (add[r] != kInf) col_avx(k + static_cast<size_t>(r) * cols, add[r], cols, out);
-}
-
-void row_min_plus_sse2(const double* k, int rows, int cols, const double* add, double* out) {
-  for (int r = 0; r < rows; ++r) out[r] = row_sse2(k + static_cast<size_t>(r) * cols, add, cols);
-}
-
-void col_min_plus_sse2(const double* k, int rows, int cols, const double* add, double* out) {
-  std::fill_n(out, cols, kInf);
-  for (int r = 0; r < rows; ++r)
-    if (add[r] != kInf) col_sse2(k + static_cast<size_t>(r) * cols, add[r], cols, out);
-}
-
-const Kernels kAvx{row_min_plus_avx, col_min_plus_avx, row_avx, "avx"};
-const Kernels kSse2{row_min_plus_sse2, col_min_plus_sse2, row_sse2, "sse2"};
+const Kernels kAvx{rows_with<row_avx>, cols_with<col_avx>, row_avx, "avx"};
+const Kernels kSse2{rows_with<row_sse2>, cols_with<col_sse2>, row_sse2, "sse2"};
 
 // AVX (256-bit doubles) where the CPU and the OS (saved ymm state) have it;
 // __builtin_cpu_supports checks both.
@@ -126,19 +118,11 @@ bool choose(const std::string& isa) {
 
 #else  // not x86-64: the plain loops
 
-void row_min_plus_plain(const double* k, int rows, int cols, const double* add, double* out) {
-  for (int r = 0; r < rows; ++r) out[r] = row_scalar(k + static_cast<size_t>(r) * cols, add, 0, cols, kInf);
-}
+double row_plain(const double* row, const double* add, int n) { return row_scalar(row, add, 0, n, kInf); }
 
-void col_min_plus_plain(const double* k, int rows, int cols, const double* add, double* out) {
-  std::fill_n(out, cols, kInf);
-  for (int r = 0; r < rows; ++r)
-    if (add[r] != kInf) col_scalar(k + static_cast<size_t>(r) * cols, add[r], 0, cols, out);
-}
+void col_plain(const double* krow, double a, int n, double* out) { col_scalar(krow, a, 0, n, out); }
 
-double one_plain(const double* row, const double* add, int n) { return row_scalar(row, add, 0, n, kInf); }
-
-const Kernels kPlain{row_min_plus_plain, col_min_plus_plain, one_plain, "scalar"};
+const Kernels kPlain{rows_with<row_plain>, cols_with<col_plain>, row_plain, "scalar"};
 
 const Kernels& kernels() { return kPlain; }
 
