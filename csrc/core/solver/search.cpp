@@ -815,9 +815,10 @@ void primal_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh,
       if (primal.feasible()) improved = sh.offer(primal.labels(), primal.cost(), Phase::Price);
     }
     if (trace_on())
-      trace("price iteration %d: repair %.2fs, group repair %.2fs, clear %.2fs, rest %.2fs; memory %s, %d forbidden",
+      trace("price iteration %d: repair %.2fs, group repair %.2fs, clear %.2fs, rest %.2fs; memory %s, %d forbidden, "
+            "cost %s",
             it, t_repair, t_group - t_repair, t_clear - t_group, since() - t_clear, primal.memory_ok() ? "fits" : "over",
-            primal.conflicts());
+            primal.conflicts(), to_string(primal.cost()).c_str());
     stall = improved ? 0 : stall + 1;
     if (stall > max_stall) break;
     // With the exact phases to follow, a price phase that stopped improving
