@@ -17,7 +17,8 @@
 //     there. The j-th such step of every block shares row j, whose right-hand side is the
 //     sum over blocks.
 // - Strategies ruled out by a pin, a usage bound or a coupling are dropped, and so are those
-//   that break the limit on their own.
+//   that break the limit on their own, unless an alike block keeps the same strategy at the
+//   same position (then every alike block keeps it, so they stay one piece).
 //
 // Pieces with the same nodes, costs, usages, rows, terms and edges are one PieceModel with
 // a count.
