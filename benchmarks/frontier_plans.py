@@ -67,7 +67,7 @@ def main(argv=None):
     p.add_argument("--seq", type=int, default=8192)
     p.add_argument("--layers", type=int, default=None, help="fewer layers (a quick look)")
     p.add_argument("--time-limit", type=float, default=30.0)
-    p.add_argument("--memory-limit", type=float, default=None, metavar="GIB",
+    p.add_argument("--memory-limit-gib", type=float, default=None,
                    help="per-rank memory limit in GiB for every row (default: the H100's, less headroom)")
     p.add_argument("--end-to-end", type=float, default=None, metavar="SECONDS",
                    help="bound the trace and the ours row's plan call together (issue 33: 10 s at 70B, 30 s at "
@@ -125,7 +125,7 @@ def main(argv=None):
                 raise SystemExit(f"--end-to-end {a.end_to_end} s: the trace alone took {traced_s:.1f} s")
         t0 = time.perf_counter()
         try:
-            memory = {} if a.memory_limit is None else {"memory_limit": int(a.memory_limit * 2**30)}
+            memory = {} if a.memory_limit_gib is None else {"memory_limit": int(a.memory_limit_gib * 2**30)}
             plan = plan_joint(joint, mesh, node_extra=node_extra, time_limit=limit, progress=False,
                               fold_repeated=not a.no_fold, **memory, **configs[row])
         except Exception as e:  # noqa: BLE001  (a torchtitan config that fits in no way is a result)
