@@ -334,8 +334,11 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt, std::shared_ptr<void>* w
       throw solver::InfeasibleError("no plan fits the per-rank memory limit of " +
                                     std::to_string(p.limit.bytes) + " bytes (" + p.limit.source +
                                     "): " + e.what() +
-                                    ". Expected a larger mesh, a smaller batch, or a larger memory_limit "
-                                    "(memory_limit=None plans without one).");
+                                    ". Expected a larger mesh, a smaller batch, " +
+                                    (opt.recompute || opt.recompute_only ? std::string()
+                                                   : std::string("recompute=True (the solver may then recompute "
+                                                                 "activations in backward instead of keeping them), ")) +
+                                    "or a larger memory_limit (memory_limit=None plans without one).");
     }
   }
   raise_bound(block_bound, so.gap_tolerance, result);

@@ -40,8 +40,13 @@ def test_memory_limit_none_plans_without_one_and_bytes_are_kept():
 def test_a_model_that_fits_no_plan_says_so():
     model, example = make_example(batch=8)
     with pytest.raises(InfeasibleError, match=r"no plan fits the per-rank memory limit of 4096 bytes \(memory_limit "
-                                              r"option\).*memory_limit=None plans without one"):
+                                              r"option\).*memory_limit=None plans without one") as kept_all:
         plan_module(model, (2,), example, time_limit=2, memory_limit=4096)
+    # Recomputing activations is one way to fit: named only where the plan did not allow it.
+    assert "recompute=True (the solver may then recompute activations" in str(kept_all.value)
+    with pytest.raises(InfeasibleError, match="memory_limit=None plans without one") as recomputing:
+        plan_module(model, (2,), example, time_limit=2, memory_limit=4096, recompute=True)
+    assert "recompute=True" not in str(recomputing.value)
 
 
 @pytest.mark.parametrize("bad", [0, -5, "host", True])
@@ -111,6 +116,24 @@ def test_cli_lists_and_takes_options(tmp_path):
     out = subprocess.run([sys.executable, "-m", "torch_localmap", "solve", str(path), "--option", "merge_pool"],
                          capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
     assert out.returncode == 2 and "--option merge_pool: expected NAME=VALUE" in out.stderr
+
+
+def test_cli_plan_recomputes_as_asked():
+    """`plan --recompute` passes the recompute option: torchtitan's full checkpointing
+    recomputes values backward reads (the report's "recomputed" counts); off keeps them all."""
+    env = {**os.environ, "PYTHONPATH": REPO}
+    lines = {}
+    for mode in ("off", "full"):
+        out = subprocess.run([sys.executable, "-m", "torch_localmap", "plan", "--model", "llama", "--mesh", "2x2",
+                              "--recompute", mode, "--time-limit", "5", "--no-progress"], capture_output=True,
+                             text=True, cwd=REPO, env=env, timeout=300)
+        assert out.returncode == 0, out.stderr
+        lines[mode] = [line for line in out.stdout.splitlines() if "for backward: kept" in line]
+    assert lines["off"] and not any("recomputed" in line for line in lines["off"]), lines["off"]
+    assert "recomputed" in lines["full"][0] and "recomputed 0 " not in lines["full"][0], lines["full"]
+    out = subprocess.run([sys.executable, "-m", "torch_localmap", "plan", "--recompute", "some"],
+                         capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
+    assert out.returncode == 2 and "--recompute: invalid choice: 'some'" in out.stderr
 
 
 def test_problem_loads_from_the_planner_json(tmp_path):

@@ -39,6 +39,10 @@ def add_arguments(parser):
     parser.add_argument("--memory-limit-gib", default="device",
                         help="per-rank memory limit in GiB, 'device' (the default: the device's memory minus 10%% "
                              "headroom) or 'none'")
+    parser.add_argument("--recompute", default="off", choices=("off", "auto", "selective", "full"),
+                        help="activations recomputed in backward: off (all kept, the default), auto (the solver "
+                             "chooses what to keep, with the placements), or torchtitan's selective / full "
+                             "activation checkpointing")
     parser.add_argument("--eval", action="store_true", help="plan an inference step (no backward)")
     parser.add_argument("--depth", type=int, default=2, help="module report down to this depth (default 2)")
     parser.add_argument("--graph", type=int, default=0, metavar="N",
@@ -61,6 +65,10 @@ def parse_mesh(text: str):
     if not shape or any(s <= 0 for s in shape):
         raise ValueError(f"--mesh: every size must be a positive integer, got '{text}'")
     return shape
+
+
+# --recompute's choices as plan_module's `recompute` option.
+_RECOMPUTE = {"off": False, "auto": True, "selective": "selective", "full": "full"}
 
 
 def _memory_limit(text: str):
@@ -141,7 +149,8 @@ def run(args):
     # An inference step (no grad): no backward in the graph. Warnings are printed one line each.
     with torch.set_grad_enabled(not args.eval), warnings.catch_warnings(record=True) as caught:
         plan = plan_module(model, mesh, example_args, example_kwargs, device=args.device,
-                           time_limit=args.time_limit, memory_limit=limit, progress=False if args.no_progress else None)
+                           time_limit=args.time_limit, memory_limit=limit, recompute=_RECOMPUTE[args.recompute],
+                           progress=False if args.no_progress else None)
     elapsed = time.perf_counter() - t0
     fits, verdict = memory_verdict(plan.summary)
     for w in caught:  # the plan's memory verdict replaces the planner's own memory warning
