@@ -131,6 +131,13 @@ def test_cli_plan_recomputes_as_asked():
         lines[mode] = [line for line in out.stdout.splitlines() if "for backward: kept" in line]
     assert lines["off"] and not any("recomputed" in line for line in lines["off"]), lines["off"]
     assert "recomputed" in lines["full"][0] and "recomputed 0 " not in lines["full"][0], lines["full"]
+    # A model that fits no plan: the error names this command's flags, not plan_module's options.
+    out = subprocess.run([sys.executable, "-m", "torch_localmap", "plan", "--model", "mlp", "--mesh", "2",
+                          "--memory-limit-gib", "0.000001", "--time-limit", "5", "--no-progress"],
+                         capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+    assert out.returncode == 2, out.stderr
+    assert "--recompute auto (the solver may then recompute" in out.stderr, out.stderr
+    assert "a larger --memory-limit-gib (--memory-limit-gib none plans without one)" in out.stderr, out.stderr
     out = subprocess.run([sys.executable, "-m", "torch_localmap", "plan", "--recompute", "some"],
                          capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
     assert out.returncode == 2 and "--recompute: invalid choice: 'some'" in out.stderr

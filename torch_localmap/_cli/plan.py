@@ -71,6 +71,13 @@ def parse_mesh(text: str):
 _RECOMPUTE = {"off": False, "auto": True, "selective": "selective", "full": "full"}
 
 
+def _in_cli_terms(message: str) -> str:
+    """The planner's error names plan_module's options; this command's user has flags."""
+    return (message.replace("recompute=True (", "--recompute auto (")
+            .replace("memory_limit=None plans without one", "--memory-limit-gib none plans without one")
+            .replace("a larger memory_limit", "a larger --memory-limit-gib"))
+
+
 def _memory_limit(text: str):
     if text in ("device", "none"):
         return None if text == "none" else "device"
@@ -135,6 +142,7 @@ def run(args):
     from .._mesh import MeshSpec
     from .._report import format_plan, memory_verdict
     from ..plan import plan_module
+    from ..solver import InfeasibleError
 
     if ":" in args.model:  # your own model: its plan and page are what you came for
         args.out = args.out or "plan.json"
@@ -148,9 +156,12 @@ def run(args):
     model.train(not args.eval)
     # An inference step (no grad): no backward in the graph. Warnings are printed one line each.
     with torch.set_grad_enabled(not args.eval), warnings.catch_warnings(record=True) as caught:
-        plan = plan_module(model, mesh, example_args, example_kwargs, device=args.device,
-                           time_limit=args.time_limit, memory_limit=limit, recompute=_RECOMPUTE[args.recompute],
-                           progress=False if args.no_progress else None)
+        try:
+            plan = plan_module(model, mesh, example_args, example_kwargs, device=args.device,
+                               time_limit=args.time_limit, memory_limit=limit, recompute=_RECOMPUTE[args.recompute],
+                               progress=False if args.no_progress else None)
+        except InfeasibleError as e:  # the ways to fit, named as this command's options
+            raise InfeasibleError(_in_cli_terms(str(e))) from None
     elapsed = time.perf_counter() - t0
     fits, verdict = memory_verdict(plan.summary)
     for w in caught:  # the plan's memory verdict replaces the planner's own memory warning
