@@ -71,10 +71,6 @@ MemoryLimit memory_limit_of(const PlanOptions& o, const CostModel& cm) {
   return {static_cast<int64_t>(std::floor(capacity * (1 - kDeviceMemoryHeadroom))), why};
 }
 
-// A bound proven apart from a solve raises the solve's: one from solver/block_bound.h, or a
-// first solve's for a re-solve with reserves (which only add usage: every labelling that
-// fits the re-solve fits the first problem at the same cost, and the re-solve's own bound,
-// from a short limit, is often far weaker: 405B's gap went from 53% to 57% on the refit).
 // The problem's strategies over all its nodes: what the solver's set-up times scale with.
 static size_t strategy_count(const solver::Problem& problem) {
   size_t n = 0;
@@ -82,6 +78,10 @@ static size_t strategy_count(const solver::Problem& problem) {
   return n;
 }
 
+// A bound proven apart from a solve raises the solve's: one from solver/block_bound.h, or a
+// first solve's for a re-solve with reserves (which only add usage: every labelling that
+// fits the re-solve fits the first problem at the same cost, and the re-solve's own bound,
+// from a short limit, is often far weaker: 405B's gap went from 53% to 57% on the refit).
 static void raise_bound(long double bound, double gap_tolerance, solver::SolveResult& r) {
   if (!(bound > static_cast<long double>(r.bound))) return;
   const double cost = static_cast<double>(r.cost);
