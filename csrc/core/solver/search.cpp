@@ -27,6 +27,11 @@
 
 namespace tlm::solver {
 
+double next_price_rate(double rate, bool over, std::optional<bool> was_over) {
+  if (was_over && *was_over != over) return std::max(rate * 0.5, 0.01);
+  return over ? std::min(rate * 1.2, 4.0) : std::max(rate * 0.7, 0.01);
+}
+
 long double safe_integer_bound(long double b, long double magnitude) {
   // Message passing is exact up to double rounding: allow 1e-9 of the terms' size.
   return std::ceil(b - 1e-9L * magnitude - 1e-6L);
@@ -767,6 +772,7 @@ void primal_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh,
     unit = ratios[ratios.size() / 2];
   }
   double rate = 0.5;
+  bool was_over = false;
   int stall = 0;
   auto last_report = Clock::now();
   auto last_improved = Clock::now();
@@ -846,7 +852,8 @@ void primal_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh,
         price[k] *= 0.9;
       }
     }
-    rate = any_over ? std::min(rate * 1.2, 4.0) : std::max(rate * 0.7, 0.01);
+    rate = next_price_rate(rate, any_over, it > 0 ? std::optional<bool>(was_over) : std::nullopt);
+    was_over = any_over;
     RangeMax rmax(price);
     std::vector<double> delta(m.n, 0.0);
     for (int i = 0; i < m.n; ++i) {

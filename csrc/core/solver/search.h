@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "core/solver/model.h"
@@ -50,6 +51,18 @@ inline bool within_gap(__int128 cost, long double bound, long double offset, dou
 inline bool good_enough(long double full_cost, long double good_enough_cost) {
   return good_enough_cost >= 0 && full_cost <= good_enough_cost;
 }
+
+// The price phase's next step rate (a multiple of its price unit), from the decoded
+// labelling's overflow now (`over`) and at the last iteration (`was_over`; none on the
+// first): it grows by 1.2 while the labelling stays over the limit and shrinks by 0.7 while
+// it fits, within [0.01, 4]; a flip either way halves it. Without the halving, a problem
+// whose nodes flip together (a folded model's 80 layers tied as one) swung between a
+// labelling far over the limit and one far under it, and every repaired iterate cost
+// 15-20e12 against plans near 10.7e12: Llama-3-70B (8x8x4) at an 80 GiB limit planned
+// 10.829 s (gap 5.0%), above its 10.72 s at the tighter 67.1 GiB; with it 10.526 s (2.1%).
+// At 67.1 and 60 GiB, on 16x16 and on 405B the plans stayed within the run-to-run spread;
+// IOPDDL at a 10 s limit K -3.8%, T -1.7%, L -0.6%, no file worse by more than 0.1%.
+double next_price_rate(double rate, bool over, std::optional<bool> was_over);
 
 // Smallest integer >= b minus a safety margin for floating-point rounding.
 long double safe_integer_bound(long double b, long double magnitude);
