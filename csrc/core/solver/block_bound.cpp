@@ -324,11 +324,11 @@ BlockBound block_bound(const Problem& p, const std::vector<std::vector<int>>& bl
     // 18.58-18.73e12, every 8th 18.66e12 (still rising); 70B at limit 10 within its spread
     // (1.31-1.58% every 4th, 1.29-1.73% every pass).
     if (it % kBalanceEvery == 0) balance_agreements(distinct, state, mu);
-    // Balancing stalls where the pieces' reduced costs tie (a copy and its source each
-    // indifferent between strategies its partner prices differently): the balanced
-    // multipliers then stop moving while the decoded copies still disagree with their
-    // sources. A Polyak step on the disagreement, every pass, moves them off such a point.
-    // 70B on 16x16 (local batch 2, limit 10, no memory limit): gap 11.5% -> 3.1% (step
+    // Balancing alone can settle short of the optimum while the decoded copies still
+    // disagree with their sources: on small chains without memory its bound stays put from
+    // the 60th pass to the 200th, below the optimum in 21 of 24 chains (the GoogleTest).
+    // A Polyak step on the disagreement, every pass, moves the multipliers on from there.
+    // 70B on 16x16 (local batch 2, limit 10, no memory limit): gap 9.0-11.5% -> 3.1% (step
     // 0.01: 5.8%, 0.3: 3.8%, 1: 4.9%); at the H100 limit 9.7-10% -> 6.8-7.7%; within the
     // run-to-run spread on 70B 8x8x4 (1.66% -> 1.49%) and 405B 16x8x8 (5.80% -> 6.03%).
     // Steps only once the bound stalls (no rise in 8 passes) did better on small chains
