@@ -142,6 +142,13 @@ constexpr double kRefitSecondsPerStrategy = 0.3e-6;
 // margin: at 1.5 two of three 405B runs had 1.47 and 1.56 s left for the 1.45 s needed.
 constexpr double kRefitReserve = 1.75;
 
+// `seconds` less the time kept back for that re-solve (at most half of it), for a problem of
+// `strategies` strategies.
+static double less_refit_reserve(double seconds, size_t strategies) {
+  const double reserve = kRefitReserve * kRefitSecondsPerStrategy * static_cast<double>(strategies);
+  return std::max(seconds - reserve, 0.5 * seconds);
+}
+
 static void fit_redistribution_buffers(const Graph& g, const PlanOptions& opt, const solver::SolveOptions& so, Priced& p,
                                        std::chrono::steady_clock::time_point end,
                                        solver::SolveResult& result, SymmetryResult& alike, Plan& plan) {
@@ -288,10 +295,8 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt, std::shared_ptr<void>* w
   // 15 of 40 logged runs before 2026-12-05, 17 of 19 that day; 70B's tied plans at a 10 s
   // limit, none in 40): its time is kept back, so that the re-solve and the plan's assembly
   // still end within the limit.
-  if (!skip_full && p.limit.bytes > 0 && p.tables.problem.usage_limit) {
-    const double reserve = kRefitReserve * kRefitSecondsPerStrategy * static_cast<double>(strategies);
-    full_options.time_limit_s = std::max(full_options.time_limit_s - reserve, 0.5 * full_options.time_limit_s);
-  }
+  if (!skip_full && p.limit.bytes > 0 && p.tables.problem.usage_limit)
+    full_options.time_limit_s = less_refit_reserve(full_options.time_limit_s, strategies);
   // Beside the full solve, the bound on the full problem block by block (fold_blocks.h): on
   // the solve's second core in place of its own bound search until it levels off
   // (SolveOptions::bound_beside), or with one thread first, in a slice of the limit.
@@ -315,7 +320,6 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt, std::shared_ptr<void>* w
     }
   }
   solver::SolveResult result;
-  const auto solve_t0 = std::chrono::steady_clock::now();
   if (skip_full) {
     // Its gap is certified on the full problem block by block, in the time left. When the
     // plan it makes is over the limit (its redistribution buffers, after the members untied
@@ -323,6 +327,7 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt, std::shared_ptr<void>* w
     // as a full solve's does: 70B (8x8x4) at a 60 GiB limit, 10 s, had -0.11 s left for a
     // re-solve needing 0.96 s, which then ran past the limit (plan call 10.3-10.5 s). A trial
     // plan takes ~0.1 s on 70B.
+    const auto trial_t0 = std::chrono::steady_clock::now();
     result = folded_result(*folded);
     double bound_seconds = full_options.time_limit_s;
     if (p.limit.bytes > 0 && p.tables.problem.usage_limit) {
@@ -330,12 +335,12 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt, std::shared_ptr<void>* w
       place_blocks_alike(g, p.tables, trial);  // as the plan below will be (it may relabel)
       const Plan tried = make_plan(g, p.strategies, p.tables, trial, opt.device, opt.mode, opt.optimizer_states);
       if (tried.summary.memory.peak > p.limit.bytes) {
-        const double reserve = kRefitReserve * kRefitSecondsPerStrategy * static_cast<double>(strategies);
-        bound_seconds = std::max(bound_seconds - reserve, 0.5 * bound_seconds);
+        const double before = bound_seconds;
+        bound_seconds = less_refit_reserve(bound_seconds, strategies);
         solver::trace("planner: the tied plan is over the limit with its buffers: %.2f s kept back for a re-solve",
-                      reserve);
+                      before - bound_seconds);
       }
-      bound_seconds -= std::chrono::duration<double>(std::chrono::steady_clock::now() - solve_t0).count();
+      bound_seconds -= std::chrono::duration<double>(std::chrono::steady_clock::now() - trial_t0).count();
     }
     raise_bound(bound_by_blocks(p.tables.problem, *folded, bound_seconds, so.threads), so.gap_tolerance, result);
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - built;
