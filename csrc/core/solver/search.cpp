@@ -772,7 +772,7 @@ void primal_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh,
     unit = ratios[ratios.size() / 2];
   }
   double rate = 0.5;
-  bool was_over = false;
+  std::optional<bool> was_over;  // the last iteration's overflow; none before the first
   int stall = 0;
   auto last_report = Clock::now();
   auto last_improved = Clock::now();
@@ -852,7 +852,7 @@ void primal_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh,
         price[k] *= 0.9;
       }
     }
-    rate = next_price_rate(rate, any_over, it > 0 ? std::optional<bool>(was_over) : std::nullopt);
+    rate = next_price_rate(rate, any_over, was_over);
     was_over = any_over;
     RangeMax rmax(price);
     std::vector<double> delta(m.n, 0.0);
