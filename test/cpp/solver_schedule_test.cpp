@@ -273,3 +273,58 @@ TEST(SolveLimits, GapToleranceStopsOnceTheCertifiedGapIsSmallEnough) {
 
 }  // namespace
 }  // namespace tlm::solver
+
+namespace tlm::solver {
+namespace {
+
+// From a caller's start that fills the memory limit (the fold's tied plan of a
+// memory-bound model) the first core kicks from it at once: no price phase, whose cold
+// prices decode labellings far over the limit and repair them far above such a start
+// (405B's full problem: 10 iterations in 9 s at 2.5-7 times its cost), and kicks, not the
+// region search, where the coarse model is too large for HiGHS whole. From a start with
+// memory to spare the price phase runs as in a cold solve. One thread, so that every kick
+// comes from that core.
+TEST(SolveSchedule, AStartThatFillsMemoryIsKickedFromWithoutAPricePhase) {
+  ASSERT_TRUE(testing::locate_highs());
+  Problem p = cyclic_core(3000, 8, 5);
+  auto run = [&](const Solution* start, Usage limit) {
+    p.usage_limit = limit;
+    SolveOptions o;
+    o.time_limit_s = 1.5;
+    o.gap_tolerance = 0;
+    o.threads = 1;
+    o.search.whole_coarse_milp_columns = 0;
+    o.start = start;
+    return solve(p, o);
+  };
+  auto phase = [](const SolveResult& r, const char* name) {
+    for (const PhaseTotal& t : r.phases)
+      if (t.name == name) return t;
+    return PhaseTotal{};
+  };
+  // A limit that binds: 70% of the cheapest labelling's peak.
+  Solution cheapest(p.nodes.size(), 0);
+  for (size_t i = 0; i < p.nodes.size(); ++i)
+    for (size_t s = 0; s < p.nodes[i].strategies.size(); ++s)
+      if (p.nodes[i].strategies[s].cost < p.nodes[i].strategies[static_cast<size_t>(cheapest[i])].cost)
+        cheapest[i] = static_cast<int>(s);
+  const Usage tight = evaluate(p, cheapest).peak_usage * 7 / 10;
+  const SolveResult cold = run(nullptr, tight);
+  ASSERT_TRUE(evaluate(p, cold.solution).feasible);
+  ASSERT_GE(evaluate(p, cold.solution).peak_usage, tight * 95 / 100);  // the start fills the limit
+  EXPECT_EQ(phase(cold, "kick").runs, 0);  // a cold solve prices, then searches regions
+  EXPECT_GT(phase(cold, "price").seconds, 0.1);
+  const SolveResult warm = run(&cold.solution, tight);
+  EXPECT_TRUE(evaluate(p, warm.solution).feasible);
+  EXPECT_LE(warm.cost, cold.cost);
+  EXPECT_GT(phase(warm, "kick").runs, 0);
+  EXPECT_LT(phase(warm, "price").seconds, 0.05);
+  // The same start under twice the limit: memory to spare, the price phase runs.
+  const SolveResult loose = run(&cold.solution, 2 * tight);
+  EXPECT_LE(loose.cost, cold.cost);
+  EXPECT_EQ(phase(loose, "kick").runs, 0);
+  EXPECT_GT(phase(loose, "price").seconds, 0.1);
+}
+
+}  // namespace
+}  // namespace tlm::solver

@@ -39,6 +39,9 @@ long double safe_integer_bound(long double b, long double magnitude) {
 
 namespace {
 
+// A start fills the memory limit when some check point holds this share of its capacity.
+constexpr double kFullStart = 0.95;
+
 Clock::duration seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
@@ -59,6 +62,15 @@ std::vector<double> overuse(const Model& m, const std::vector<int>& x) {
     g[k] = load - static_cast<double>(m.cap[k]);
   }
   return g;
+}
+
+// The largest share of a check point's capacity a labelling uses (0 without memory rows).
+double fullest_point(const Model& m, const std::vector<int>& x) {
+  const std::vector<double> g = overuse(m, x);
+  double most = 0;
+  for (size_t k = 0; k < g.size(); ++k)
+    if (m.cap[k] > 0) most = std::max(most, 1.0 + g[k] / static_cast<double>(m.cap[k]));
+  return most;
 }
 
 // What the two searches share: the best labelling (the primal side writes
@@ -675,8 +687,18 @@ void kick_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_
 // is the highest price among the points it is live at, and prices rise where
 // the decoded labelling overflows and decay where it fits. Each decoded
 // labelling is repaired to fit, improved by local search and offered.
+//
+// From a caller's start that fills the memory limit (kick_from_start: the fold's tied
+// plan of a memory-bound model) there is no price phase, and a model too large for the
+// whole coarse MILP gets kicks instead of the region search. There the price phase's
+// cold prices decode labellings far over the limit, repaired far above the start: 405B's
+// full problem, 10 iterations in 9 s at 2.5-7 times its cost; 70B's, 110 iterations in
+// 117 s of a 300 s solve, none below the start, while 23 of its 137 kicks improved it.
+// Where memory is loose the price phase stays: from 8B's tied plan (27 of 67 GiB) its
+// decoded labellings improved the start 6 times and 514 kicks did not once.
 void primal_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh, Clock::time_point deadline,
-                   int max_stall, const std::function<void()>& progress, uint64_t seed, bool allow_lns) {
+                   int max_stall, const std::function<void()>& progress, uint64_t seed, bool allow_lns,
+                   bool from_start) {
   const auto t_start = Clock::now();
   const bool lns = allow_lns && highs_api() != nullptr;
   // With HiGHS at hand, the price-guided phase only builds a good start.
@@ -687,12 +709,14 @@ void primal_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh,
   const auto span = deadline - t_start;
   const auto phase1_floor =
       lns ? t_start + std::chrono::duration_cast<Clock::duration>(span * so.price_share) : deadline;
-  const auto phase1_end = lns ? t_start + std::chrono::duration_cast<Clock::duration>(
-                                              span * std::max(so.price_share, so.price_share_max))
-                              : deadline;
+  const auto phase1_end = from_start && lns ? t_start
+                          : lns ? t_start + std::chrono::duration_cast<Clock::duration>(
+                                                span * std::max(so.price_share, so.price_share_max))
+                                : deadline;
   auto price_timer = std::make_unique<PhaseTimer>(sh.ledger, Phase::Price);
   if (Clock::now() >= deadline) return;
-  DualSolver guide(m, mat);
+  std::optional<DualSolver> guide;  // built only when the phase runs (0.5 s on 405B's full problem)
+  if (Clock::now() < phase1_end) guide.emplace(m, mat);
   Primal primal(m);
   std::vector<int> labels;
   // Group moves (coarsen.h, forest.h): memory repair by whole groups and
@@ -778,8 +802,8 @@ void primal_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh,
   auto last_improved = Clock::now();
   int it = 0;
   for (; !sh.done && Clock::now() < phase1_end; ++it) {
-    guide.forward(labels);
-    guide.backward();
+    guide->forward(labels);
+    guide->backward();
     primal.set(labels);
     if (it == 0) {
       // Estimate of the unconstrained optimum: the first decoded labelling
@@ -862,7 +886,7 @@ void primal_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh,
       delta[i] = v - node_price[i];
       node_price[i] = v;
     }
-    guide.add_penalty(delta);
+    guide->add_penalty(delta);
   }
   trace("price phase: %d iterations, best %s", it, sh.found ? to_string(sh.cost).c_str() : "none");
   price_timer.reset();
@@ -891,7 +915,8 @@ void primal_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh,
       trace("coarse milp: %d rounds, %zu rows, optimal=%d", cr.rounds, cr.rows, (int)cr.optimal);
     }
   }
-  lns_worker(m, sh, deadline, seed, &progress);
+  if (from_start) kick_worker(m, sh, deadline, seed + 77);
+  else lns_worker(m, sh, deadline, seed, &progress);
 }
 
 SearchResult finish(Shared& sh) {
@@ -948,6 +973,7 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
     if (p.memory_ok() && p.conflicts() > 0) p.clear_conflicts(Clock::now() + (deadline - Clock::now()) / 10);
   };
   bool given_fits = false;  // a feasible start stands in for the greedy one (a folded solve's, planner.cpp)
+  bool kick_from_start = false;  // it fills the memory limit: primal_search kicks from it
   if (opt.start != nullptr) {  // the caller's labelling, where the reductions kept its strategies
     PhaseTimer timer(ledger, Phase::Greedy);
     std::vector<int> x = greedy_labels(m);
@@ -963,7 +989,9 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
     if (given.memory_ok()) given.improve(8 * static_cast<size_t>(m.n));  // first moves: off forbidden pairs
     if (given.feasible()) sh.offer(given.labels(), given.cost(), Phase::Greedy);
     given_fits = given.feasible();
-    trace("given start: %s", given.feasible() ? to_string(given.cost()).c_str() : "infeasible");
+    kick_from_start = given_fits && fullest_point(m, given.labels()) >= kFullStart;
+    trace("given start: %s%s", given.feasible() ? to_string(given.cost()).c_str() : "infeasible",
+          kick_from_start ? " (fills the memory limit: kicks, no price phase)" : "");
   }
   if (given_fits) {
     sh.raise_bound(std::floor(separable_bound(m)));
@@ -1071,13 +1099,13 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
       }
       if (!sh.done && Clock::now() < deadline) kick_worker(m, sh, deadline, opt.seed + 1000003);
     });
-    primal_search(m, mat, sh, deadline, max_stall, report, opt.seed, allow_lns);
+    primal_search(m, mat, sh, deadline, max_stall, report, opt.seed, allow_lns, kick_from_start);
     sh.done = true;  // the primal side decides when to stop; the bound so far stands
     dual_thread.join();
     if (beside_error) std::rethrow_exception(beside_error);
   } else {
     auto mid = Clock::now() + (deadline - Clock::now()) * 2 / 3;
-    primal_search(m, mat, sh, mid, max_stall, report, opt.seed, allow_lns);
+    primal_search(m, mat, sh, mid, max_stall, report, opt.seed, allow_lns, kick_from_start);
     PhaseTimer timer(sh.ledger, Phase::Bound);
     bound_search(m, mat, sh, deadline, deadline, max_stall, std::numeric_limits<int>::max(), start_lam);
   }
