@@ -280,7 +280,7 @@ namespace {
 // From a caller's start that fills the memory limit (the fold's tied plan of a
 // memory-bound model) the first core kicks from it at once: no price phase, whose cold
 // prices decode labellings far over the limit and repair them far above such a start
-// (405B's full problem: 10 iterations in 9 s at 2.5-7 times its cost), and kicks, not the
+// (405B's full problem: 10 iterations in 9 s at 1.4-7.6 times its cost), and kicks, not the
 // region search, where the coarse model is too large for HiGHS whole. From a start with
 // memory to spare the price phase runs as in a cold solve. One thread, so that every kick
 // comes from that core.

@@ -692,7 +692,7 @@ void kick_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_
 // plan of a memory-bound model) there is no price phase, and a model too large for the
 // whole coarse MILP gets kicks instead of the region search. There the price phase's
 // cold prices decode labellings far over the limit, repaired far above the start: 405B's
-// full problem, 10 iterations in 9 s at 2.5-7 times its cost; 70B's, 110 iterations in
+// full problem, 10 iterations in 9 s at 1.4-7.6 times its cost; 70B's, 110 iterations in
 // 117 s of a 300 s solve, none below the start, while 23 of its 137 kicks improved it.
 // Where memory is loose the price phase stays: from 8B's tied plan (27 of 67 GiB) its
 // decoded labellings improved the start 6 times and 514 kicks did not once.
