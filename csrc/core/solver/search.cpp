@@ -698,7 +698,7 @@ void kick_worker(const Model& m, Shared& sh, Clock::time_point deadline, uint64_
 // decoded labellings improved the start 6 times and 514 kicks did not once.
 void primal_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh, Clock::time_point deadline,
                    int max_stall, const std::function<void()>& progress, uint64_t seed, bool allow_lns,
-                   bool from_start) {
+                   bool kick_from_start) {
   const auto t_start = Clock::now();
   const bool lns = allow_lns && highs_api() != nullptr;
   // With HiGHS at hand, the price-guided phase only builds a good start.
@@ -709,13 +709,13 @@ void primal_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh,
   const auto span = deadline - t_start;
   const auto phase1_floor =
       lns ? t_start + std::chrono::duration_cast<Clock::duration>(span * so.price_share) : deadline;
-  const auto phase1_end = from_start && lns ? t_start
+  const auto phase1_end = kick_from_start && lns ? t_start
                           : lns ? t_start + std::chrono::duration_cast<Clock::duration>(
                                                 span * std::max(so.price_share, so.price_share_max))
                                 : deadline;
   auto price_timer = std::make_unique<PhaseTimer>(sh.ledger, Phase::Price);
   if (Clock::now() >= deadline) return;
-  std::optional<DualSolver> guide;  // built only when the phase runs (0.5 s on 405B's full problem)
+  std::optional<DualSolver> guide;  // built only when the phase runs (its edge factoring: ~0.5 s on 405B)
   if (Clock::now() < phase1_end) guide.emplace(m, mat);
   Primal primal(m);
   std::vector<int> labels;
@@ -915,7 +915,7 @@ void primal_search(const Model& m, const DualSolver::EdgeCosts& mat, Shared& sh,
       trace("coarse milp: %d rounds, %zu rows, optimal=%d", cr.rounds, cr.rows, (int)cr.optimal);
     }
   }
-  if (from_start) kick_worker(m, sh, deadline, seed + 77);
+  if (kick_from_start) kick_worker(m, sh, deadline, seed + 77);
   else lns_worker(m, sh, deadline, seed, &progress);
 }
 
