@@ -155,11 +155,11 @@ def test_zoo_model_compiled_trains_like_one_process(name, model_kwargs):
 
 
 @pytest.mark.parametrize("train", [True, False], ids=["train", "eval_no_grad"])
-@pytest.mark.parametrize("name", sorted(zoo.MODELS))
+@pytest.mark.parametrize("name", sorted(zoo.MODELS) + sorted(zoo.PLAN_ONLY))
 def test_zoo_model_plans_on_a_simulated_8x8_mesh_without_fallback(name, train):
     from torch_localmap.plan import plan_module
 
-    case = zoo.MODELS[name](seed=0)
+    case = {**zoo.MODELS, **zoo.PLAN_ONLY}[name](seed=0)
     case.model.train(train)
     with torch.set_grad_enabled(train):
         plan = plan_module(case.model, (8, 8), case.args, case.kwargs, time_limit=5)

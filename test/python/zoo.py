@@ -154,6 +154,58 @@ def titan_llama(seed=0):
     return Case(TitanLlama(cfg), (tokens,), {}, tokens, _lm_loss)
 
 
+def _hf_decoder(config_name, model_name, **extra):
+    """A Hugging Face causal LM from a tiny config of its own class, called with labels."""
+    def build(seed=0):
+        import transformers
+
+        torch.manual_seed(seed)
+        cfg = getattr(transformers, config_name)(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+                                                 num_attention_heads=4, max_position_embeddings=64, **extra)
+        cfg._attn_implementation = "sdpa"
+        ids = _tokens(seed)
+        return Case(getattr(transformers, model_name)(cfg), (), {"input_ids": ids, "labels": ids}, None, _hf_loss)
+    return build
+
+
+def bart(seed=0):
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    torch.manual_seed(seed)
+    cfg = BartConfig(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                     decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64)
+    ids = _tokens(seed)
+    return Case(BartForConditionalGeneration(cfg), (), {"input_ids": ids, "labels": _tokens(seed + 1)}, None, _hf_loss)
+
+
+def _timm_classifier(name, **kwargs):
+    def build(seed=0):
+        timm = _import_timm()
+        torch.manual_seed(seed)
+        model = timm.create_model(name, pretrained=False, num_classes=10, **kwargs)
+        g = torch.Generator().manual_seed(seed)
+        return Case(model, (torch.randn(BATCH, 3, 32, 32, generator=g),), {}, _classes(seed, 10),
+                    _classification_loss)
+    return build
+
+
+# More architectures, planned only (test_zoo's simulated 8x8 mesh): an MoE with a shared
+# expert and per-head norms, a post-norm encoder-decoder, shifted-window attention, and
+# depthwise convolutions with squeeze-excitation and BatchNorm. (qwen2_moe, falcon, bart and
+# swin also matched one process on 4 ranks, 2026-12-05. efficientnet is no parity case: its
+# losses drift from step 2 as much as its own single-process runs do with 1 thread against 2.)
+PLAN_ONLY = {
+    "qwen2_moe": _hf_decoder("Qwen2MoeConfig", "Qwen2MoeForCausalLM", intermediate_size=64, num_key_value_heads=2,
+                             moe_intermediate_size=32, shared_expert_intermediate_size=32, num_experts=4,
+                             num_experts_per_tok=2),
+    "qwen3": _hf_decoder("Qwen3Config", "Qwen3ForCausalLM", intermediate_size=64, num_key_value_heads=2, head_dim=8),
+    "falcon": _hf_decoder("FalconConfig", "FalconForCausalLM"),
+    "bart": bart,
+    "swin": _timm_classifier("swin_tiny_patch4_window7_224", img_size=32, patch_size=2, window_size=4,
+                             depths=(1, 1), num_heads=(2, 4), embed_dim=32),
+    "efficientnet": _timm_classifier("efficientnet_b0"),
+}
+
 MODELS = {
     "hf_llama": hf_llama,
     "gpt2": gpt2,
