@@ -114,31 +114,24 @@ def _classes(seed, n):
     return torch.randint(0, n, (BATCH,), generator=g)
 
 
-def vit(seed=0):
-    timm = _import_timm()
-    torch.manual_seed(seed)
-    # dropout on: its masks must equal the single-device ones (docs/user_guide.md, "Randomness")
-    model = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32, patch_size=8, num_classes=10,
-                              depth=2, drop_rate=0.1, proj_drop_rate=0.1, attn_drop_rate=0.1)
-    g = torch.Generator().manual_seed(seed)
-    return Case(model, (torch.randn(BATCH, 3, 32, 32, generator=g),), {}, _classes(seed, 10), _classification_loss)
+def _timm_classifier(name, **kwargs):
+    """A timm classifier of 10 classes on a batch of 32x32 images, its loss outside the model."""
+    def build(seed=0):
+        timm = _import_timm()
+        torch.manual_seed(seed)
+        model = timm.create_model(name, pretrained=False, num_classes=10, **kwargs)
+        g = torch.Generator().manual_seed(seed)
+        return Case(model, (torch.randn(BATCH, 3, 32, 32, generator=g),), {}, _classes(seed, 10),
+                    _classification_loss)
+    return build
 
 
-def resnet(seed=0):
-    timm = _import_timm()
-    torch.manual_seed(seed)
-    model = timm.create_model("resnet18", pretrained=False, num_classes=10)  # BatchNorm, training mode
-    g = torch.Generator().manual_seed(seed)
-    return Case(model, (torch.randn(BATCH, 3, 32, 32, generator=g),), {}, _classes(seed, 10), _classification_loss)
-
-
-def convnext(seed=0):
-    timm = _import_timm()
-    torch.manual_seed(seed)
-    # DropPath on (per-sample keep masks drawn by bernoulli); the pooling head's strided views
-    model = timm.create_model("convnext_atto", pretrained=False, num_classes=10, drop_path_rate=0.1)
-    g = torch.Generator().manual_seed(seed)
-    return Case(model, (torch.randn(BATCH, 3, 32, 32, generator=g),), {}, _classes(seed, 10), _classification_loss)
+# dropout on: its masks must equal the single-device ones (docs/user_guide.md, "Randomness")
+vit = _timm_classifier("vit_tiny_patch16_224", img_size=32, patch_size=8, depth=2, drop_rate=0.1,
+                       proj_drop_rate=0.1, attn_drop_rate=0.1)
+resnet = _timm_classifier("resnet18")  # BatchNorm, training mode
+# DropPath on (per-sample keep masks drawn by bernoulli); the pooling head's strided views
+convnext = _timm_classifier("convnext_atto", drop_path_rate=0.1)
 
 
 def _lm_loss(out, tokens):
@@ -176,17 +169,6 @@ def bart(seed=0):
                      decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64)
     ids = _tokens(seed)
     return Case(BartForConditionalGeneration(cfg), (), {"input_ids": ids, "labels": _tokens(seed + 1)}, None, _hf_loss)
-
-
-def _timm_classifier(name, **kwargs):
-    def build(seed=0):
-        timm = _import_timm()
-        torch.manual_seed(seed)
-        model = timm.create_model(name, pretrained=False, num_classes=10, **kwargs)
-        g = torch.Generator().manual_seed(seed)
-        return Case(model, (torch.randn(BATCH, 3, 32, 32, generator=g),), {}, _classes(seed, 10),
-                    _classification_loss)
-    return build
 
 
 # More architectures, planned only (test_zoo's simulated 8x8 mesh): an MoE with a shared
