@@ -6,6 +6,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "core/fold_tail.h"
 #include "core/solver/fold.h"
 #include "core/solver/spend_slack.h"
 #include "core/solver/trace.h"
@@ -54,12 +55,16 @@ std::vector<char> kept_steps(const std::vector<int>& owner, int blocks) {
 }  // namespace
 
 std::optional<FoldedStart> solve_folded(const Graph& g, const CostTables& t, const solver::SolveOptions& so,
-                                        double time_limit_s) {
+                                        double time_limit_s, bool plan_is_folded) {
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(std::max(0.0, time_limit_s)));
-  // The last slice of the time goes to untying the plan (solver/spend_slack.h).
-  const auto solve_end = deadline - std::chrono::duration_cast<Clock::duration>(
-                                        std::chrono::duration<double>(spend_slack_seconds(time_limit_s)));
+  // The last slices of the time go to untying the plan: its last blocks when no full solve
+  // follows (fold_tail.h), then single members (solver/spend_slack.h).
+  const double tail_seconds = plan_is_folded ? fold_tail_seconds(time_limit_s) : 0;
+  const auto untie_start = deadline - std::chrono::duration_cast<Clock::duration>(
+                                          std::chrono::duration<double>(spend_slack_seconds(time_limit_s)));
+  const auto solve_end = untie_start - std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(tail_seconds));
   const RepeatedBlocks rb = find_repeated_blocks(g, t);
   if (static_cast<int>(rb.members.size()) < kFoldMinBlocks) return std::nullopt;
   std::vector<std::vector<int>> classes(rb.members.front().size());
@@ -130,6 +135,13 @@ std::optional<FoldedStart> solve_folded(const Graph& g, const CostTables& t, con
     for (size_t step = 0; step < keep.size(); ++step)
       if (load[step] > *full.usage_limit && !keep[step]) keep[step] = 1, grew = true;
     if (!grew) break;  // over at kept steps only: a forbidden pair or a limit the folding cannot see
+  }
+  if (out && out->fits && plan_is_folded) {
+    // Its slice at most: a fold that ended early (at its gap tolerance) leaves it more.
+    const auto tail_end = std::min(untie_start, Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                                 std::chrono::duration<double>(tail_seconds)));
+    const TailResult tail = untie_tail(full, rb.members, owner, so, out->labels, out->cost, out->step_prices, tail_end);
+    if (tail.improved) out->note += "; " + tail.note;
   }
   if (out && out->fits) {
     // Members untied where the tied plan leaves memory unused; the tied labelling stays the

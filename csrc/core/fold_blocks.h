@@ -81,6 +81,20 @@ constexpr double kFoldBoundUndoFall = 0.15;
 // dearer without the kicks; 405B at limit 30 within its spread (8.08, 8.13%).
 constexpr double kFoldBoundShareMax = 1.0;
 
+
+// The slice of the fold's time for re-solving its last blocks (fold_tail.h) when the folded
+// plan is the plan: a fifth, between 0.3 and 3 s. On 70B (8x8x4) the re-solve sets up in
+// ~0.3 s and its kicks find the plan within ~0.2-0.5 s more; at a 10 s limit (0.9 s) it gave
+// 10.688 s in 3 runs against 10.712-10.716 s in 6 before, gaps 1.44-1.73% against
+// 1.39-1.65%. At 10 s end to end its 0.6 s come out of a 2.5-3 s fold (10.693-10.717 s in 4
+// of 5 runs, against 10.725 s in 5; a fold that found a bad tied plan, as one without the
+// slice also did, is the fifth). An eighth there gave the plan less (0.3 s: 10.697-10.737
+// s). Beside the block bound instead, one thread each, the bound made 11-31 iterations in
+// place of 24-60 (gaps 2.5-7.6%). Where the full solve follows, its kicks from the tied
+// plan find such plans themselves, and a start that already has one did no better (70B at
+// limit 30: 10.681-10.686 against 10.670 s).
+inline double fold_tail_seconds(double seconds) { return std::clamp(0.2 * seconds, 0.3, 3.0); }
+
 // The slice of the fold's time kept for spending the tied plan's unused memory member by
 // member (solver/spend_slack.h): 2% of it, between 0.05 and 0.5 s. On Llama-3-70B (80
 // blocks, 3.1 M strategies) the pass takes 0.03-0.08 s, on 405B 0.13 s.
@@ -106,7 +120,9 @@ struct FoldedStart {
 // Solves the problem of `t` folded over the repeated blocks of `g` within `time_limit_s`
 // (solver options otherwise `so`'s). nullopt when there is nothing to fold (fewer than
 // kFoldMinBlocks blocks) or the folded problem has no labelling in the time.
+// `plan_is_folded`: no full solve follows (the planner's short limit), so the fold re-solves
+// its last blocks itself (fold_tail.h) before untying single members.
 std::optional<FoldedStart> solve_folded(const Graph& g, const CostTables& t, const solver::SolveOptions& so,
-                                        double time_limit_s);
+                                        double time_limit_s, bool plan_is_folded = false);
 
 }  // namespace tlm

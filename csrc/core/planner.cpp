@@ -281,7 +281,7 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt, std::shared_ptr<void>* w
     const bool short_limit =
         so.time_limit_s - fold_time < 2 * kFullSolveSetupSecondsPerStrategy * static_cast<double>(strategies);
     if (short_limit) fold_time = std::max(0.5 * so.time_limit_s, so.time_limit_s - block_bound_seconds(so.time_limit_s));
-    folded = solve_folded(g, p.tables, so, fold_time);
+    folded = solve_folded(g, p.tables, so, fold_time, /*plan_is_folded=*/short_limit);
     if (folded) {
       full_options.start = &folded->labels;
       full_options.start_prices = &folded->step_prices;

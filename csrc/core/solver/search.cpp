@@ -39,9 +39,6 @@ long double safe_integer_bound(long double b, long double magnitude) {
 
 namespace {
 
-// A start fills the memory limit when some check point holds this share of its capacity.
-constexpr double kFullStart = 0.95;
-
 Clock::duration seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
@@ -989,9 +986,9 @@ SearchResult lagrangian_search(const Model& m, const SolveOptions& opt, Clock::t
     if (given.memory_ok()) given.improve(8 * static_cast<size_t>(m.n));  // first moves: off forbidden pairs
     if (given.feasible()) sh.offer(given.labels(), given.cost(), Phase::Greedy);
     given_fits = given.feasible();
-    kick_from_start = given_fits && fullest_point(m, given.labels()) >= kFullStart;
+    kick_from_start = given_fits && fullest_point(m, given.labels()) >= opt.search.kick_start_fullness;
     trace("given start: %s%s", given.feasible() ? to_string(given.cost()).c_str() : "infeasible",
-          kick_from_start ? " (fills the memory limit: kicks, no price phase)" : "");
+          kick_from_start ? " (full to kick_start_fullness: kicks, no price phase)" : "");
   }
   if (given_fits) {
     sh.raise_bound(std::floor(separable_bound(m)));

@@ -20,6 +20,7 @@ const std::vector<SearchOptionInfo>& search_option_table() {
       {"bound_share", &O::bound_share, 0.05, 1, false, "share of the time the bound search always gets on the second core before it turns to kicks"},
       {"bound_share_max", &O::bound_share_max, 0.05, 1, false, "most of the time it gets while it has run fewer than 200 iterations (a slow model's bound is still rising)"},
       {"bound_undo_fall", &O::bound_undo_fall, 0.001, 1, false, "a bound-search step whose Lagrangian falls by more than this fraction of the best is undone (back to the best multipliers, the step scale halved)"},
+      {"kick_start_fullness", &O::kick_start_fullness, 0, 2, false, "a given start whose fullest memory check point holds at least this share of its capacity is searched from by kicks, with no price phase (above 1: never)"},
       {"price_handover_iterations", &O::price_handover_iterations, 1, 1e6, true, "the price phase hands over after this many iterations without improving..."},
       {"price_handover_s", &O::price_handover_s, 0, 1e5, false, "... and this many seconds (or half its time to the last improvement)"},
       {"forest_every", &O::forest_every, 1, 1e6, true, "region steps between exact forest sweeps"},

@@ -43,6 +43,7 @@ struct SearchOptions {
   double bound_share = 0.5;
   double bound_share_max = 0.7;
   double bound_undo_fall = 0.5;
+  double kick_start_fullness = 0.95;
   double price_handover_iterations = 100;
   double price_handover_s = 3;
   double forest_every = 8;
