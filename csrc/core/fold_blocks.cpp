@@ -136,7 +136,7 @@ std::optional<FoldedStart> solve_folded(const Graph& g, const CostTables& t, con
       if (load[step] > *full.usage_limit && !keep[step]) keep[step] = 1, grew = true;
     if (!grew) break;  // over at kept steps only: a forbidden pair or a limit the folding cannot see
   }
-  if (out && out->fits && plan_is_folded) {
+  if (out && out->fits && tail_seconds > 0) {
     // Its slice at most: a fold that ended early (at its gap tolerance) leaves it more.
     const auto tail_end = std::min(untie_start, Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                                                  std::chrono::duration<double>(tail_seconds)));

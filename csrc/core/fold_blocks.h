@@ -93,7 +93,14 @@ constexpr double kFoldBoundShareMax = 1.0;
 // place of 24-60 (gaps 2.5-7.6%). Where the full solve follows, its kicks from the tied
 // plan find such plans themselves, and a start that already has one did no better (70B at
 // limit 30: 10.681-10.686 against 10.670 s).
-inline double fold_tail_seconds(double seconds) { return std::clamp(0.2 * seconds, 0.3, 3.0); }
+// A fold of less than kFoldTailMinSeconds keeps its whole time: its solve needs ~3 s on 70B
+// (its best price iterate comes ~2 s in). At 10 s end to end (a 3.3-3.5 s fold) the slice
+// cost it its tied plan in 2 of 9 runs (11.70-11.80 s plans against 10.72 s; without the
+// slice 5 of 5 runs gave 10.725 s); at a 10 s limit (a 4.9 s fold) none in 8.
+constexpr double kFoldTailMinSeconds = 4.0;
+inline double fold_tail_seconds(double seconds) {
+  return seconds < kFoldTailMinSeconds ? 0.0 : std::clamp(0.2 * seconds, 0.3, 3.0);
+}
 
 // The slice of the fold's time kept for spending the tied plan's unused memory member by
 // member (solver/spend_slack.h): 2% of it, between 0.05 and 0.5 s. On Llama-3-70B (80

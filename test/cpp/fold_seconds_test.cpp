@@ -21,5 +21,12 @@ TEST(BlockBoundBesideFullSeconds, ATenthOfTheLimitBetweenOneAndThreeSeconds) {
   EXPECT_DOUBLE_EQ(block_bound_beside_full_seconds(150.0), 3.0);  // it levels off in about that: the solve keeps the rest
 }
 
+TEST(FoldTailSeconds, AFifthOfALongEnoughFoldAtMostThreeSeconds) {
+  EXPECT_DOUBLE_EQ(fold_tail_seconds(3.4), 0.0);  // 70B at 10 s end to end: the fold keeps its time
+  EXPECT_DOUBLE_EQ(fold_tail_seconds(5.0), 1.0);  // 70B at a 10 s limit: a fifth
+  EXPECT_DOUBLE_EQ(fold_tail_seconds(30.0), 3.0);
+  for (double s = 4.0; s < 40; s += 0.5) EXPECT_LE(fold_tail_seconds(s), 0.2 * s + 1e-12);
+}
+
 }  // namespace
 }  // namespace tlm
