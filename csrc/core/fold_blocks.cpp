@@ -44,15 +44,16 @@ std::vector<int> step_blocks(const Graph& g, const RepeatedBlocks& rb) {
   return owner;
 }
 
-// Whether each IR step's memory check survives the folding: the steps of the first and the
-// last repeated block and those outside every repeated block.
-std::vector<char> kept_steps(const std::vector<int>& owner, int blocks) {
-  std::vector<char> keep(owner.size(), 1);
-  for (size_t i = 0; i < owner.size(); ++i) keep[i] = owner[i] < 0 || owner[i] == 0 || owner[i] == blocks - 1;
+}  // namespace
+
+std::vector<char> kept_steps(const std::vector<int>& step_block, int tied) {
+  std::vector<char> keep(step_block.size(), 1);
+  for (size_t i = 0; i < step_block.size(); ++i) {
+    const int b = step_block[i];
+    keep[i] = b < 0 || b == 0 || b >= tied - 1;
+  }
   return keep;
 }
-
-}  // namespace
 
 std::optional<FoldedStart> solve_folded(const Graph& g, const CostTables& t, const solver::SolveOptions& so,
                                         double time_limit_s, bool plan_is_folded) {

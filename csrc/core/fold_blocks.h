@@ -84,19 +84,16 @@ constexpr double kFoldBoundShareMax = 1.0;
 
 // The slice of the fold's time for re-solving its last blocks (fold_tail.h) when the folded
 // plan is the plan: a fifth, between 0.3 and 3 s. On 70B (8x8x4) the re-solve sets up in
-// ~0.3 s and its kicks find the plan within ~0.2-0.5 s more; at a 10 s limit (0.9 s) it gave
-// 10.688 s in 3 runs against 10.712-10.716 s in 6 before, gaps 1.44-1.73% against
-// 1.39-1.65%. At 10 s end to end its 0.6 s come out of a 2.5-3 s fold (10.693-10.717 s in 4
-// of 5 runs, against 10.725 s in 5; a fold that found a bad tied plan, as one without the
-// slice also did, is the fifth). An eighth there gave the plan less (0.3 s: 10.697-10.737
-// s). Beside the block bound instead, one thread each, the bound made 11-31 iterations in
-// place of 24-60 (gaps 2.5-7.6%). Where the full solve follows, its kicks from the tied
-// plan find such plans themselves, and a start that already has one did no better (70B at
-// limit 30: 10.681-10.686 against 10.670 s).
+// ~0.3 s and its kicks find the plan within ~0.2-0.5 s more; at a 10 s limit (a 4.9 s fold)
+// it gave 10.688 s in 3 runs against 10.712-10.716 s in 6 before, gaps 1.44-1.73% against
+// 1.39-1.65%. Beside the block bound instead, one thread each, the bound made 11-31
+// iterations in place of 24-60 (gaps 2.5-7.6%). Where the full solve follows, its kicks
+// from the tied plan find such plans themselves, and a start that already has one did no
+// better (70B at limit 30: 10.681-10.686 against 10.670 s).
 // A fold of less than kFoldTailMinSeconds keeps its whole time: its solve needs ~3 s on 70B
-// (its best price iterate comes ~2 s in). At 10 s end to end (a 3.3-3.5 s fold) the slice
-// cost it its tied plan in 2 of 9 runs (11.70-11.80 s plans against 10.72 s; without the
-// slice 5 of 5 runs gave 10.725 s); at a 10 s limit (a 4.9 s fold) none in 8.
+// (its best price iterate comes ~2 s in). At 10 s end to end (a 3.3-3.5 s fold), with the
+// slice, 2 of 11 runs found tied plans of 11.79-11.80e12 (plans of 11.68-11.70 s against
+// 10.69-10.74 s in the others); without it 5 of 5 runs gave 10.725 s.
 constexpr double kFoldTailMinSeconds = 4.0;
 inline double fold_tail_seconds(double seconds) {
   return seconds < kFoldTailMinSeconds ? 0.0 : std::clamp(0.2 * seconds, 0.3, 3.0);
@@ -123,6 +120,11 @@ struct FoldedStart {
   std::string milp_note;  // the folded solve's (solver.h)
   std::string note;  // one line for the trace and the plan's log: what was folded, what it found
 };
+
+// Whether each IR step's memory check survives a folding whose blocks [0, tied) are tied
+// (`step_block`: each step's block, -1 outside them): the steps of the first and the last
+// tied block, those of every block after them, and those outside every block.
+std::vector<char> kept_steps(const std::vector<int>& step_block, int tied);
 
 // Solves the problem of `t` folded over the repeated blocks of `g` within `time_limit_s`
 // (solver options otherwise `so`'s). nullopt when there is nothing to fold (fewer than

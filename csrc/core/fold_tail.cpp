@@ -5,6 +5,7 @@
 #include <exception>
 #include <optional>
 
+#include "core/fold_blocks.h"
 #include "core/solver/fold.h"
 #include "core/solver/trace.h"
 
@@ -29,15 +30,8 @@ TailResult untie_tail(const solver::Problem& full, const std::vector<std::vector
   std::vector<std::vector<int>> classes(width);
   for (int b = 0; b < head; ++b)
     for (size_t k = 0; k < width; ++k) classes[k].push_back(blocks[b][k]);
-  // Memory at the first and the last tied block bounds the tied ones between them
-  // (fold_blocks.h); every other step is checked.
-  std::vector<char> keep(step_block.size());
-  for (size_t i = 0; i < step_block.size(); ++i) {
-    const int b = step_block[i];
-    keep[i] = b < 0 || b == 0 || b >= head - 1;
-  }
   std::string why;
-  std::optional<solver::Folding> f = solver::fold_problem(full, classes, keep, &why);
+  std::optional<solver::Folding> f = solver::fold_problem(full, classes, kept_steps(step_block, head), &why);
   if (!f) return out;
   // The plan in the new folding's terms, the head as its first block (members untied by
   // spend_slack.h go back to it; the result is kept only if cheaper than `x`), a shadow as

@@ -1,5 +1,5 @@
 // untie_tail (core/fold_tail.h): from a tied plan that leaves memory unused, the last
-// blocks re-solved apart take a labelling no single member can move to alone, and it is
+// blocks re-solved with the others held take a labelling no single member can move to alone, and it is
 // copied to the blocks before them as far as it fits.
 #include <gtest/gtest.h>
 
