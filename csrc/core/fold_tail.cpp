@@ -13,7 +13,6 @@ namespace tlm {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-constexpr int kTailBlocks = 2;
 }  // namespace
 
 TailResult untie_tail(const solver::Problem& full, const std::vector<std::vector<int>>& blocks,
@@ -23,9 +22,10 @@ TailResult untie_tail(const solver::Problem& full, const std::vector<std::vector
   TailResult out;
   const int n = static_cast<int>(blocks.size());
   // The tied head keeps two blocks at least (a class has two members).
-  if (n < kTailBlocks + 2 || !full.usage_limit) return out;
+  const int tail = std::min(kTailBlocks, n - 2);
+  if (tail < 1 || !full.usage_limit) return out;
   const auto t0 = Clock::now();
-  const int head = n - kTailBlocks;  // blocks [0, head) stay tied; each of [head, n) is free
+  const int head = n - tail;  // blocks [0, head) stay tied; each of [head, n) is free
   const size_t width = blocks.front().size();
   std::vector<std::vector<int>> classes(width);
   for (int b = 0; b < head; ++b)
@@ -74,7 +74,7 @@ TailResult untie_tail(const solver::Problem& full, const std::vector<std::vector
   solver::Solution y = solver::unfold(*f, r.solution);
   const solver::Evaluation ev = solver::evaluate(full, y);
   if (!ev.feasible || ev.cost >= cost) {
-    solver::trace("fold tail: last %d blocks re-solved with the others held: no better plan (%.2f s)", kTailBlocks,
+    solver::trace("fold tail: last %d blocks re-solved with the others held: no better plan (%.2f s)", tail,
                   std::chrono::duration<double>(Clock::now() - t0).count());
     return out;
   }
@@ -96,7 +96,7 @@ TailResult untie_tail(const solver::Problem& full, const std::vector<std::vector
   }
   char note[200];
   std::snprintf(note, sizeof note, "last %d blocks re-solved with the others held, copied to %d before them: %s -> %s (%.2f s)",
-                kTailBlocks, out.copied, solver::to_string(tied).c_str(), solver::to_string(cost).c_str(),
+                tail, out.copied, solver::to_string(tied).c_str(), solver::to_string(cost).c_str(),
                 std::chrono::duration<double>(Clock::now() - t0).count());
   out.note = note;
   solver::trace("fold tail: %s", note);

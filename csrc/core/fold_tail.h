@@ -10,7 +10,7 @@
 // (the residual add, the attention output, the wo, w1 and w3 products, both norms'
 // products): 26 ms less recompute in a 10.72 s step.
 //
-// Here the head's blocks keep their tied labelling (pinned) and the last two blocks' nodes,
+// Here the head's blocks keep their tied labelling (pinned) and the last kTailBlocks blocks' nodes,
 // each free, and those outside the blocks are searched by kicks from the tied plan, on the
 // problem folded over the head (memory checked at the head's first and last block and at
 // every other step). Their labelling is then copied to the blocks before them, the latest
@@ -28,6 +28,14 @@
 #include "core/solver/solver.h"
 
 namespace tlm {
+
+// How many of the last blocks are re-solved (fewer where the head would keep less than two).
+// More free blocks give the kicks more to find, fewer let them find it within the slice
+// (0.9 s on 70B). Llama-3-70B at a 10 s limit, plan step by tail size (2 / 3 / 4 / 5 / 6 / 8
+// blocks): 8x8x4 at local batch 4 10.688 / 10.675-10.676 / 10.675-10.685 / 10.672-10.673 /
+// 10.679-10.680 / 10.701-10.702 s; at local batch 2 6.529 / - / 6.524 / 6.509 / - / 6.503 s;
+// 4x4x8 at local batch 8 10.522 / - / 10.521 / 10.467 / - / 10.471 s.
+constexpr int kTailBlocks = 5;
 
 struct TailResult {
   bool improved = false;

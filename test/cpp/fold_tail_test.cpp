@@ -48,11 +48,13 @@ TEST(FoldTail, TheLastBlocksTakeWhatNoMemberAloneCanAndItIsCopiedWhileItFits) {
   ASSERT_TRUE(solver::testing::locate_highs());
   std::vector<std::vector<int>> members;
   std::vector<int> step_block;
-  // 8 blocks, room for 4 heavy ones (85 of the 160 bytes all heavy would need).
-  const Problem p = lean_or_heavy(8, 85, members, step_block);
+  // The tail and seven blocks before it, room for the tail and two more heavy (20 bytes a
+  // heavy block).
+  const int n = kTailBlocks + 7, heavy = kTailBlocks + 2;
+  const Problem p = lean_or_heavy(n, 20 * heavy + 5, members, step_block);
   Solution x(p.nodes.size(), 0);  // the best tied plan: every block lean
   __int128 cost = solver::evaluate(p, x).cost;
-  ASSERT_EQ(solver::to_string(cost), "160");
+  ASSERT_EQ(solver::to_string(cost), std::to_string(20 * n));
   // No member alone pays: the single-member pass leaves the tied plan as it is.
   std::vector<std::vector<int>> classes(2);
   for (const std::vector<int>& block : members)
@@ -65,11 +67,11 @@ TEST(FoldTail, TheLastBlocksTakeWhatNoMemberAloneCanAndItIsCopiedWhileItFits) {
   ASSERT_TRUE(ev.feasible);
   EXPECT_TRUE(r.improved);
   EXPECT_EQ(solver::to_string(ev.cost), solver::to_string(cost));
-  // The last two re-solved heavy, then two copies: blocks 4-7 heavy, the optimum.
+  // The tail re-solved heavy, then two copies: the last `heavy` blocks heavy, the optimum.
   EXPECT_EQ(r.copied, 2);
-  EXPECT_EQ(solver::to_string(cost), "80");
-  for (int b = 0; b < 8; ++b)
-    for (int n : members[static_cast<size_t>(b)]) EXPECT_EQ(x[static_cast<size_t>(n)], b >= 4 ? 1 : 0) << b;
+  EXPECT_EQ(solver::to_string(cost), std::to_string(20 * (n - heavy)));
+  for (int b = 0; b < n; ++b)
+    for (int v : members[static_cast<size_t>(b)]) EXPECT_EQ(x[static_cast<size_t>(v)], b >= n - heavy ? 1 : 0) << b;
 }
 
 TEST(FoldTail, NoRoomLeavesTheTiedPlan) {
