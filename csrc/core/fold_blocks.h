@@ -85,8 +85,8 @@ constexpr double kFoldBoundShareMax = 1.0;
 // The slice of the fold's time for re-solving its last blocks (fold_tail.h) when the folded
 // plan is the plan: a fifth, between 0.3 and 3 s. On 70B (8x8x4) the re-solve sets up in
 // ~0.3 s and its kicks find the plan within ~0.2-0.5 s more; at a 10 s limit (a 4.9 s fold)
-// it gave 10.688 s in 3 runs against 10.712-10.716 s in 6 before, gaps 1.44-1.73% against
-// 1.39-1.65%. Beside the block bound instead, one thread each, the bound made 11-31
+// a 2-block tail gave 10.688 s in 3 runs against 10.712-10.716 s in 6 before, gaps
+// 1.44-1.73% against 1.39-1.65% (fold_tail.h: kTailBlocks, 5 blocks since, 10.672 s). Beside the block bound instead, one thread each, the bound made 11-31
 // iterations in place of 24-60 (gaps 2.5-7.6%). Where the full solve follows, its kicks
 // from the tied plan find such plans themselves, and a start that already has one did no
 // better (70B at limit 30: 10.681-10.686 against 10.670 s).

@@ -10,13 +10,13 @@
 // (the residual add, the attention output, the wo, w1 and w3 products, both norms'
 // products): 26 ms less recompute in a 10.72 s step.
 //
-// Here the head's blocks keep their tied labelling (pinned) and the last kTailBlocks blocks' nodes,
-// each free, and those outside the blocks are searched by kicks from the tied plan, on the
-// problem folded over the head (memory checked at the head's first and last block and at
-// every other step). Their labelling is then copied to the blocks before them, the latest
-// first, for as long as each copy fits the limit and lowers the cost. The fold runs it
-// where the folded plan is the plan (fold_blocks.h: fold_tail_seconds); where the full solve
-// follows, that solve's kicks from the tied plan find such plans themselves.
+// Here the head's blocks keep their tied labelling (pinned) and the nodes of the last
+// kTailBlocks blocks, each free, and those outside the blocks are searched by kicks from the
+// tied plan, on the problem folded over the head (memory checked at the head's first and
+// last block and at every other step). Their labelling is then copied to the blocks before
+// them, the latest first, for as long as each copy fits the limit and lowers the cost. The
+// fold runs it where the folded plan is the plan (fold_blocks.h: fold_tail_seconds); where
+// the full solve follows, that solve's kicks from the tied plan find such plans themselves.
 #pragma once
 
 #include <chrono>
