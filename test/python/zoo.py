@@ -171,9 +171,25 @@ def bart(seed=0):
     return Case(BartForConditionalGeneration(cfg), (), {"input_ids": ids, "labels": _tokens(seed + 1)}, None, _hf_loss)
 
 
+def whisper(seed=0):
+    """A speech encoder-decoder: log-mel features in, labels shifted into decoder inputs
+    (its convolutions' front end, and decoder positions tiled over the batch by `repeat`)."""
+    from transformers import WhisperConfig, WhisperForConditionalGeneration
+
+    torch.manual_seed(seed)
+    cfg = WhisperConfig(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, num_mel_bins=8,
+                        max_source_positions=16, max_target_positions=32, pad_token_id=0, bos_token_id=1,
+                        eos_token_id=2, decoder_start_token_id=1)
+    g = torch.Generator().manual_seed(seed)
+    features = torch.randn(BATCH, 8, 32, generator=g)  # 32 frames: two stride-2 convolutions' 16 positions
+    return Case(WhisperForConditionalGeneration(cfg), (), {"input_features": features, "labels": _tokens(seed)}, None,
+                _hf_loss)
+
+
 # More architectures, planned only (test_zoo's simulated 8x8 mesh): an MoE with a shared
 # expert and per-head norms, a post-norm encoder-decoder, shifted-window attention, and
-# depthwise convolutions with squeeze-excitation and BatchNorm. (qwen2_moe, falcon, bart and
+# depthwise convolutions with squeeze-excitation and BatchNorm, and a speech encoder-decoder. (qwen2_moe, falcon, bart and
 # swin also matched one process on 4 ranks, 2026-12-05. efficientnet is no parity case: its
 # losses drift from step 2 as much as its own single-process runs do with 1 thread against 2.)
 PLAN_ONLY = {
@@ -183,6 +199,7 @@ PLAN_ONLY = {
     "qwen3": _hf_decoder("Qwen3Config", "Qwen3ForCausalLM", intermediate_size=64, num_key_value_heads=2, head_dim=8),
     "falcon": _hf_decoder("FalconConfig", "FalconForCausalLM"),
     "bart": bart,
+    "whisper": whisper,
     "swin": _timm_classifier("swin_tiny_patch4_window7_224", img_size=32, patch_size=2, window_size=4,
                              depths=(1, 1), num_heads=(2, 4), embed_dim=32),
     "efficientnet": _timm_classifier("efficientnet_b0"),

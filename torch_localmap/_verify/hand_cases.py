@@ -74,6 +74,8 @@ def _hand_programs():
         ("copy_fill", lambda x, y, v: (torch.ops.aten.copy(x, y), torch.ops.aten.copy(x, y[0].float()),
                                        torch.ops.aten.fill.Tensor(x, v), torch.ops.aten.fill.Tensor(x.long(), v)),
          (r(3, 5), r(3, 5), r(()))),
+        # Whisper's tiling: new leading dims, dims tiled and dims repeated once, and its gradient
+        ("repeat", lambda a: grad_of(lambda x: x.repeat(2, 1, 3, 1), a) + (a.repeat(1, 1, 1),), (r(4, 3, 6),)),
         ("bernoulli_p", lambda a: (torch.ops.aten.bernoulli.p(a, 0.7),), (r(5, 3),)),
         # ConvNeXt's pooling head: strided views that are reshapes (shardable) and one that is not
         ("as_strided", lambda a, b: (torch.ops.aten.as_strided(a.reshape(-1), (4, 6), (6, 1), 0),

@@ -267,6 +267,18 @@ std::vector<int> flip_map(const RuleCtx& c) {
   return m;
 }
 
+// repeat(repeats): tiles the input, with len(repeats) - ndim new leading dims. A dim
+// repeated once keeps its shard (tiling a shard is then the shard of the tiling); a
+// dim tiled more than once would interleave the ranks' pieces, so it stays whole.
+// Linear in the input: every Partial kind passes through.
+std::vector<int> repeat_map(const RuleCtx& c) {
+  const int64_t nd = c.in(0).ndim();
+  const int64_t lead = c.out(0).ndim() - nd;
+  std::vector<int> m(static_cast<size_t>(nd));
+  for (int64_t d = 0; d < nd; ++d) m[d] = static_cast<int>(d + lead);  // mapped_rows drops tiled dims
+  return m;
+}
+
 // tril/triu(diagonal): which entries are zeroed depends on the global (row, col)
 // index, so the last two dims stay whole; leading (batch) dims keep their shards.
 // Zeroed entries are 0 on every rank, which every Partial kind reduces to 0.
@@ -538,6 +550,8 @@ void register_view(Registry& r) {
   add_rule(r, {"aten.view_as_real.default"}, mapped_rule(view_as_real_map));
   // Reversal along `dims` (a copy, not a view): other dims keep their shards.
   add_rule(r, {"aten.flip.default"}, mapped_rule(flip_map, false));
+  // Tiling (a copy): dims repeated once keep their shards.
+  add_rule(r, {"aten.repeat.default"}, mapped_rule(repeat_map, false));
   // Lower/upper triangle of the last two dims: batch dims keep their shards.
   add_rule(r,
            {"aten.tril.default",
