@@ -188,10 +188,14 @@ def whisper(seed=0):
 
 
 # More architectures, planned only (test_zoo's simulated 8x8 mesh): an MoE with a shared
-# expert and per-head norms, a post-norm encoder-decoder, shifted-window attention, and
-# depthwise convolutions with squeeze-excitation and BatchNorm, and a speech encoder-decoder. (qwen2_moe, falcon, bart and
-# swin also matched one process on 4 ranks, 2026-12-05. efficientnet is no parity case: its
-# losses drift from step 2 as much as its own single-process runs do with 1 thread against 2.)
+# expert and per-head norms, a post-norm encoder-decoder, shifted-window attention,
+# depthwise convolutions with squeeze-excitation and BatchNorm, a speech encoder-decoder,
+# a vision transformer that upsamples, and low-rank attention with routed experts.
+# (qwen2_moe, falcon, bart and swin also matched one process on 4 ranks, 2026-12-05;
+# whisper and deepseek_v3 too, 2026-12-06. efficientnet is no parity case: its losses drift
+# from step 2 as much as its own single-process runs do with 1 thread against 2. Nor is
+# mobilevit: its planned run matched, but forced sharding left 3 of one convolution's
+# 115,200 weights 4e-5 off after 3 AdamW steps, where 1 and 2 threads differ as much.)
 PLAN_ONLY = {
     "qwen2_moe": _hf_decoder("Qwen2MoeConfig", "Qwen2MoeForCausalLM", intermediate_size=64, num_key_value_heads=2,
                              moe_intermediate_size=32, shared_expert_intermediate_size=32, num_experts=4,
@@ -203,6 +207,13 @@ PLAN_ONLY = {
     "swin": _timm_classifier("swin_tiny_patch4_window7_224", img_size=32, patch_size=2, window_size=4,
                              depths=(1, 1), num_heads=(2, 4), embed_dim=32),
     "efficientnet": _timm_classifier("efficientnet_b0"),
+    # interpolate's unchecked gathers (None entries in the index list) and their scatters
+    "mobilevit": _timm_classifier("mobilevit_xxs"),
+    # low-rank attention (its backward copies into new_empty_strided buffers), routed and shared experts
+    "deepseek_v3": _hf_decoder("DeepseekV3Config", "DeepseekV3ForCausalLM", intermediate_size=64,
+                               moe_intermediate_size=16, n_routed_experts=4, num_experts_per_tok=2,
+                               n_shared_experts=1, first_k_dense_replace=1, kv_lora_rank=8, q_lora_rank=8,
+                               qk_rope_head_dim=4, qk_nope_head_dim=4, v_head_dim=8, n_group=1, topk_group=1),
 }
 
 MODELS = {

@@ -76,6 +76,20 @@ def _hand_programs():
          (r(3, 5), r(3, 5), r(()))),
         # Whisper's tiling: new leading dims, dims tiled and dims repeated once, and its gradient
         ("repeat", lambda a: grad_of(lambda x: x.repeat(2, 1, 3, 1), a) + (a.repeat(1, 1, 1),), (r(4, 3, 6),)),
+        # interpolate's unchecked gathers as its decomposition writes them (None entries keep
+        # batch and channel dims whole) and its backward's scatter; an index list with a gap
+        # between its tensors (the result's B first)
+        ("upsample", lambda a, h, w: (torch.ops.aten._unsafe_index(a, [None, None, h, w]),
+                                      torch.ops.aten._unsafe_index_put(torch.zeros_like(a), [None, None, h, w],
+                                                                       a.repeat(1, 1, 2, 2), True)),
+         (r(4, 6, 3, 4), torch.tensor([0, 0, 1, 1, 2, 2]).view(6, 1), torch.tensor([0, 0, 1, 1, 2, 2, 3, 3]))),
+        ("index_gaps", lambda a, i, j: (a[:, i], a[i, :, j], a[:, :, j], torch.ops.aten.index_put(a, [None, i], a[:, i] * 2, True)),
+         (r(4, 5, 6), torch.tensor([3, 0, 2]), torch.tensor([5, 1, 1]))),
+        ("vector_norm", lambda a: grad_of(lambda x: torch.linalg.vector_norm(x, dim=-1, keepdim=True), a)
+         + (torch.linalg.vector_norm(a, ord=float("inf"), dim=(0, 2)), torch.linalg.vector_norm(a)),
+         (r(4, 3, 6),)),
+        ("new_empty_strided", lambda a: (a.new_empty_strided((4, 6), (6, 1)), a.new_empty_strided((4, 6), (1, 4)),
+                                         torch.empty_strided((3, 5), (5, 1), dtype=a.dtype)), (r(3, 5),)),
         ("bernoulli_p", lambda a: (torch.ops.aten.bernoulli.p(a, 0.7),), (r(5, 3),)),
         # ConvNeXt's pooling head: strided views that are reshapes (shardable) and one that is not
         ("as_strided", lambda a, b: (torch.ops.aten.as_strided(a.reshape(-1), (4, 6), (6, 1), 0),

@@ -64,6 +64,32 @@ Rule like_rule() {
   return r;
 }
 
+// empty_strided / new_empty_strided(size, stride): with the strides of a dense tensor a
+// fresh tensor like the others, each rank's piece dense too (its values are unset, so only
+// the layout matters); other strides (a permuted layout) keep the tensor whole.
+bool dense_strides(const RuleCtx& c) {
+  const auto size = c.int_list("size");
+  const auto stride = c.int_list("stride");
+  const auto want = contiguous_strides(size);
+  if (stride.size() != size.size()) return false;
+  for (size_t d = 0; d < size.size(); ++d)
+    if (size[d] > 1 && stride[d] != want[d]) return false;  // a size-1 dim's stride addresses nothing
+  return true;
+}
+
+Rule strided_fresh_rule() {
+  Rule r = fresh_rule("size");
+  r.dims = [](const RuleCtx& c, DimRows& rows) {
+    if (dense_strides(c)) fresh_rows(c, rows);
+  };
+  r.call_args = [](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
+    if (!dense_strides(c)) return c.same_args();
+    const auto local = local_shape(c.out(0).shape, c.mesh(), s.outputs[0], coord);
+    return c.with_args({{"size", local}, {"stride", contiguous_strides(local)}});
+  };
+  return r;
+}
+
 // arange(start, end, step) with integer bounds: rank r holds the values at
 // its indices [off, off + len), i.e. arange(start + off*step, start + (off+len)*step, step).
 Rule arange_rule() {
@@ -102,6 +128,11 @@ void register_factory(Registry& r) {
             "aten.new_ones.default",
             "aten.new_zeros.default"},
            fresh_rule("size"));
+  // Fresh tensors with explicit strides: sharded when the strides are dense.
+  add_rule(r,
+           {"aten.empty_strided.default",
+            "aten.new_empty_strided.default"},
+           strided_fresh_rule());
   // Like-shaped fresh tensors: follow the input's shards; values do not depend on it.
   add_rule(r,
            {"aten.empty_like.default",

@@ -1,5 +1,5 @@
 // Reductions over some dims (sum, mean, amax/amin, max/min, argmax/argmin,
-// var/std, prod, any/all, logsumexp).
+// var/std, prod, any/all, logsumexp, vector norms).
 //
 // On one mesh dim a kept dim may be sharded (the output keeps that shard).
 // Sharding a reduced dim leaves each rank a partial result whose combination
@@ -155,6 +155,9 @@ void register_reduction(Registry& r) {
             "aten.var.correction",
             "aten.var_mean.correction"},
            reduction_rule(Kind::None, Over::DimArg));
+  // Vector norms (self, ord, dim, keepdim, dtype): not a combination of local norms for
+  // every ord, kept dims only.
+  add_rule(r, {"aten.linalg_vector_norm.default"}, reduction_rule(Kind::None, Over::DimArg));
   // Boolean reductions over a list of dims.
   add_rule(r,
            {"aten.all.dims",

@@ -14,6 +14,12 @@ Extent local_extent(int64_t size, const Mesh& mesh, const PlacementSpec& spec, i
   return e;
 }
 
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> st(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;) st[i - 1] = st[i] * std::max<int64_t>(shape[i], 1);
+  return st;
+}
+
 std::vector<int64_t> local_shape(const std::vector<int64_t>& shape, const Mesh& mesh, const PlacementSpec& spec,
                                  const std::vector<int64_t>& coord) {
   std::vector<int64_t> out(shape);

@@ -45,6 +45,9 @@ std::vector<int64_t> largest_local_shape(const std::vector<int64_t>& shape, cons
                                          const PlacementSpec& spec);
 int64_t largest_local_numel(const std::vector<int64_t>& shape, const Mesh& mesh, const PlacementSpec& spec);
 
+// Row-major strides of a dense tensor of `shape` (a size-0 dim counts as 1).
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape);
+
 // Mesh dims that shard tensor dim `dim`, in mesh-dim order.
 std::vector<int> mesh_dims_sharding(const PlacementSpec& spec, int dim);
 

@@ -386,12 +386,6 @@ void split_rows(const RuleCtx& c, DimRows& rows, bool drops_dim) {
 // strides stay whole. Every output element copies one element of self (or src), so
 // (self, src) Partial together pass every kind whatever the strides.
 
-std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> st(shape.size(), 1);
-  for (size_t i = shape.size(); i-- > 1;) st[i - 1] = st[i] * std::max<int64_t>(shape[i], 1);
-  return st;
-}
-
 // The tensor input (0: as_strided's self, 1: the scatter's src) that the strided
 // view reshapes, or -1 when the strides are anything but a reshape.
 int strided_reshape_source(const RuleCtx& c) {
