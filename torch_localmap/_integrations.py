@@ -4,12 +4,14 @@ Only libraries the user already imported are touched (we never import them), and
 only through their own public helpers.
 
 - transformers: causal LMs return a `DynamicCache` (past_key_values) from forward, also
-  in training. It holds tensors, so our outputs must flatten it; transformers ships the
-  pytree registration it uses for torch.export
-  (`transformers.integrations.executorch.register_dynamic_cache_export_support`).
-  Every other `Cache` subclass (EncoderDecoderCache of T5/BART/Whisper, StaticCache, ...)
-  is flattened by its attributes (`_object_pytree.py`): found by walking `Cache`'s
-  subclasses at each trace, so caches defined by newer releases or by users count too.
+  in training, and encoder-decoders an `EncoderDecoderCache`. They hold tensors, so our
+  outputs must flatten them: every `Cache` subclass is flattened by its attributes
+  (`_object_pytree.py`), found by walking `Cache`'s subclasses at each trace, so caches
+  defined by newer releases or by users count too, and so do the layers they hold.
+  transformers' own registration for torch.export
+  (`integrations.executorch.register_dynamic_cache_export_support`) is not used: it refuses
+  a DynamicCache holding anything but attention layers, which hybrid models (Jamba's Mamba
+  layers) return. Where it was registered before us (the user exported a model), it is kept.
 """
 from __future__ import annotations
 
@@ -26,17 +28,11 @@ def _register_transformers_outputs() -> None:
     if "transformers" not in sys.modules:
         return
     try:
-        from transformers.integrations.executorch import register_dynamic_cache_export_support
-    except ImportError:  # an older transformers without it: DynamicCache is flattened like the other caches
-        pass
-    else:
-        register_dynamic_cache_export_support()  # idempotent
-    try:
         from transformers.cache_utils import Cache
     except ImportError:  # a transformers without cache classes returns none
         return
     for cls in _subclasses(Cache):
-        register_attribute_pytree(cls)  # keeps a registration that exists (DynamicCache's above)
+        register_attribute_pytree(cls)  # keeps a registration that exists
 
 
 def _subclasses(base: type) -> list:

@@ -53,3 +53,27 @@ def test_a_cache_subclass_defined_later_and_its_layers_are_found_without_a_list(
     assert type(rebuilt) is ScratchCache and rebuilt.window == 4
     assert [type(s) for s in rebuilt.layers] == [Slot, Slot] and rebuilt.layers[1].label == "slot"
     torch.testing.assert_close(rebuilt.layers[1].t, torch.ones(2, 2))
+
+
+def test_a_hybrid_models_dynamic_cache_flattens_its_state_layers_too():
+    # Jamba's DynamicCache (transformers 5) holds Mamba state layers beside attention ones;
+    # transformers' export registration refuses such a cache, ours flattens every tensor.
+    from transformers import JambaConfig
+
+    cfg = JambaConfig(vocab_size=32, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                      num_key_value_heads=1, intermediate_size=32, attn_layer_period=2, attn_layer_offset=1,
+                      expert_layer_period=2, num_experts=2, mamba_d_state=4, mamba_dt_rank=4,
+                      use_mamba_kernels=False)
+    _registered()
+    cache = DynamicCache(config=cfg)
+    k, v = torch.randn(2, 1, 3, 8), torch.randn(2, 1, 3, 8)
+    cache.update(k, v, 1)  # the attention layer
+    kinds = {type(layer).__name__ for layer in cache.layers}
+    assert len(kinds) == 2, kinds  # a state layer and an attention layer
+    leaves, spec = pytree.tree_flatten({"past_key_values": cache})
+    stored = cache.layers[1].keys
+    assert any(leaf is stored for leaf in leaves) and any(leaf is cache.layers[1].values for leaf in leaves)
+    rebuilt = pytree.tree_unflatten([x + 1 if x is stored else x for x in leaves], spec)["past_key_values"]
+    assert [type(layer) for layer in rebuilt.layers] == [type(layer) for layer in cache.layers]
+    torch.testing.assert_close(rebuilt.layers[1].keys, k + 1)
+    assert rebuilt.get_seq_length(1) == cache.get_seq_length(1) == 3

@@ -190,9 +190,10 @@ def whisper(seed=0):
 # More architectures, planned only (test_zoo's simulated 8x8 mesh): an MoE with a shared
 # expert and per-head norms, a post-norm encoder-decoder, shifted-window attention,
 # depthwise convolutions with squeeze-excitation and BatchNorm, a speech encoder-decoder,
-# a vision transformer that upsamples, and low-rank attention with routed experts.
+# a vision transformer that upsamples, low-rank attention with routed experts, and a hybrid
+# of Mamba and attention layers.
 # (qwen2_moe, falcon, bart and swin also matched one process on 4 ranks, 2026-12-05;
-# whisper and deepseek_v3 too, 2026-12-06. efficientnet is no parity case: its losses drift
+# whisper, deepseek_v3 and jamba too, 2026-12-06. efficientnet is no parity case: its losses drift
 # from step 2 as much as its own single-process runs do with 1 thread against 2. Nor is
 # mobilevit: its planned run matched, but forced sharding left 3 of one convolution's
 # 115,200 weights 4e-5 off after 3 AdamW steps, where 1 and 2 threads differ as much.)
@@ -214,6 +215,10 @@ PLAN_ONLY = {
                                moe_intermediate_size=16, n_routed_experts=4, num_experts_per_tok=2,
                                n_shared_experts=1, first_k_dense_replace=1, kv_lora_rank=8, q_lora_rank=8,
                                qk_rope_head_dim=4, qk_nope_head_dim=4, v_head_dim=8, n_group=1, topk_group=1),
+    # Mamba layers beside attention; its DynamicCache (returned by default) holds both kinds
+    "jamba": _hf_decoder("JambaConfig", "JambaForCausalLM", intermediate_size=64, num_key_value_heads=2,
+                         num_experts=2, expert_layer_period=2, attn_layer_period=2, attn_layer_offset=1,
+                         mamba_d_state=4, mamba_dt_rank=4, use_mamba_kernels=False),
 }
 
 MODELS = {
