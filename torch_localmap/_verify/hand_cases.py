@@ -90,6 +90,10 @@ def _hand_programs():
          (r(4, 3, 6),)),
         ("new_empty_strided", lambda a: (a.new_empty_strided((4, 6), (6, 1)), a.new_empty_strided((4, 6), (1, 4)),
                                          torch.empty_strided((3, 5), (5, 1), dtype=a.dtype)), (r(3, 5),)),
+        # sliding windows as columns and back (TNT's F.unfold): batched and not, channels 6 and 3
+        ("unfold_fold", lambda a, b: grad_of(lambda x: F.unfold(x, 2, stride=2), a)
+         + (F.fold(F.unfold(b, (2, 3), padding=1), (4, 5), (2, 3), padding=1), F.unfold(a[0], 3, padding=1)),
+         (r(4, 6, 4, 6), r(2, 3, 4, 5))),
         ("bernoulli_p", lambda a: (torch.ops.aten.bernoulli.p(a, 0.7),), (r(5, 3),)),
         # ConvNeXt's pooling head: strided views that are reshapes (shardable) and one that is not
         ("as_strided", lambda a, b: (torch.ops.aten.as_strided(a.reshape(-1), (4, 6), (6, 1), 0),

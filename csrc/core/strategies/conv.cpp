@@ -8,7 +8,8 @@
 // are offered for groups == 1 only. Transposed convolutions swap the weight's
 // channel dims. The op is linear in input and in weight separately.
 // Pooling works on each (batch, channel) plane independently: those dims
-// shard freely; average pooling and the backward ops are linear.
+// shard freely; average pooling and the backward ops are linear. im2col/col2im
+// (unfold/fold) shard the batch and whole channels.
 #include "core/strategies/rule.h"
 #include "core/strategies/shard_math.h"
 
@@ -159,6 +160,28 @@ Rule pool_rule(int spatial, bool linear) {
   return r;
 }
 
+// im2col (unfold) and col2im (fold): a column's rows are channel-major, channel c's window
+// at rows [c*kk, (c+1)*kk). The batch dim shards alike on both sides; channels shard as
+// the column dim's blocks only where every rank holds whole channels of an even split
+// (torch's chunks of C*kk rows match its chunks of C channels then). Window positions
+// cross rows and columns, so they stay whole. Both ops are linear.
+void unfold_rows(const RuleCtx& c, DimRows& rows) {
+  const int64_t nd = c.in(0).ndim();
+  const int batch = nd == (c.n.op == "aten.im2col.default" ? 4 : 3) ? 1 : 0;  // unbatched inputs have none
+  if (batch == 1) rows.add_uniform(S(0));
+  rows.add_uniform(S(batch));
+  add_partial_rows(c, rows, {{{0}}});
+}
+
+bool channels_split_evenly(const RuleCtx& c, const OpStrategy& s) {
+  // The side with C channels: im2col's input, col2im's output.
+  const bool im2col = c.n.op == "aten.im2col.default";
+  const TensorMeta& t = im2col ? c.in(0) : c.out(0);
+  const PlacementSpec& spec = im2col ? s.inputs[0] : s.outputs[0];
+  const int channel = t.ndim() == 4 ? 1 : 0;
+  return evenly_sharded(t.shape[static_cast<size_t>(channel)], c.mesh(), spec, channel);
+}
+
 }  // namespace
 
 void register_conv(Registry& r) {
@@ -204,6 +227,16 @@ void register_conv(Registry& r) {
             "aten.avg_pool2d_backward.default",
             "aten.max_pool2d_with_indices_backward.default"},
            pool_rule(2, true));
+  {
+    Rule u;
+    u.family = "conv";
+    u.dims = unfold_rows;
+    u.valid = channels_split_evenly;
+    // Sliding windows as columns and back (F.unfold / F.fold): batch and whole channels shard.
+    add_rule(r,
+             {"aten.col2im.default",
+              "aten.im2col.default"}, u);
+  }
   // 3-D pooling backward: linear in grad_output.
   add_rule(r,
            {"aten.avg_pool3d_backward.default",
