@@ -94,6 +94,13 @@ def _hand_programs():
         ("unfold_fold", lambda a, b: grad_of(lambda x: F.unfold(x, 2, stride=2), a)
          + (F.fold(F.unfold(b, (2, 3), padding=1), (4, 5), (2, 3), padding=1), F.unfold(a[0], 3, padding=1)),
          (r(4, 6, 4, 6), r(2, 3, 4, 5))),
+        # reflection and replication padding (TResNet's anti-aliasing) over 1-3 trailing dims
+        ("reflect_replicate_pad", lambda a, b, v: grad_of(lambda x: F.pad(x, (1, 2, 2, 1), mode="reflect"), a)
+         + grad_of(lambda x: F.pad(x, (2, 1, 1, 0), mode="replicate"), a)
+         + grad_of(lambda x: F.pad(x, (1, 2), mode="reflect"), b) + grad_of(lambda x: F.pad(x, (1, 1), mode="replicate"), b)
+         + grad_of(lambda x: F.pad(x, (1, 0, 1, 1, 0, 1), mode="reflect"), v)
+         + grad_of(lambda x: F.pad(x, (1, 0, 1, 1, 0, 1), mode="replicate"), v),
+         (r(4, 3, 5, 6), r(4, 6, 5), r(2, 3, 3, 4, 5))),
         ("bernoulli_p", lambda a: (torch.ops.aten.bernoulli.p(a, 0.7),), (r(5, 3),)),
         # ConvNeXt's pooling head: strided views that are reshapes (shardable) and one that is not
         ("as_strided", lambda a, b: (torch.ops.aten.as_strided(a.reshape(-1), (4, 6), (6, 1), 0),

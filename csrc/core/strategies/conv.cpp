@@ -8,8 +8,9 @@
 // are offered for groups == 1 only. Transposed convolutions swap the weight's
 // channel dims. The op is linear in input and in weight separately.
 // Pooling works on each (batch, channel) plane independently: those dims
-// shard freely; average pooling and the backward ops are linear. im2col/col2im
-// (unfold/fold) shard the batch and whole channels.
+// shard freely; average pooling and the backward ops are linear. Reflection and
+// replication padding shard like pooling. im2col/col2im (unfold/fold) shard the batch
+// and whole channels.
 #include "core/strategies/rule.h"
 #include "core/strategies/shard_math.h"
 
@@ -237,6 +238,27 @@ void register_conv(Registry& r) {
              {"aten.col2im.default",
               "aten.im2col.default"}, u);
   }
+  // Reflection and replication padding of the last 1-3 dims: the leading dims shard freely;
+  // each output element copies one input element (linear), and the backward adds them back
+  // (linear in grad_output).
+  add_rule(r,
+           {"aten.reflection_pad1d.default",
+            "aten.reflection_pad1d_backward.default",
+            "aten.replication_pad1d.default",
+            "aten.replication_pad1d_backward.default"},
+           pool_rule(1, true));
+  add_rule(r,
+           {"aten.reflection_pad2d.default",
+            "aten.reflection_pad2d_backward.default",
+            "aten.replication_pad2d.default",
+            "aten.replication_pad2d_backward.default"},
+           pool_rule(2, true));
+  add_rule(r,
+           {"aten.reflection_pad3d.default",
+            "aten.reflection_pad3d_backward.default",
+            "aten.replication_pad3d.default",
+            "aten.replication_pad3d_backward.default"},
+           pool_rule(3, true));
   // 3-D pooling backward: linear in grad_output.
   add_rule(r,
            {"aten.avg_pool3d_backward.default",
