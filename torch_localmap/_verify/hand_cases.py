@@ -101,6 +101,9 @@ def _hand_programs():
          + grad_of(lambda x: F.pad(x, (1, 0, 1, 1, 0, 1), mode="reflect"), v)
          + grad_of(lambda x: F.pad(x, (1, 0, 1, 1, 0, 1), mode="replicate"), v),
          (r(4, 3, 5, 6), r(4, 6, 5), r(2, 3, 3, 4, 5))),
+        # XLNet's and MoE loops' index_add: rows (dim 0) and columns (dim 1), with alpha
+        ("index_add", lambda a, i, src: grad_of(lambda x, y: torch.index_add(x, 0, i, y), a, src)
+         + (torch.index_add(a.t(), 1, i, src.t(), alpha=-2.0),), (r(5, 4), torch.tensor([4, 0, 4]), r(3, 4))),
         ("bernoulli_p", lambda a: (torch.ops.aten.bernoulli.p(a, 0.7),), (r(5, 3),)),
         # ConvNeXt's pooling head: strided views that are reshapes (shardable) and one that is not
         ("as_strided", lambda a, b: (torch.ops.aten.as_strided(a.reshape(-1), (4, 6), (6, 1), 0),

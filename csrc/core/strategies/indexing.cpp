@@ -1,11 +1,11 @@
-// Indexing along one dim: topk, sort, cumsum, gather, scatter, scatter_add,
+// Indexing along one dim: topk, sort, cumsum, gather, scatter, scatter_add, index_add,
 // index_select, slice_scatter/select_scatter, and the backward ops of slice/select.
 //
 // Each works along a single dim `dim`; every other dim is a batch of
 // independent problems, sharded alike in every tensor that has the same size
 // there. The dim itself stays whole (indices are positions in it).
 // Linear cases: cumsum and gather/index_select in their source, scatter and
-// scatter_add in (self, src) jointly, slice/select_backward in the gradient.
+// scatter_add and index_add in (self, src) jointly, slice/select_backward in the gradient.
 #include "core/strategies/indexing_rule.h"
 #include "core/strategies/rule.h"
 #include "core/strategies/shard_math.h"
@@ -78,6 +78,13 @@ void register_indexing(Registry& r) {
            {"aten.scatter.src",
             "aten.scatter_add.default"}, make([](const RuleCtx& c, DimRows& rows) {
              along_dim_rows(c, rows, wrap_dim(c.int_arg("dim"), c.in(0).ndim()), {0, 1, 2});
+             if (c.num_inputs() == 3) add_partial_rows(c, rows, {{{0, 2}}});
+           }));
+  // index_add(self, dim, index, source, alpha): source's slices added at `index` along
+  // `dim`; other dims shard alike in self, source and the result. Linear in (self,
+  // source) jointly.
+  add_rule(r, {"aten.index_add.default"}, make([](const RuleCtx& c, DimRows& rows) {
+             along_dim_rows(c, rows, wrap_dim(c.int_arg("dim"), c.in(0).ndim()), {0, 2});
              if (c.num_inputs() == 3) add_partial_rows(c, rows, {{{0, 2}}});
            }));
   // scatter.value(self, dim, index, value): a scalar written into a Partial would be counted per rank.
