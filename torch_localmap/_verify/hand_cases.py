@@ -83,7 +83,8 @@ def _hand_programs():
                                       torch.ops.aten._unsafe_index_put(torch.zeros_like(a), [None, None, h, w],
                                                                        a.repeat(1, 1, 2, 2), True)),
          (r(4, 6, 3, 4), torch.tensor([0, 0, 1, 1, 2, 2]).view(6, 1), torch.tensor([0, 0, 1, 1, 2, 2, 3, 3]))),
-        ("index_gaps", lambda a, i, j: (a[:, i], a[i, :, j], a[:, :, j], torch.ops.aten.index_put(a, [None, i], a[:, i] * 2, True)),
+        ("index_gaps", lambda a, i, j: (a[:, i], a[i, :, j], a[:, :, j],
+                                        torch.ops.aten.index_put(a, [None, i], a[:, i] * 2, True)),
          (r(4, 5, 6), torch.tensor([3, 0, 2]), torch.tensor([5, 1, 1]))),
         ("vector_norm", lambda a: grad_of(lambda x: torch.linalg.vector_norm(x, dim=-1, keepdim=True), a)
          + (torch.linalg.vector_norm(a, ord=float("inf"), dim=(0, 2)), torch.linalg.vector_norm(a)),

@@ -67,23 +67,15 @@ Rule like_rule() {
 // empty_strided / new_empty_strided(size, stride): with the strides of a dense tensor a
 // fresh tensor like the others, each rank's piece dense too (its values are unset, so only
 // the layout matters); other strides (a permuted layout) keep the tensor whole.
-bool dense_strides(const RuleCtx& c) {
-  const auto size = c.int_list("size");
-  const auto stride = c.int_list("stride");
-  const auto want = contiguous_strides(size);
-  if (stride.size() != size.size()) return false;
-  for (size_t d = 0; d < size.size(); ++d)
-    if (size[d] > 1 && stride[d] != want[d]) return false;  // a size-1 dim's stride addresses nothing
-  return true;
-}
+bool strides_dense(const RuleCtx& c) { return dense_strides(c.int_list("size"), c.int_list("stride")); }
 
 Rule strided_fresh_rule() {
   Rule r = fresh_rule("size");
   r.dims = [](const RuleCtx& c, DimRows& rows) {
-    if (dense_strides(c)) fresh_rows(c, rows);
+    if (strides_dense(c)) fresh_rows(c, rows);
   };
   r.call_args = [](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
-    if (!dense_strides(c)) return c.same_args();
+    if (!strides_dense(c)) return c.same_args();
     const auto local = local_shape(c.out(0).shape, c.mesh(), s.outputs[0], coord);
     return c.with_args({{"size", local}, {"stride", contiguous_strides(local)}});
   };

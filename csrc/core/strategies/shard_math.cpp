@@ -20,6 +20,14 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
   return st;
 }
 
+bool dense_strides(const std::vector<int64_t>& size, const std::vector<int64_t>& stride) {
+  if (stride.size() != size.size()) return false;
+  const auto want = contiguous_strides(size);
+  for (size_t d = 0; d < size.size(); ++d)
+    if (size[d] > 1 && stride[d] != want[d]) return false;
+  return true;
+}
+
 std::vector<int64_t> local_shape(const std::vector<int64_t>& shape, const Mesh& mesh, const PlacementSpec& spec,
                                  const std::vector<int64_t>& coord) {
   std::vector<int64_t> out(shape);

@@ -47,6 +47,9 @@ int64_t largest_local_numel(const std::vector<int64_t>& shape, const Mesh& mesh,
 
 // Row-major strides of a dense tensor of `shape` (a size-0 dim counts as 1).
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape);
+// Whether `stride` lays out `size` densely in row-major order (a size-1 dim's stride
+// addresses nothing, so any value passes there).
+bool dense_strides(const std::vector<int64_t>& size, const std::vector<int64_t>& stride);
 
 // Mesh dims that shard tensor dim `dim`, in mesh-dim order.
 std::vector<int> mesh_dims_sharding(const PlacementSpec& spec, int dim);

@@ -402,15 +402,12 @@ int strided_reshape_source(const RuleCtx& c) {
   const auto stride = c.int_list("stride");
   // The viewed shape: as_strided's output, the scatter's src (its output has self's shape).
   const auto& viewed = scatter ? c.in(1).shape : c.out(0).shape;
-  if (size != viewed || stride.size() != size.size() || c.in(k).numel() != c.in(0).numel()) return -1;
+  if (size != viewed || c.in(k).numel() != c.in(0).numel()) return -1;
   if (scatter && c.out(0).shape != c.in(0).shape) return -1;
   int64_t numel = 1;
   for (int64_t n : size) numel *= n;
   if (numel != c.in(0).numel()) return -1;  // every element of self, once
-  const auto want = contiguous_strides(size);
-  for (size_t d = 0; d < size.size(); ++d)
-    if (size[d] > 1 && stride[d] != want[d]) return -1;  // a size-1 dim's stride addresses nothing
-  return k;
+  return dense_strides(size, stride) ? k : -1;
 }
 
 Rule strided_rule() {
