@@ -46,7 +46,9 @@ def _hand_programs():
         ("casts", lambda a: (a.to(torch.float32), (a > 0).to(torch.int64), a.to(torch.float32).to(torch.float64)),
          (r(3, 5),)),
         ("factories", lambda a: (torch.zeros_like(a), torch.ones(3, 5, dtype=a.dtype), a.new_zeros(5, 1),
-                                 torch.full_like(a, 2.0), torch.arange(5)), (r(3, 5),)),
+                                 torch.full_like(a, 2.0), torch.arange(5),
+                                 a[:, :3] + torch.eye(3, dtype=a.dtype), torch.eye(3, 5, dtype=a.dtype) * a),
+         (r(3, 5),)),
         ("conv_odd", lambda x, w: grad_of(lambda x, w: F.conv2d(x, w, padding=1), x, w), (r(3, 2, 5, 5), r(5, 2, 3, 3))),
         # monotone ops carry P(max)/P(min) (kinds swapped when non-increasing)
         ("monotone", lambda a: (torch.exp(a), torch.tanh(a), torch.sigmoid(a), torch.floor(a * 3), torch.erfc(a),

@@ -142,9 +142,13 @@ void register_factory(Registry& r) {
     s.family = "factory";
     s.dims = [](const RuleCtx&, DimRows&) {};
     s.work = no_work;
-    // Scalars and ranges whose bounds have no start: replicated (no rows).
+    // Scalars, ranges whose bounds have no start, and identity matrices (a rank's rows of
+    // eye(n, m) are not an eye of their own size: the diagonal moves with the offset):
+    // replicated (no rows). Consumers that shard them slice their piece for free.
     add_rule(r,
              {"aten.arange.default",
+              "aten.eye.default",
+              "aten.eye.m",
               "aten.scalar_tensor.default"}, s);
   }
 }
