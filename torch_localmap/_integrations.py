@@ -51,7 +51,7 @@ def _subclasses(base: type) -> list:
 def tracing_context():
     """Everything active while we trace a user's model (and its per-rank program)."""
     _register_transformers_outputs()
-    with tracing.exporting(), tracing.grouped_mm_shapes_for_every_dtype(), \
+    with tracing.exporting(), tracing.grouped_mm_shapes_for_every_dtype(), tracing.deepcopy_of_traced_tensors(), \
             torch_local_map.torch_local_map_calls_go_to(_torch_region_as_ours):
         yield
 

@@ -91,3 +91,45 @@ def test_kwargs_flags_output_structures_sharded_inputs_and_outside_loss():
         torch.testing.assert_close(r["local_in"], ref["s2"])
         assert "S(0)R" in r["local_spec"]  # the batch is planned where the loader put it
         torch.testing.assert_close(r["dtensor_in"], ref["s2"])
+
+
+class _CopiesStateInForward(nn.Module):
+    """Deep-copies an object holding a tensor made in forward, as transformers' Dory copies
+    its cache layers once per loop."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.l1 = nn.Linear(8, 8)
+
+    def forward(self, x):
+        import copy
+        import types
+
+        state = types.SimpleNamespace(offset=torch.full((8,), 0.5))
+        copied = copy.deepcopy(state)
+        state.offset.add_(1.0)  # the copy keeps its own values
+        return (self.l1(x) + copied.offset).sum()
+
+
+def test_a_forward_that_deep_copies_tensors_it_made_is_planned_and_computes_the_same():
+    from torch_localmap.plan import plan_module
+
+    model = _CopiesStateInForward()
+    x = torch.randn(6, 8, generator=torch.Generator().manual_seed(1))
+    deepcopy_before = torch.Tensor.__deepcopy__
+    plan = plan_module(model, (2,), (x,), time_limit=2)
+    assert list(plan.summary.fallback_ops) == []
+    assert torch.Tensor.__deepcopy__ is deepcopy_before  # torch's own method is back after the trace
+    ref = model(x)
+    for out in run_distributed(_rank_copies_state, 2, timeout=300):
+        torch.testing.assert_close(out, ref)
+
+
+def _rank_copies_state(rank, world_size):
+    import torch_localmap
+
+    model = _CopiesStateInForward()
+    x = torch.randn(6, 8, generator=torch.Generator().manual_seed(1))
+    out = torch_localmap.parallelize(model, make_mesh((2,)), (x,), time_limit=2)(x)
+    return out.full_tensor() if hasattr(out, "full_tensor") else out

@@ -1,5 +1,5 @@
 """What the planning trace runs under: make_fx, export's flags, a module's swapped state,
-op recording and the meta kernel widened for tracing.
+op recording, the meta kernel widened for tracing and deep copies of traced tensors.
 
 Written for torch 2.13; grouped_mm_shapes_for_every_dtype also handles a torch without
 the meta kernel it widens.
@@ -88,3 +88,40 @@ def grouped_mm_shapes_for_every_dtype():
         if _grouped_mm_depth[0] == 0:
             _grouped_mm_depth[1]._destroy()
             _grouped_mm_depth[1] = None
+
+
+@contextlib.contextmanager
+def deepcopy_of_traced_tensors():
+    """copy.deepcopy of a tensor made while tracing. torch's Tensor.__deepcopy__ (2.13) asks a
+    wrapper subclass for data_ptr() to pick its clone() path, and the tensors a trace makes
+    (FunctionalTensor, FakeTensor) raise there instead of answering 0, so a model that
+    deep-copies state in forward (transformers' Dory copies its cache layers once per loop)
+    does not trace. While this context is active such a tensor is copied by clone(), the
+    path torch takes for wrappers without storage; every other tensor, and a non-leaf one
+    (which torch refuses), goes through torch's own method."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch._subclasses.functional_tensor import FunctionalTensor
+
+    original = torch.Tensor.__deepcopy__
+    if getattr(original, "_traced_tensors", False):  # nested: already in place
+        yield
+        return
+
+    def __deepcopy__(self, memo):
+        if not isinstance(self, (FunctionalTensor, FakeTensor)) or not self.is_leaf:
+            return original(self, memo)
+        if id(self) in memo:
+            return memo[id(self)]
+        with torch.no_grad():
+            copied = self.clone()
+        if self.requires_grad:
+            copied.requires_grad_()
+        memo[id(self)] = copied
+        return copied
+
+    __deepcopy__._traced_tensors = True
+    torch.Tensor.__deepcopy__ = __deepcopy__
+    try:
+        yield
+    finally:
+        torch.Tensor.__deepcopy__ = original
