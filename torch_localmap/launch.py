@@ -8,7 +8,8 @@ needs `world_size` visible GPUs) and its return values come back as a list index
 by rank. Any rank raising (or dying) makes the call fail with an AssertionError that leads
 with the root cause: a rank that died, else one whose own code raised, before ranks that
 only saw a collective break or were told of another rank's failure (runtime/failures.py).
-A hang makes it fail after `timeout` seconds. Stragglers are killed either way.
+A hang makes it fail after `timeout` seconds. Stragglers are killed either way. Ranks share
+one PYTHONHASHSEED (the caller's, else 0), so a model traces alike on every rank.
 
 Inside `fn`, `make_mesh(shape, names)` builds a DeviceMesh over all ranks (CPU for gloo,
 CUDA for nccl). Training scripts launched by torchrun need none of this: they call
@@ -21,6 +22,7 @@ descriptors that die with the child process.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import faulthandler
 import os
@@ -195,6 +197,22 @@ def run_distributed(fn, world_size: int, *args, timeout: float = 120.0, pg_timeo
     raise AssertionError("unreachable")  # the last attempt raises its own report
 
 
+@contextlib.contextmanager
+def _one_hash_seed():
+    """Ranks started inside share one PYTHONHASHSEED: the parent's when it has one, else 0.
+    Every rank traces the model, and a forward that iterates a set of strings (transformers'
+    Dory builds its rotary tables so) follows the process's hash seed; with a seed each,
+    ranks trace their graphs in different orders (the planner then refuses, naming the rank)."""
+    before = os.environ.get("PYTHONHASHSEED")
+    if before is None:
+        os.environ["PYTHONHASHSEED"] = "0"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PYTHONHASHSEED", None)
+
+
 def _run_once(fn, world_size, args, timeout, pg_timeout, backend, last_attempt) -> list:
     import torch.multiprocessing as mp
 
@@ -209,8 +227,9 @@ def _run_once(fn, world_size, args, timeout, pg_timeout, backend, last_attempt) 
         )
         for rank in range(world_size)
     ]
-    for p in procs:
-        p.start()
+    with _one_hash_seed():
+        for p in procs:
+            p.start()
 
     results: dict[int, object] = {}
     errors: dict[int, tuple[str, str]] = {}  # rank -> (traceback, kind)

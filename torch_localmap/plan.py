@@ -156,7 +156,31 @@ def _agreed_plan_json(ir_json: str, options_json: str, mesh, timeout, progress=N
     kind, payload = box[0]
     if kind != "ok":
         raise _ERRORS.get(kind, RuntimeError)(payload)
+    _check_every_rank_traced_the_planned_graph(payload[0], ir_json, options_json, pg, src)
     return payload
+
+
+def _check_every_rank_traced_the_planned_graph(doc: str, ir_json: str, options_json: str, pg, src: int) -> None:
+    """The plan is applied node by node to each rank's own trace, so every rank must have
+    traced the graph `src` planned. A forward whose order follows Python's per-process hash
+    seed (iterating a set of strings: transformers' Dory computes its rotary tables so) traces
+    in another order on another process; that plan would then run different collectives on
+    different ranks and stall or abort inside the collective library. Each rank compares its
+    trace with the plan (core/plan_fingerprint.h), and all raise if any differs."""
+    import torch.distributed as dist
+
+    mine = "" if dist.get_rank() == src else _C.plan_mismatch(ir_json, options_json, doc)
+    every = [None] * dist.get_world_size()
+    with fake_tensors.outside_fake_mode(), failure_scope():
+        dist.all_gather_object(every, mine, group=pg)
+    differing = [(rank, diff) for rank, diff in enumerate(every) if diff]
+    if differing:
+        rank, diff = differing[0]
+        raise PlanMismatchError(
+            f"rank {rank} traced another graph than rank {src}, which planned it ({len(differing)} of "
+            f"{len(every)} ranks differ): {diff}. Expected every rank to trace the same program; a forward whose "
+            "order follows Python's per-process hash seed (e.g. iterating a set of strings) traces differently in "
+            "each process: set PYTHONHASHSEED to the same value on every rank (e.g. PYTHONHASHSEED=0 torchrun ...)")
 
 
 def _plain_container(node_type) -> bool:

@@ -43,3 +43,20 @@ def test_hang_times_out():
     # call took on the wall is left to benchmarks (a loaded machine stretches it).
     with pytest.raises(AssertionError, match=r"timed out after 20 s; ranks \[1\]"):
         run_distributed(_hang_on_rank_one, 2, timeout=20.0)
+
+
+def _string_hashes(rank, world_size):
+    import os
+
+    return os.environ.get("PYTHONHASHSEED"), hash("rotary tables per attention type")
+
+
+def test_ranks_share_one_hash_seed_so_they_trace_alike(monkeypatch):
+    # Without a seed of the parent's, each spawned interpreter would draw its own, and a
+    # forward iterating a set of strings would trace differently per rank.
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    out = run_distributed(_string_hashes, 2)
+    assert out[0] == out[1] and out[0][0] == "0"
+    monkeypatch.setenv("PYTHONHASHSEED", "123")
+    out = run_distributed(_string_hashes, 2)
+    assert out[0] == out[1] and out[0][0] == "123"

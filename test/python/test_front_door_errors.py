@@ -115,3 +115,41 @@ def test_root_forward_hooks_run_at_every_call():
         for out in outs:
             torch.testing.assert_close(out, ref)  # the pre-hook's rescaling took effect
         assert calls == [(6, 2), (6, 2)]  # the post-hook ran once per call
+
+
+class _RankDependentForward(torch.nn.Module):
+    """A forward that computes another graph on rank 1 (as a set of strings iterated in
+    forward does under per-process hash seeds): the same ops, wired differently."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        import torch.distributed as dist
+
+        order = ("a", "b") if dist.get_rank() != 1 else ("b", "a")
+        first, second = (getattr(self, n) for n in order)
+        return second(torch.relu(first(x))).sum()
+
+
+def _rank_traces_another_graph(rank, world_size):
+    import torch_localmap
+    from torch_localmap.plan import PlanMismatchError
+
+    torch.manual_seed(0)
+    model = _RankDependentForward()
+    x = torch.randn(8, 4, generator=torch.Generator().manual_seed(1))
+    try:
+        torch_localmap.parallelize(model, make_mesh((2,)), (x,), time_limit=2)
+    except PlanMismatchError as e:
+        return str(e)
+    return None
+
+
+def test_ranks_that_trace_different_graphs_all_raise_instead_of_mismatched_collectives():
+    # Rank 0's plan, applied node by node to rank 1's graph, would run other collectives
+    # there: every rank must refuse, naming the rank that differs and the usual cause.
+    for message in run_distributed(_rank_traces_another_graph, 2, timeout=300):
+        assert message is not None
+        assert "rank 1 traced another graph than rank 0" in message and "PYTHONHASHSEED" in message
