@@ -15,7 +15,7 @@ CLEAN ?= 0
 REQUIREMENTS = "torch==2.13.*" "numpy>=1.24,<3" "highspy>=1.7,<1.16" "tqdm>=4.60,<5" "pybind11>=2.12,<4" \
     "ninja>=1.11,<2" "setuptools>=64,<90" "wheel<1"
 TEST_REQUIREMENTS = "pytest>=7,<10" "pytest-xdist>=3.2,<4" "pytest-timeout>=2,<3" "hypothesis>=6,<7" "rich>=13,<16" \
-    "transformers==5.23.0" "pillow>=9,<13" "expecttest>=0.2,<1"
+    "transformers==5.25.0" "pillow>=9,<13" "expecttest>=0.2,<1"
 # The model zoo's vision models. timm requires torchvision, whose PyPI wheels are CUDA builds:
 # installed without dependencies (no second torch) and made importable next to the CPU torch
 # by tools/torchvision_cpu_shim.py (installed as a .pth start-up hook of the venv).

@@ -40,7 +40,7 @@ fi
 PIP_CONSTRAINT=/dev/null "$VENV/bin/python" -m pip install -q "torch==$TORCH" "numpy>=1.24,<3" "highspy>=1.7,<1.16" \
   "tqdm>=4.60,<5" "pybind11>=2.12,<4" "ninja>=1.11,<2" "setuptools>=64,<90" "wheel<1" \
   "pytest>=7,<10" "pytest-xdist>=3.2,<4" "pytest-timeout>=2,<3" "hypothesis>=6,<7" "expecttest>=0.2,<1" \
-  "transformers==5.23.0"
+  "transformers==5.25.0"
 t_install=$((SECONDS - t0))
 
 rm -rf "$SRC" && mkdir -p "$SRC"

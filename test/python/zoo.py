@@ -153,8 +153,9 @@ def _hf_decoder(config_name, model_name, **extra):
         import transformers
 
         torch.manual_seed(seed)
-        cfg = getattr(transformers, config_name)(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
-                                                 num_attention_heads=4, max_position_embeddings=64, **extra)
+        sizes = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                     max_position_embeddings=64)
+        cfg = getattr(transformers, config_name)(**{**sizes, **extra})
         cfg._attn_implementation = "sdpa"
         ids = _tokens(seed)
         return Case(getattr(transformers, model_name)(cfg), (), {"input_ids": ids, "labels": ids}, None, _hf_loss)
@@ -219,6 +220,12 @@ PLAN_ONLY = {
     "jamba": _hf_decoder("JambaConfig", "JambaForCausalLM", intermediate_size=64, num_key_value_heads=2,
                          num_experts=2, expert_layer_period=2, attn_layer_period=2, attn_layer_offset=1,
                          mamba_d_state=4, mamba_dt_rank=4, use_mamba_kernels=False),
+    # a looped decoder that deep-copies its cache layers once per loop in forward
+    "dory": _hf_decoder("DoryConfig", "DoryForCausalLM", intermediate_size=64, num_key_value_heads=2,
+                        num_hidden_layers=4, n_input_layers=1, n_recurrent_layers=2, n_output_layers=1,
+                        n_recurrent_loops=2),
+    # chunked linear attention: an identity matrix (torch.eye) added per chunk
+    "lara_mini": _hf_decoder("LaraMiniConfig", "LaraMiniForCausalLM", intermediate_size=64, num_key_value_heads=2),
 }
 
 MODELS = {
