@@ -169,7 +169,10 @@ def _check_every_rank_traced_the_planned_graph(doc: str, ir_json: str, options_j
     trace with the plan (core/plan_fingerprint.h), and all raise if any differs."""
     import torch.distributed as dist
 
-    mine = "" if dist.get_rank() == src else _C.plan_mismatch(ir_json, options_json, doc)
+    try:  # a rank that raised here alone would leave the others waiting in the gather
+        mine = "" if dist.get_rank() == src else _C.plan_mismatch(ir_json, options_json, doc)
+    except (ValueError, RuntimeError) as e:
+        mine = f"its trace could not be checked against the plan ({type(e).__name__}: {e})"
     every = [None] * dist.get_world_size()
     with fake_tensors.outside_fake_mode(), failure_scope():
         dist.all_gather_object(every, mine, group=pg)
