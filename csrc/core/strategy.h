@@ -46,8 +46,9 @@ NodeStrategies enumerate_strategies(const Graph& g, int id, const StrategyOption
 // Strategies of every node in one pass (the "output" node gets an empty
 // entry with family "output"). Unlike per-node calls, this drops strategies
 // that need a Partial kind on an input that the input's producer can never
-// emit (they are dominated by taking the replicated value), which keeps
-// counts practical on 3-D/4-D meshes. The planner should use this.
+// emit where another strategy does as well (combine in strategy.cpp; a bias
+// beside a sharded contraction is kept), which keeps counts practical on
+// 3-D/4-D meshes. The planner should use this.
 std::vector<NodeStrategies> enumerate_graph_strategies(const Graph& g, const StrategyOptions& options = {});
 
 // Ops with a sharding rule, sorted (coverage reports, verification bookkeeping).

@@ -190,6 +190,31 @@ TEST(StrategyGraph, UnreachablePartialInputsArePrunedInTheGraphPass) {
   EXPECT_EQ(enumerate_strategies(g, 4).strategies.size(), 8u);
 }
 
+TEST(StrategyGraph, ABiasFromAPlaceholderKeepsTheRowParallelProduct) {
+  // nn.Linear with a bias as torch's RowwiseParallel runs it: addmm(bias, h, w) with h's and
+  // w's contracted dim sharded makes a Partial sum, so the bias must be Partial too. The bias
+  // is a parameter, which is never Partial: the row is kept (the bias is divided by the mesh
+  // size on the way), because no row replaces it. A Partial only the bias would bring
+  // (addmm(P, P, R) with h replicated) is still dropped, as is adding a replicated value to a
+  // Partial sum its producer makes (add(P, P)): the sum is reduced first instead.
+  std::string doc = R"J({"mesh":{"shape":[2]},"nodes":[
+    {"name":"bias","op":"placeholder","role":"param","outputs":[{"shape":[8],"dtype":"float32"}]},
+    {"name":"h","op":"placeholder","outputs":[{"shape":[4,6],"dtype":"float32"}]},
+    {"name":"w","op":"placeholder","role":"param","outputs":[{"shape":[6,8],"dtype":"float32"}]},
+    {"name":"y","op":"aten.addmm.default","args":[{"t":[0,0]},{"t":[1,0]},{"t":[2,0]}],"outputs":[{"shape":[4,8],"dtype":"float32"}]},
+    {"name":"z","op":"aten.add.Tensor","args":[{"t":[3,0]},{"t":[0,0]}],"outputs":[{"shape":[4,8],"dtype":"float32"}]},
+    {"name":"output","op":"output","args":[[{"t":[4,0]}]]}]})J";
+  Graph g = read_graph(doc);
+  auto all = enumerate_graph_strategies(g);
+  auto y = render_all(all[3]);
+  EXPECT_TRUE(has(y, "P(sum),S(1),S(0)->P(sum)"));
+  EXPECT_FALSE(has(y, "P(sum),P(sum),R->P(sum)"));
+  EXPECT_FALSE(has(y, "P(sum),R,P(sum)->P(sum)"));
+  auto z = render_all(all[4]);
+  EXPECT_FALSE(has(z, "P(sum),P(sum)->P(sum)"));
+  EXPECT_TRUE(has(z, "R,R->R"));
+}
+
 TEST(StrategyCallArgs, SliceBackwardAndArangeUseLocalExtents) {
   Graph sb = one_op_graph({2}, {{{5, 2}}}, "aten.slice_backward.default", "[$0,[5,4],1,0,2,1]", {{{5, 4}}});
   auto a1 = local_call_args(sb, 1, strategy({"S(0)"}, {"S(0)"}), {1});
