@@ -66,7 +66,7 @@ class _Options:
     execution: ExecutionOptions = dataclasses.field(default_factory=ExecutionOptions)
     optimizer_states: int = 2  # for the plan's memory estimate (AdamW keeps 2 tensors per parameter)
     plan: object = None  # a saved Plan for the first call signature (applied, not solved)
-    like: str | None = None  # torch's plan to follow ("ddp" | "fsdp2"), None: the planner's own
+    like: str | None = None  # torch's plan to follow ("ddp" | "fsdp2" | "tp"), None: the planner's own
     recompute: object = False  # True: the solver may recompute values backward reads; "full" / "selective": AC modes
     plan_cache_size: int = 16  # planned call signatures kept (least recently used dropped first)
     replan_tolerance: float = 0.05  # a call at new sizes solves afresh only if that is this much cheaper
@@ -543,13 +543,16 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
     overhead and each mesh dim's collectives -- cached per machine and mesh in
     $TLM_CACHE_DIR (_live_calibration.py; later plans read the file).
 
-    `like` ("ddp" or "fsdp2"): plan exactly as that torch wrapper runs the step -- parameters
+    `like` ("ddp", "fsdp2" or "tp"): plan exactly as that torch wrapper runs the step -- parameters
     replicated (DDP) or sharded on their first dim over every mesh dim (FSDP2), activations
     kept on the rank whose batch shard made them, parameter gradients reduced -- to compare
     our runtime with torch's on torch's own plan. Under "ddp" the parameters and buffers stay
     plain tensors, as DDP's do (rank 0's values broadcast). `fixed_params` still overrides
     single parameters (then all of them are DTensors). A model with an op that cannot run on
-    a local batch shard is refused.
+    a local batch shard is refused. "tp": as torch's tensor-parallel styles run it, their
+    placements given by `fixed_params` (ColwiseParallel: a weight Shard(0); RowwiseParallel:
+    Shard(1)) -- every rank the whole batch, each parameter read where it is kept, only
+    activations moved (a row-parallel product's output reduced).
 
     Calls whose sizes change (sequence length, a smaller last batch): the first call of a
     new size keeps the plan of the previous size, priced at the new sizes, unless a short

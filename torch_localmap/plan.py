@@ -36,7 +36,7 @@ def plan_options(mode="train", device="H100", time_limit=10.0, memory_limit="dev
     if bucket_bytes is not None:  # the runtime's gradient bucket cap (else the planner's: 25 MiB, as the runtime's)
         opts["bucket_bytes"] = int(bucket_bytes)
     if like is not None:
-        opts["like"] = like  # torch's plan to follow: "ddp" | "fsdp2" (the planner checks the name)
+        opts["like"] = like  # torch's plan to follow: "ddp" | "fsdp2" | "tp" (the planner checks the name)
     if replicated_outputs:
         opts["replicated_outputs"] = [str(t) for t in replicated_outputs]
     if input_specs:

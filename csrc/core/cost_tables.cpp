@@ -138,11 +138,12 @@ PlacementSpec like_state_spec(const std::string& like, const IrNode& node, const
   return find_output_spec(strat.strategies, dim0) >= 0 ? dim0 : rep;
 }
 
-// Where torch's plan `like` has a user input that arrives whole: split over the batch (its
-// first dim) on every mesh dim, as each rank's data loader gives it its own samples -- a
-// local cut, no communication -- where the shape allows; otherwise replicated.
+// Where torch's plan `like` has a user input that arrives whole: under a data-parallel
+// plan split over the batch (its first dim) on every mesh dim, as each rank's data loader
+// gives it its own samples -- a local cut, no communication -- where the shape allows;
+// otherwise, and under "tp" (every rank the whole batch), replicated.
 PlacementSpec like_input_spec(const std::string& like, const NodeStrategies& strat, const PlacementSpec& rep) {
-  if (like.empty()) return rep;
+  if (like.empty() || like == "tp") return rep;
   const PlacementSpec batch(rep.size(), Placement::shard(0));
   return find_output_spec(strat.strategies, batch) >= 0 ? batch : rep;
 }
@@ -569,7 +570,7 @@ solver::Cost RedistCostCache::price(int meta, MetaTable& t, int src, int dst) {
 }
 
 const std::vector<std::string>& like_plans() {
-  static const std::vector<std::string> plans = {"ddp", "fsdp2"};
+  static const std::vector<std::string> plans = {"ddp", "fsdp2", "tp"};
   return plans;
 }
 
@@ -579,13 +580,32 @@ bool known_like(const std::string& like) {
 }
 
 namespace {
-// Under a torch plan (BoundaryPolicy::like) the edge from `r` may not communicate: it
-// carries an activation (not a parameter or buffer) of more than one element.
-bool local_under_like(const BoundaryPolicy& policy, const Graph& g, const TensorRef& r) {
+bool is_state(const IrNode& node) {
+  return node.op == "placeholder" && (node.role == "param" || node.role == "buffer");
+}
+
+// Per node: whether its value is a parameter or buffer as a module reads it -- the state
+// itself, or a chain of single-input ops on it (the transpose a Linear takes, a
+// mixed-precision cast).
+std::vector<char> state_as_read(const Graph& g) {
+  std::vector<char> out(g.nodes.size(), 0);
+  for (size_t v = 0; v < g.nodes.size(); ++v) {
+    const IrNode& node = g.nodes[v];
+    out[v] = is_state(node) ||
+             (node.op != "placeholder" && node.tensor_inputs.size() == 1 && out[static_cast<size_t>(node.tensor_inputs[0].node)]);
+  }
+  return out;
+}
+
+// Under a torch plan (BoundaryPolicy::like) the edge from `r` may not communicate. Under a
+// data-parallel plan: it carries an activation (not a parameter or buffer) of more than one
+// element. Under "tp": it carries a parameter or buffer as read (state_as_read), so each
+// is used where it is kept.
+bool local_under_like(const BoundaryPolicy& policy, const Graph& g, const std::vector<char>& as_read,
+                      const TensorRef& r) {
   if (policy.like.empty()) return false;
-  const IrNode& producer = g.nodes[r.node];
-  if (producer.op == "placeholder" && (producer.role == "param" || producer.role == "buffer")) return false;
-  return g.meta(r).numel() > 1;
+  if (policy.like == "tp") return as_read[static_cast<size_t>(r.node)] != 0;
+  return !is_state(g.nodes[r.node]) && g.meta(r).numel() > 1;
 }
 }  // namespace
 
@@ -625,7 +645,7 @@ void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat,
                        const BoundaryPolicy& policy, std::optional<int64_t> memory_limit, bool materialize_edges,
                        CostTables& t) {
   if (!known_like(policy.like))
-    throw InvalidArgument("like: expected '', 'ddp' or 'fsdp2', got '" + policy.like + "'");
+    throw InvalidArgument("like: expected '', 'ddp', 'fsdp2' or 'tp', got '" + policy.like + "'");
   t.redist.set_bucket_bytes(policy.bucket_bytes);
   t.bucketed_inputs = policy.train ? gradient_tails(g) : std::vector<char>(g.nodes.size(), 0);
   const int n = static_cast<int>(g.nodes.size());
@@ -650,13 +670,14 @@ void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat,
 
   // Edges: redistribution from each producer's output spec to each consumer's input spec.
   EdgeBuilder edges(t, materialize_edges);
+  const std::vector<char> as_read = policy.like == "tp" ? state_as_read(g) : std::vector<char>();
   for (int v = 0; v + 1 < n; ++v) {
     const IrNode& node = g.nodes[v];
     const InputEdgeRule rule = input_edge_rule(node);
     for (size_t k = 0; k < node.tensor_inputs.size(); ++k) {
       const TensorRef& r = node.tensor_inputs[k];
       const auto src = column(ids[r.node].out, r.output), dst = column(ids[v].in, k);
-      const InputEdgeRule edge_rule = local_under_like(policy, g, r) ? InputEdgeRule::AsProduced : rule;
+      const InputEdgeRule edge_rule = local_under_like(policy, g, as_read, r) ? InputEdgeRule::AsProduced : rule;
       // A one-element value (a loss, its count, an auxiliary loss) is moved once per spec
       // and its reductions travel in one bucket with the others ready with it (_spmd.py's
       // small moves, bucketing.py): each reader pays a share of that collective.

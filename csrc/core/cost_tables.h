@@ -58,7 +58,11 @@ struct BoundaryPolicy {
   // edge from anything but a parameter or buffer moves no data between ranks
   // unless its tensor is a scalar (the loss), so activations stay on the rank
   // whose batch shard made them and parameter gradients are reduced into their
-  // sinks. "": no such restriction.
+  // sinks. "tp": torch's tensor-parallel styles (ColwiseParallel / RowwiseParallel,
+  // their placements given by fixed_params): parameters not in fixed_params and buffers
+  // replicated, user inputs not in input_specs replicated (every rank the whole batch),
+  // and no edge from a parameter or buffer, or from a view or cast of one, communicates,
+  // so each is read where it is kept and only activations move. "": no such restriction.
   std::string like;
   // Train mode: the solver may recompute values backward reads instead of keeping
   // them (recompute.h). Not under `like` unless with recompute_only.

@@ -75,7 +75,7 @@ PlanOptions read_plan_options(const json::Value& v) {
   if (auto* x = v.find("like"); x && !x->is_null()) {
     o.like = x->as_string("options.like");
     if (!known_like(o.like))
-      throw InvalidArgument("options.like: expected 'ddp', 'fsdp2' or null, got '" + o.like + "'");
+      throw InvalidArgument("options.like: expected 'ddp', 'fsdp2', 'tp' or null, got '" + o.like + "'");
   }
   if (auto* x = v.find("outputs")) {
     o.outputs = x->as_string("options.outputs");

@@ -59,9 +59,9 @@ struct PlanOptions {
   std::map<std::string, PlacementSpec> fixed_params;
   // User inputs that arrive sharded (data loaders, DTensor inputs), by flat input index.
   std::map<std::string, PlacementSpec> input_specs;
-  // Plan as one of torch's data-parallel wrappers would run the step, so our runtime
-  // can be measured on torch's own plan (cost_tables.h, BoundaryPolicy::like):
-  // "" (free), "ddp" or "fsdp2".
+  // Plan as one of torch's wrappers or parallel styles would run the step, so our
+  // runtime can be measured on torch's own plan (cost_tables.h, BoundaryPolicy::like):
+  // "" (free), "ddp", "fsdp2" or "tp".
   std::string like;
   // The solver may recompute values backward reads instead of keeping them
   // (recompute.h), when a plan keeping them all would not fit or cost more.

@@ -187,7 +187,7 @@ def test_like_refuses_a_model_that_needs_batch_communication():
 def test_like_and_bucket_cap_are_checked():
     from torch_localmap._parallelize import _check_like, _execution_options
 
-    with pytest.raises(ValueError, match=r"like: expected one of \['ddp', 'fsdp2'\] or None, got 'zero3'"):
+    with pytest.raises(ValueError, match=r"like: expected one of \['ddp', 'fsdp2', 'tp'\] or None, got 'zero3'"):
         _check_like("zero3")
     mesh = type("Mesh", (), {"device_type": "cpu"})()
     with pytest.raises(ValueError, match=r"bucket_cap_mb: expected a non-negative number of MiB"):
@@ -946,3 +946,33 @@ def test_a_biased_linear_runs_row_parallel_as_torch_tp_does(compile_):
         # batch, needs none)
         assert r["bw"] == [("all_reduce", x.numel())], r["bw"]
 
+
+def _rank_like_tp(rank, world):
+    from torch_localmap import parallelize
+
+    model, (x, y) = _example()
+    pm = parallelize(model, make_mesh((world,)), (x, y), device="cpu", time_limit=2.0, like="tp",
+                     fixed_params=_megatron_placements(model))
+    loss = pm(x, y)
+    loss.backward()
+    return {"loss": loss.full_tensor().detach(), "grads": _grads(pm), "placements": pm.plan.param_placements(),
+            "fw": _collectives(pm._program.fw), "bw": _collectives(pm._program.bw)}
+
+
+@pytest.mark.timeout(600)
+def test_like_tp_runs_torchs_tensor_parallel_plan_and_trains_like_one_process():
+    """On this small model the planner, given torch's TP placements alone, gathers some
+    weights instead (cheaper by its cost model); like="tp" runs what ColwiseParallel /
+    RowwiseParallel run: every rank the whole batch, no parameter moved, one activation
+    all-reduced per block in forward (the row-parallel output) and one per block in
+    backward but the first (the column-parallel input gradient). Gradients equal one
+    process's."""
+    ref_loss, ref_grads = _reference()
+    model, (x, _) = _example()
+    for r in run_distributed(_rank_like_tp, 2, timeout=600):
+        torch.testing.assert_close(r["loss"], ref_loss, **TOL)
+        for k, g in ref_grads.items():
+            torch.testing.assert_close(r["grads"][k], g, **TOL, msg=lambda m: f"grad {k}: {m}")
+        assert r["placements"] == _megatron_placements(model) | {"head.weight": "R", "head.bias": "R"}, r["placements"]
+        assert r["fw"] == [("all_reduce", x.numel())] * 3, r["fw"]
+        assert r["bw"] == [("all_reduce", x.numel())] * 2, r["bw"]
