@@ -1,11 +1,11 @@
 """Training step time and peak memory of our planned programs against what a user would
 otherwise run: one process, DDP, FSDP2 (fully_shard), a hand TP(+FSDP2) DTensor plan; and
 our runtime on each of torch's own plans (parallelize(like="ddp"|"fsdp2"), the hand TP
-placements as fixed_params), which separates the runtime's speed from the planner's choice;
+placements as fixed_params, with like="tp" on a 1-D mesh), which separates the runtime's speed from the planner's choice;
 `ours_measured` keeps the fastest measured of the planner's, DDP's and FSDP2's plans and, on
 a 1-D mesh, the planner's on each 2-D layout of the same ranks (parallelize(measure_candidates=4)).
 
-    PYTHONPATH=$PWD python benchmarks/step_time.py [--device cpu|cuda] [--models mlp,mlp_padded,llama,moe] [--meshes 4,2x2]
+    PYTHONPATH=$PWD python benchmarks/step_time.py [--device cpu|cuda] [--models mlp,mlp_padded,mlp_wide,llama,moe] [--meshes 4,2x2]
         [--rows ...] [--steps 20] [--warmup 3] [--repeats 3] [--calibration profile.json]
         [--optimizer fused|foreach|for-loop] [--json results.json]
 
@@ -102,6 +102,16 @@ def build(name: str):
         model = MLP(dim, hidden)
         g = torch.Generator().manual_seed(1)
         return model, (torch.randn(64, dim, generator=g), torch.randn(64, dim, generator=g))
+    if name == "mlp_wide":
+        # A model where tensor parallelism wins on this machine: wide weights and a small batch.
+        # Data-parallel rows move (DDP: all-reduce; FSDP2: gather and reduce-scatter) and, for
+        # DDP, step with AdamW the whole 33.6 M parameters on every rank, and every rank's
+        # products read all of the weights for a few rows each; TP splits the weights and
+        # moves only the 16 rows' activations.
+        torch.manual_seed(0)
+        model = MLP(1024, 4096)
+        g = torch.Generator().manual_seed(1)
+        return model, (torch.randn(16, 1024, generator=g), torch.randn(16, 1024, generator=g))
     if name == "llama":
         cfg = models.llama.LlamaConfig(dim=256, n_layers=4, n_heads=8, n_kv_heads=4, ffn_dim=688, vocab_size=1024,
                                        seq_len=64)
@@ -113,7 +123,7 @@ def build(name: str):
                       expert_ffn_dim=256, vocab_size=512, seq_len=32, capacity_factor=2.0, aux_loss_weight=0.0,
                       route_group_size=32)
         return models.build("moe", cfg, batch=8, seed=0)
-    raise ValueError(f"unknown model {name!r}; expected mlp, mlp_padded, llama or moe")
+    raise ValueError(f"unknown model {name!r}; expected mlp, mlp_padded, mlp_wide, llama or moe")
 
 
 def _blocks(model):
@@ -129,7 +139,7 @@ def _tp_plan(name: str, model, tp: int, local_heads: bool = True):
 
     plans = []
     for blk in _blocks(model):
-        if name in ("mlp", "mlp_padded"):
+        if name in ("mlp", "mlp_padded", "mlp_wide"):
             plans.append((blk, {"0": ColwiseParallel(), "2": RowwiseParallel()}))
         elif name == "llama":
             if local_heads:
@@ -161,7 +171,7 @@ def _tp_fsdp2_placements(name, model, mesh_shape) -> dict:
             for k, p in model.named_parameters()}
 
 
-HAND_TP = {"mlp", "mlp_padded", "llama"}
+HAND_TP = {"mlp", "mlp_padded", "mlp_wide", "llama"}
 NO_HAND_TP = ("no torch TP style fits the MoE: ColwiseParallel on its fused qkv would split across q/k/v, "
               "and its experts are raw einsum parameters")
 
@@ -225,6 +235,8 @@ def _setup(row, name, model, batch, mesh_shape, calibration, plan_dir, device, o
         args = _local_batch(batch, rank, world)
     elif row == "ours_on_tp_fsdp2":
         kwargs = {"fixed_params": _tp_fsdp2_placements(name, model, mesh_shape)}
+        if len(mesh_shape) == 1:  # TP over all ranks: each parameter read where it is kept, as torch's styles
+            kwargs["like"] = "tp"
         if len(mesh_shape) == 2:  # the batch split over the data-parallel mesh dim
             kwargs["input_placements"] = {i: [Shard(0), Replicate()] for i in range(len(batch))}
             args = _local_batch(batch, dist.get_rank() // mesh_shape[1], mesh_shape[0])
@@ -551,15 +563,27 @@ def table(model, mesh_shape, results, best, ranks="4 gloo ranks", device="cpu") 
     return "\n".join(lines)
 
 
-def plan_checks(results, world: int) -> list:
+def plan_checks(results, world: int, mesh_ndim: int = 1) -> list:
     """Ours on DDP's / FSDP2's plan must issue what those wrappers issue per step: DDP one
     all-reduce of every gradient over all ranks; FSDP2 all-gathers of the parameters and one
     reduce-scatter of every gradient (within 5%: padding); no other collective beyond the
-    loss scalar's. (torch's rows' own collectives, read by the profiler, are shown for
-    reference: the profiler records no sizes for some of them.) Returns the mismatches."""
+    loss scalar's. Ours on the hand TP plan over a 1-D mesh (like="tp": no parameter moved),
+    as torch's column/row-parallel styles run it: all-reduces of activations only (a
+    row-parallel product's output in forward, a column-parallel product's input gradient in
+    backward), or reduce-scatters each gathered again. (torch's rows'
+    own collectives, read by the profiler, are shown for reference: the profiler records no
+    sizes for some of them.) Returns the mismatches."""
     bad = []
     if world == 1:  # one rank reduces nothing (torch's wrappers still call their collectives)
         return bad
+    tp = results.get("ours_on_tp_fsdp2", {})
+    if "collectives" in tp and mesh_ndim == 1:
+        c = tp["collectives"]
+        scattered, gathered = c.get("reduce_scatter", [0, 0])[1], c.get("all_gather", [0, 0])[1]
+        if set(c) - {"all_reduce", "reduce_scatter", "all_gather"} or abs(scattered - gathered) > 0.05 * max(gathered, 1):
+            bad.append(f"ours_on_tp_fsdp2 issues {_collectives_text(c)}; torch's TP styles all-reduce activations "
+                       "only (a reduce-scatter and all-gather of the same values, around a norm computed on "
+                       "sequence shards, count as one)")
     for ours, allowed, reduce_kind in (("ours_on_ddp", {"all_reduce"}, "all_reduce"),
                                        ("ours_on_fsdp2", {"all_gather", "reduce_scatter", "all_reduce"},
                                         "reduce_scatter")):
@@ -619,7 +643,7 @@ def measured_split(r) -> dict:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--models", default="mlp,mlp_padded,llama,moe")
+    p.add_argument("--models", default="mlp,mlp_padded,mlp_wide,llama,moe")
     p.add_argument("--meshes", default=None, help="default 4,2x2 on CPU; on CUDA the GPU count (and 2xN/2)")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                    help="cpu: 4 gloo ranks; cuda: one NCCL rank per visible GPU, planned with the H100 table")
@@ -686,9 +710,9 @@ def main(argv=None):
                     print(f"\nlosses agree to {spread:.1e} (relative; bound {LOSS_RTOL:g})")
                     if spread > LOSS_RTOL:
                         failures.append(f"{name} {m}: the rows end at different losses {losses}")
-                bads = plan_checks(results, world_size(a.device))
+                bads = plan_checks(results, world_size(a.device), len(mesh_shape))
                 failures += [f"{name} {m}: not torch's plan: {bad}" for bad in bads]
-                print("plan check (ours on DDP's and FSDP2's plans issue their collectives): "
+                print("plan check (ours on DDP's, FSDP2's and, on a 1-D mesh, TP's plans issue their collectives): "
                       + ("ok" if not bads else "MISMATCH: " + "; ".join(bads)))
                 lines += verdicts(name, m, results, best)
     print("\n" + "\n".join(lines))
