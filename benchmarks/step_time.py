@@ -1,9 +1,10 @@
 """Training step time and peak memory of our planned programs against what a user would
 otherwise run: one process, DDP, FSDP2 (fully_shard), a hand TP(+FSDP2) DTensor plan; and
 our runtime on each of torch's own plans (parallelize(like="ddp"|"fsdp2"), the hand TP
-placements as fixed_params, with like="tp" on a 1-D mesh), which separates the runtime's speed from the planner's choice;
-`ours_measured` keeps the fastest measured of the planner's, DDP's and FSDP2's plans and, on
-a 1-D mesh, the planner's on each 2-D layout of the same ranks (parallelize(measure_candidates=4)).
+placements as fixed_params, with like="tp" on a 1-D mesh), which separates the runtime's
+speed from the planner's choice; `ours_measured` keeps the fastest measured of the planner's,
+DDP's and FSDP2's plans and, on a 1-D mesh, the planner's on each 2-D layout of the same ranks
+(parallelize(measure_candidates=4)).
 
     PYTHONPATH=$PWD python benchmarks/step_time.py [--device cpu|cuda] [--models mlp,mlp_padded,mlp_wide,llama,moe] [--meshes 4,2x2]
         [--rows ...] [--steps 20] [--warmup 3] [--repeats 3] [--calibration profile.json]
@@ -570,9 +571,9 @@ def plan_checks(results, world: int, mesh_ndim: int = 1) -> list:
     loss scalar's. Ours on the hand TP plan over a 1-D mesh (like="tp": no parameter moved),
     as torch's column/row-parallel styles run it: all-reduces of activations only (a
     row-parallel product's output in forward, a column-parallel product's input gradient in
-    backward), or reduce-scatters each gathered again. (torch's rows'
-    own collectives, read by the profiler, are shown for reference: the profiler records no
-    sizes for some of them.) Returns the mismatches."""
+    backward), or reduce-scatters each gathered again. (torch's rows' own collectives, read
+    by the profiler, are shown for reference: the profiler records no sizes for some of
+    them.) Returns the mismatches."""
     bad = []
     if world == 1:  # one rank reduces nothing (torch's wrappers still call their collectives)
         return bad
@@ -580,7 +581,8 @@ def plan_checks(results, world: int, mesh_ndim: int = 1) -> list:
     if "collectives" in tp and mesh_ndim == 1:
         c = tp["collectives"]
         scattered, gathered = c.get("reduce_scatter", [0, 0])[1], c.get("all_gather", [0, 0])[1]
-        if set(c) - {"all_reduce", "reduce_scatter", "all_gather"} or abs(scattered - gathered) > 0.05 * max(gathered, 1):
+        unpaired = abs(scattered - gathered) > 0.05 * max(gathered, 1)
+        if set(c) - {"all_reduce", "reduce_scatter", "all_gather"} or unpaired:
             bad.append(f"ours_on_tp_fsdp2 issues {_collectives_text(c)}; torch's TP styles all-reduce activations "
                        "only (a reduce-scatter and all-gather of the same values, around a norm computed on "
                        "sequence shards, count as one)")
