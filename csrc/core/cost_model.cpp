@@ -138,6 +138,42 @@ double CostModel::collective_seconds(CollectiveKind kind, const Mesh& mesh, int 
   }
 }
 
+double CostModel::collective_seconds(CollectiveKind kind, const Mesh& mesh, int lo_dim, int hi_dim,
+                                     double bytes) const {
+  check_mesh_dim(mesh, lo_dim);
+  check_mesh_dim(mesh, hi_dim);
+  if (lo_dim > hi_dim) throw InvalidArgument("collective_seconds: mesh dims " + std::to_string(lo_dim) + ".." +
+                                             std::to_string(hi_dim) + " are not ascending");
+  if (lo_dim == hi_dim) return collective_seconds(kind, mesh, lo_dim, bytes);
+  // The combined groups are mesh dim lo_dim of the mesh with lo_dim..hi_dim flattened: the
+  // same ranks, laid out row-major as before.
+  std::vector<int64_t> shape(mesh.shape.begin(), mesh.shape.begin() + lo_dim);
+  int64_t n = 1;
+  for (int d = lo_dim; d <= hi_dim; ++d) n *= mesh.shape[static_cast<size_t>(d)];
+  shape.push_back(n);
+  shape.insert(shape.end(), mesh.shape.begin() + hi_dim + 1, mesh.shape.end());
+  return collective_seconds(kind, make_mesh(std::move(shape)), lo_dim, bytes);
+}
+
+double CostModel::run_seconds(CollectiveKind kind, int lo_dim, int hi_dim, ReduceOp reduce, double bytes_before,
+                              double bytes_after, const Mesh& mesh, DType dtype) const {
+  if (lo_dim == hi_dim) return step_seconds(kind, lo_dim, reduce, bytes_before, bytes_after, mesh, dtype);
+  check_mesh_dim(mesh, lo_dim);
+  check_mesh_dim(mesh, hi_dim);
+  double n = 1;
+  for (int d = lo_dim; d <= hi_dim; ++d) n *= static_cast<double>(mesh.shape[static_cast<size_t>(d)]);
+  switch (kind) {
+    case CollectiveKind::AllGather:  // n pieces of the first step's input shard
+      return collective_seconds(kind, mesh, lo_dim, hi_dim, n * bytes_before);
+    case CollectiveKind::ReduceScatter:  // n pieces of the last step's output shard
+      return collective_seconds(kind, mesh, lo_dim, hi_dim, n * bytes_after);
+    case CollectiveKind::AllReduce:
+      return collective_seconds(kind, mesh, lo_dim, hi_dim, bytes_before);
+    default:
+      throw InvalidArgument(std::string("run_seconds: ") + collective_name(kind) + " runs are never merged");
+  }
+}
+
 double CostModel::step_seconds(const CollectiveStep& step, const Mesh& mesh, DType dtype) const {
   check_mesh_dim(mesh, step.mesh_dim);
   return step_seconds(step.kind, step.mesh_dim, step.reduce,
@@ -178,8 +214,18 @@ double CostModel::redistribute_seconds(const TensorMeta& t, const Mesh& mesh, co
   validate_spec(s, t.ndim(), mesh.ndim(), "source placements");
   validate_spec(d, t.ndim(), mesh.ndim(), "target placements");
   if (!can_redistribute(s, d)) return std::numeric_limits<double>::infinity();
+  const std::vector<CollectiveStep> steps = plan_redistribute(t.shape, mesh, s, d).steps;
+  std::vector<StepKey> keys;
+  keys.reserve(steps.size());
+  for (const CollectiveStep& step : steps) keys.push_back(step_key(step, t.shape, mesh));
   double total = 0;
-  for (const auto& step : plan_redistribute(t.shape, mesh, s, d).steps) total += step_seconds(step, mesh, t.dtype);
+  for (const StepRun& run : merged_step_runs(keys, mesh)) {
+    const CollectiveStep& first = steps[run.begin];
+    const CollectiveStep& last = steps[run.end - 1];
+    total += run_seconds(first.kind, run.lo_dim, run.hi_dim, first.reduce,
+                         static_cast<double>(shard_bytes(t.shape, mesh, first.before, t.dtype)),
+                         static_cast<double>(shard_bytes(t.shape, mesh, last.after, t.dtype)), mesh, t.dtype);
+  }
   return total;
 }
 

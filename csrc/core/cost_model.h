@@ -96,6 +96,10 @@ struct CostModel {
   // all-gather, unreduced input of a reduce-scatter, the all-reduce buffer, the
   // all-to-all send buffer). Local kinds are not collectives: InvalidArgument.
   double collective_seconds(CollectiveKind kind, const Mesh& mesh, int mesh_dim, double bytes) const;
+  // The same over the combined process groups of mesh dims lo_dim..hi_dim (consecutive):
+  // one collective among the ranks that differ only in those dims, as the runtime issues
+  // a merged chain of per-dim collectives (redistribute.h, merged_step_runs).
+  double collective_seconds(CollectiveKind kind, const Mesh& mesh, int lo_dim, int hi_dim, double bytes) const;
   // The link constants `kind` is priced with: the calibrated fit when there is
   // one, else the topology's latency / bandwidth.
   Link link(CollectiveKind kind, bool inter) const;
@@ -107,7 +111,12 @@ struct CostModel {
   // each spec pair once and price it for every tensor meta from cached bytes.
   double step_seconds(CollectiveKind kind, int mesh_dim, ReduceOp reduce, double bytes_before, double bytes_after,
                       const Mesh& mesh, DType dtype) const;
-  // Time to turn a tensor from `src` into `dst` (sum of its plan's steps);
+  // Time of a merged run of steps over mesh dims lo_dim..hi_dim, from the bytes of the
+  // largest local shard before its first step and after its last.
+  double run_seconds(CollectiveKind kind, int lo_dim, int hi_dim, ReduceOp reduce, double bytes_before,
+                     double bytes_after, const Mesh& mesh, DType dtype) const;
+  // Time to turn a tensor from `src` into `dst` (sum of its plan's steps, a merged run
+  // priced as the one collective the runtime issues);
   // +infinity when DTensor refuses the transition.
   double redistribute_seconds(const TensorMeta& t, const Mesh& mesh, const PlacementSpec& src,
                               const PlacementSpec& dst) const;

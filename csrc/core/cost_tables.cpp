@@ -18,6 +18,11 @@ solver::Cost to_cost(double seconds) {
 
 namespace {
 
+// A parameter or buffer input of the graph (the module's state).
+bool is_state(const IrNode& node) {
+  return node.op == "placeholder" && (node.role == "param" || node.role == "buffer");
+}
+
 solver::Cost add_cost(solver::Cost a, solver::Cost b) {
   if (a == solver::kInfiniteCost || b == solver::kInfiniteCost) return solver::kInfiniteCost;
   return a + b;
@@ -167,8 +172,7 @@ Placeholders pin_placeholders(const Graph& g, const std::vector<NodeStrategies>&
     const IrNode& node = g.nodes[i];
     if (node.op != "placeholder") continue;
     const std::string target = target_of(node);
-    const bool state = node.role == "param" || node.role == "buffer";
-    if (state && policy.train) {
+    if (is_state(node) && policy.train) {
       out.state[target] = i;
       auto fixed = policy.fixed_params.find(target);
       if (fixed != policy.fixed_params.end()) pin(i, fixed->second, node.role == "param" ? "parameter '" + target + "'"
@@ -526,7 +530,8 @@ const RedistCostCache::PairPlan& RedistCostCache::pair_plan(int src, int dst) {
         if (p.is_shard()) ndim = std::max<int64_t>(ndim, p.dim + 1);
     for (const CollectiveStep& step :
          plan_redistribute(std::vector<int64_t>(static_cast<size_t>(ndim), 1), mesh_, s, d).steps)
-      plan.steps.push_back({step.kind, step.mesh_dim, step.reduce, spec_id(step.before), spec_id(step.after)});
+      plan.steps.push_back({step.kind, step.mesh_dim, step.reduce, spec_id(step.before), spec_id(step.after),
+                            step.kind == CollectiveKind::AllGather ? step.src_dim : step.dst_dim});
   }
   pair_ids_.emplace(key, static_cast<int>(pairs_.size()));
   pairs_.push_back(std::move(plan));
@@ -548,15 +553,25 @@ solver::Cost RedistCostCache::price(int meta, MetaTable& t, int src, int dst) {
   const PairPlan& plan = pair_plan(src, dst);
   if (plan.refused) return solver::kInfiniteCost;
   const bool bucketed = bucketed_[static_cast<size_t>(meta)] && bucket_bytes_ > 0;
+  // Steps the runtime merges into one collective are priced as that one (merged_step_runs).
+  std::vector<StepKey> keys(plan.steps.size());
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const PairStep& st = plan.steps[i];
+    keys[i] = {st.kind, st.mesh_dim, st.tensor_dim, st.reduce, true};
+    if (st.kind == CollectiveKind::AllGather || st.kind == CollectiveKind::ReduceScatter)
+      keys[i].whole = whole_pieces(specs_[static_cast<size_t>(st.kind == CollectiveKind::AllGather ? st.before : st.after)],
+                                   st.tensor_dim, tm.shape, mesh_);
+  }
   double total = 0;
-  for (const PairStep& st : plan.steps) {
+  for (const StepRun& run : merged_step_runs(keys, mesh_)) {
+    const PairStep& st = plan.steps[run.begin];
     const double before = static_cast<double>(local_bytes(meta, t, st.before));
-    const double after = static_cast<double>(local_bytes(meta, t, st.after));
-    double seconds = cm_.step_seconds(st.kind, st.mesh_dim, st.reduce, before, after, mesh_, tm.dtype);
+    const double after = static_cast<double>(local_bytes(meta, t, plan.steps[run.end - 1].after));
+    double seconds = cm_.run_seconds(st.kind, run.lo_dim, run.hi_dim, st.reduce, before, after, mesh_, tm.dtype);
     if (bucketed && is_communicating(st.kind)) {
       // One collective of the bucket carries this tensor: the bucket pays the fixed cost
       // (a byte's worth of collective: its latency) once, each member its share by bytes.
-      const double fixed = cm_.step_seconds(st.kind, st.mesh_dim, st.reduce, 1, 1, mesh_, tm.dtype);
+      const double fixed = cm_.run_seconds(st.kind, run.lo_dim, run.hi_dim, st.reduce, 1, 1, mesh_, tm.dtype);
       const double share = std::min(1.0, std::max(before, after) / static_cast<double>(bucket_bytes_));
       seconds -= (1 - share) * std::min(fixed, seconds);
       // A tensor smaller than a bucket shares one and is copied into its flat buffer (one
@@ -580,10 +595,6 @@ bool known_like(const std::string& like) {
 }
 
 namespace {
-bool is_state(const IrNode& node) {
-  return node.op == "placeholder" && (node.role == "param" || node.role == "buffer");
-}
-
 // Per node: whether its value is a parameter or buffer as a module reads it -- the state
 // itself, or a chain of single-input ops on it (the transpose a Linear takes, a
 // mixed-precision cast).

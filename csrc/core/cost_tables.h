@@ -129,6 +129,7 @@ class RedistCostCache {
     int mesh_dim;
     ReduceOp reduce;
     int before, after;  // spec ids
+    int tensor_dim;     // AllGather: the dim gathered; ReduceScatter: the dim scattered onto
   };
   struct PairPlan {
     bool refused = false;  // DTensor refuses the transition: +infinity

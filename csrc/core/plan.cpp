@@ -19,12 +19,22 @@ std::vector<std::string> collectives_of(const TensorMeta& t, const Mesh& mesh, c
   } catch (const InvalidArgument&) {
     return {"refused by DTensor"};  // the solver never picks such a pair; kept readable if it did
   }
-  for (const CollectiveStep& s : rp.steps) {
+  auto dim_name = [&](int d) {
+    return mesh.dim_names.size() > static_cast<size_t>(d) && !mesh.dim_names[d].empty() ? "'" + mesh.dim_names[d] + "'"
+                                                                                       : std::to_string(d);
+  };
+  std::vector<StepKey> keys;
+  for (const CollectiveStep& s : rp.steps) keys.push_back(step_key(s, t.shape, mesh));
+  for (const StepRun& run : merged_step_runs(keys, mesh)) {  // a merged run is one collective
+    const CollectiveStep& s = rp.steps[run.begin];
     if (s.kind == CollectiveKind::LocalChunk || s.kind == CollectiveKind::LocalPartition) continue;
-    std::string mesh_dim = mesh.dim_names.size() > static_cast<size_t>(s.mesh_dim) && !mesh.dim_names[s.mesh_dim].empty()
-                               ? "'" + mesh.dim_names[s.mesh_dim] + "'"
-                               : std::to_string(s.mesh_dim);
-    out.push_back(std::string(to_string(s.kind)) + " over mesh dim " + mesh_dim);
+    if (run.lo_dim == run.hi_dim) {
+      out.push_back(std::string(to_string(s.kind)) + " over mesh dim " + dim_name(s.mesh_dim));
+      continue;
+    }
+    std::string dims;
+    for (int d = run.lo_dim; d <= run.hi_dim; ++d) dims += (d > run.lo_dim ? "+" : "") + dim_name(d);
+    out.push_back(std::string(to_string(s.kind)) + " over mesh dims " + dims);
   }
   return out;
 }

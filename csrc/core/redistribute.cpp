@@ -139,6 +139,74 @@ RedistributePlan plan_redistribute(const std::vector<int64_t>& global_shape, con
   return plan;
 }
 
+bool whole_pieces(const PlacementSpec& spec, int tensor_dim, const std::vector<int64_t>& global_shape,
+                  const Mesh& mesh) {
+  if (tensor_dim < 0 || static_cast<size_t>(tensor_dim) >= global_shape.size()) return false;
+  int64_t pieces = 1;
+  for (size_t md = 0; md < spec.size(); ++md)
+    if (spec[md].is_shard(tensor_dim)) pieces *= mesh.shape[md];
+  return global_shape[static_cast<size_t>(tensor_dim)] % pieces == 0;
+}
+
+StepKey step_key(const CollectiveStep& step, const std::vector<int64_t>& global_shape, const Mesh& mesh) {
+  StepKey k;
+  k.kind = step.kind;
+  k.mesh_dim = step.mesh_dim;
+  k.reduce = step.reduce;
+  if (step.kind == CollectiveKind::AllGather) {
+    k.tensor_dim = step.src_dim;
+    k.whole = whole_pieces(step.before, step.src_dim, global_shape, mesh);
+  } else if (step.kind == CollectiveKind::ReduceScatter) {
+    k.tensor_dim = step.dst_dim;
+    k.whole = whole_pieces(step.after, step.dst_dim, global_shape, mesh);
+  }
+  return k;
+}
+
+namespace {
+// The nearest mesh dim past `d` in direction `step` (+1 / -1) with more than one rank, or -1:
+// dims of one rank have no steps and leave the combined groups as they are.
+int next_dim(const Mesh& mesh, int d, int step) {
+  for (int e = d + step; e >= 0 && static_cast<size_t>(e) < mesh.ndim(); e += step)
+    if (mesh.shape[static_cast<size_t>(e)] > 1) return e;
+  return -1;
+}
+
+// Whether step `next` joins the run `run` of `steps` (see merged_step_runs).
+bool joins(const std::vector<StepKey>& steps, const StepRun& run, const StepKey& next, const Mesh& mesh) {
+  const StepKey& first = steps[run.begin];
+  if (next.kind != first.kind) return false;
+  switch (next.kind) {
+    case CollectiveKind::AllReduce:
+      return next.reduce == first.reduce &&
+             (next.mesh_dim == next_dim(mesh, run.lo_dim, -1) || next.mesh_dim == next_dim(mesh, run.hi_dim, +1));
+    case CollectiveKind::ReduceScatter:  // outer mesh dim first, then the one inside it
+      return run.end - run.begin == 1 && first.whole && next.whole && next.tensor_dim == first.tensor_dim &&
+             next.mesh_dim == next_dim(mesh, first.mesh_dim, +1);
+    case CollectiveKind::AllGather:  // inner mesh dim first, then the one outside it
+      return run.end - run.begin == 1 && first.whole && next.whole && next.tensor_dim == first.tensor_dim &&
+             next.mesh_dim == next_dim(mesh, first.mesh_dim, -1);
+    default:
+      return false;
+  }
+}
+}  // namespace
+
+std::vector<StepRun> merged_step_runs(const std::vector<StepKey>& steps, const Mesh& mesh) {
+  std::vector<StepRun> runs;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (!runs.empty() && joins(steps, runs.back(), steps[i], mesh)) {
+      StepRun& run = runs.back();
+      run.end = i + 1;
+      run.lo_dim = std::min(run.lo_dim, steps[i].mesh_dim);
+      run.hi_dim = std::max(run.hi_dim, steps[i].mesh_dim);
+      continue;
+    }
+    runs.push_back({i, i + 1, steps[i].mesh_dim, steps[i].mesh_dim});
+  }
+  return runs;
+}
+
 bool can_redistribute(const Mesh& mesh, const PlacementSpec& src, const PlacementSpec& dst) {
   // Refusals depend on placements and mesh sizes, never on tensor sizes: any
   // shape of the right rank answers the question.

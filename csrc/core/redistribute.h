@@ -58,6 +58,37 @@ struct RedistributePlan {
 RedistributePlan plan_redistribute(const std::vector<int64_t>& global_shape, const Mesh& mesh,
                                    const PlacementSpec& src, const PlacementSpec& dst);
 
+// One step as the runtime's merging passes see it (merged_step_runs).
+struct StepKey {
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  int mesh_dim = 0;
+  int tensor_dim = -1;  // AllGather: the dim gathered; ReduceScatter: the dim scattered onto
+  ReduceOp reduce = ReduceOp::Sum;
+  bool whole = true;  // AllGather / ReduceScatter: every piece of tensor_dim whole (whole_pieces)
+};
+StepKey step_key(const CollectiveStep& step, const std::vector<int64_t>& global_shape, const Mesh& mesh);
+// Whether `spec` cuts dim `tensor_dim` of `global_shape` into whole pieces: its size divides
+// by the ranks of every mesh dim sharding it.
+bool whole_pieces(const PlacementSpec& spec, int tensor_dim, const std::vector<int64_t>& global_shape,
+                  const Mesh& mesh);
+
+// Consecutive steps of a plan that the runtime issues as one collective over the combined
+// process group of their mesh dims (torch_localmap/_runtime/fuse_reductions.py and
+// fuse_gathers.py), so that the cost model prices what runs:
+// * all-reduces of one reduce op, over any number of mesh dims;
+// * two reduce-scatters onto one tensor dim, over mesh dims a then a + 1, or two all-gathers
+//   off one, over a + 1 then a (the combined group's rank order nests them), where every
+//   piece is whole (the runtime also merges some padded chains; those are priced per dim).
+// Only runs whose mesh dims are consecutive (lo_dim..hi_dim, dims of one rank between them
+// skipped) merge here: the combined group of such dims is one dim of the mesh with them
+// flattened, which the topology model prices; the runtime's merges over other sets are
+// priced per dim. Each run is [begin, end) into `steps`.
+struct StepRun {
+  size_t begin = 0, end = 0;
+  int lo_dim = 0, hi_dim = 0;
+};
+std::vector<StepRun> merged_step_runs(const std::vector<StepKey>& steps, const Mesh& mesh);
+
 // Whether plan_redistribute would succeed on a mesh whose dims all have more
 // than one rank (the strict answer; see the Mesh overload).
 bool can_redistribute(const PlacementSpec& src, const PlacementSpec& dst);

@@ -132,15 +132,29 @@ void bind_cost(py::module_& m) {
             const Mesh mesh = make_mesh(std::move(mesh_shape));
             const RedistributePlan plan = plan_redistribute(t.shape, mesh, spec_for(src, t, mesh, "source placements"),
                                                             spec_for(dst, t, mesh, "target placements"));
+            // A run the runtime merges into one collective is priced on its first step; the
+            // others say they go with it ("merged": true, 0 s), so the prices sum to
+            // redistribute_seconds.
+            std::vector<StepKey> keys;
+            for (const auto& step : plan.steps) keys.push_back(step_key(step, t.shape, mesh));
             py::list out;
-            for (const auto& step : plan.steps) {
-              py::dict d;
-              d["collective"] = collective_name(step.kind);
-              d["mesh_dim"] = step.mesh_dim;
-              d["before"] = to_string(step.before);
-              d["after"] = to_string(step.after);
-              d["seconds"] = c.step_seconds(step, mesh, t.dtype);
-              out.append(d);
+            for (const StepRun& run : merged_step_runs(keys, mesh)) {
+              const CollectiveStep& first = plan.steps[run.begin];
+              const double seconds =
+                  c.run_seconds(first.kind, run.lo_dim, run.hi_dim, first.reduce,
+                                static_cast<double>(c.local_bytes(t, mesh, first.before)),
+                                static_cast<double>(c.local_bytes(t, mesh, plan.steps[run.end - 1].after)), mesh, t.dtype);
+              for (size_t i = run.begin; i < run.end; ++i) {
+                const CollectiveStep& step = plan.steps[i];
+                py::dict d;
+                d["collective"] = collective_name(step.kind);
+                d["mesh_dim"] = step.mesh_dim;
+                d["before"] = to_string(step.before);
+                d["after"] = to_string(step.after);
+                d["seconds"] = i == run.begin ? seconds : 0.0;
+                d["merged"] = i != run.begin;
+                out.append(d);
+              }
             }
             return out;
           },

@@ -347,6 +347,63 @@ TEST(Redistribute, TwoDimMeshSumsPerDimSteps) {
   EXPECT_GT(sum, 7 * 4e-6);
 }
 
+// The runtime merges a chain of per-dim reductions into one collective over the combined
+// group of their mesh dims (_runtime/fuse_reductions.py): the cost model prices that one.
+TEST(Redistribute, AReductionOverTwoMeshDimsIsPricedAsTheOneCollectiveTheRuntimeIssues) {
+  const CostModel m = make_cost_model("H100");
+  const TensorMeta t{{4096, 4096}, DType::Float32};  // 64 MiB
+  const Mesh mm = mesh({2, 4});
+  const double bytes = 64 * kMiB;
+  // P(sum) on both -> R on both: one all-reduce among the 8 ranks, not one per mesh dim.
+  const double merged = m.redistribute_seconds(t, mm, parse_spec("P(sum)P(sum)"), parse_spec("RR"));
+  expect_close(merged, m.collective_seconds(CollectiveKind::AllReduce, mesh({8}), 0, bytes));
+  expect_close(merged, m.collective_seconds(CollectiveKind::AllReduce, mm, 0, 1, bytes));
+  const double per_dim = m.collective_seconds(CollectiveKind::AllReduce, mm, 0, bytes) +
+                         m.collective_seconds(CollectiveKind::AllReduce, mm, 1, bytes);
+  EXPECT_NE(merged, per_dim);
+  // A reduce-scatter onto one dim over both (8 whole pieces of 512 rows): one over 8 ranks.
+  expect_close(m.redistribute_seconds(t, mm, parse_spec("P(sum)P(sum)"), parse_spec("S(0)S(0)")),
+               m.collective_seconds(CollectiveKind::ReduceScatter, mesh({8}), 0, bytes));
+  // And the gather back.
+  expect_close(m.redistribute_seconds(t, mm, parse_spec("S(0)S(0)"), parse_spec("RR")),
+               m.collective_seconds(CollectiveKind::AllGather, mesh({8}), 0, bytes));
+  // A mesh dim of one rank between them changes nothing.
+  expect_close(m.redistribute_seconds(t, mesh({2, 1, 4}), parse_spec("P(sum)RP(sum)"), parse_spec("RRR")), merged);
+  // Gathers of different tensor dims stay two collectives.
+  const auto steps = plan_redistribute(t.shape, mm, parse_spec("S(0)S(1)"), parse_spec("RR")).steps;
+  ASSERT_EQ(steps.size(), 2u);
+  expect_close(m.redistribute_seconds(t, mm, parse_spec("S(0)S(1)"), parse_spec("RR")),
+               m.step_seconds(steps[0], mm, t.dtype) + m.step_seconds(steps[1], mm, t.dtype));
+}
+
+TEST(Redistribute, PaddedPiecesAndSeparateMeshDimsArePricedPerDim) {
+  const CostModel m = make_cost_model("H100");
+  const Mesh mm = mesh({2, 4});
+  auto per_dim = [&](const TensorMeta& t, const char* src, const char* dst) {
+    double sum = 0;
+    for (const auto& step : plan_redistribute(t.shape, mm, parse_spec(src), parse_spec(dst)).steps)
+      sum += m.step_seconds(step, mm, t.dtype);
+    return sum;
+  };
+  // 4098 rows do not cut into 8 whole pieces: the runtime may keep two scatters.
+  const TensorMeta padded{{4098, 4096}, DType::Float32};
+  expect_close(m.redistribute_seconds(padded, mm, parse_spec("P(sum)P(sum)"), parse_spec("S(0)S(0)")),
+               per_dim(padded, "P(sum)P(sum)", "S(0)S(0)"));
+  // Reductions of different kinds are two collectives.
+  const TensorMeta t{{4096, 4096}, DType::Float32};
+  expect_close(m.redistribute_seconds(t, mm, parse_spec("P(max)P(max)"), parse_spec("RR")),
+               m.collective_seconds(CollectiveKind::AllReduce, mesh({8}), 0, 64 * kMiB));
+  expect_close(m.redistribute_seconds(t, mm, parse_spec("P(sum)P(sum)"), parse_spec("S(0)R")),
+               per_dim(t, "P(sum)P(sum)", "S(0)R"));
+  // Mesh dims 0 and 2 of a 3-D mesh are not one flattened dim: priced per dim.
+  const Mesh cube = mesh({2, 2, 2});
+  double sum = 0;
+  for (const auto& step : plan_redistribute(t.shape, cube, parse_spec("P(sum)RP(sum)"), parse_spec("RRR")).steps)
+    sum += m.step_seconds(step, cube, t.dtype);
+  expect_close(m.redistribute_seconds(t, cube, parse_spec("P(sum)RP(sum)"), parse_spec("RRR")), sum);
+  EXPECT_THROW(m.collective_seconds(CollectiveKind::AllReduce, cube, 2, 1, 1.0), InvalidArgument);
+}
+
 TEST(LocalBytes, LargestShard) {
   const CostModel m = make_cost_model("H100");
   const TensorMeta t{{10, 3}, DType::Float32};

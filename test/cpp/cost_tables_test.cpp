@@ -63,6 +63,12 @@ TEST(RedistCostCache, EqualsTheCheckedPathOnA3DMeshWithUnevenShapes) {
   expect_cache_matches_checked_path({2, 3, 4}, {TensorMeta{{7, 5}, DType::BFloat16}, TensorMeta{{8, 12}, DType::Float32}});
 }
 
+TEST(RedistCostCache, EqualsTheCheckedPathWhereTheRuntimeMergesStepsOfTwoMeshDims) {
+  // (8, 12) cuts into whole pieces over both dims, so reductions, scatters and gathers over
+  // both merge into one collective; (6, 5) does not for some.
+  expect_cache_matches_checked_path({2, 4}, {TensorMeta{{8, 12}, DType::Float32}, TensorMeta{{6, 5}, DType::BFloat16}});
+}
+
 TEST(RedistCostCache, EqualsTheCheckedPathWithASizeOneMeshDim) {
   // DTensor skips steps on a size-1 mesh dim; the cache's pair plans must too.
   expect_cache_matches_checked_path({4, 1, 2}, {TensorMeta{{6, 3, 10}, DType::Float32}});

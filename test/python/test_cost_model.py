@@ -62,6 +62,18 @@ def test_redistribute_prices_and_steps():
     assert model.local_bytes([10, 3], "float32", [4], "S(0)") == 36
 
 
+def test_a_reduction_over_both_mesh_dims_is_priced_as_one_collective():
+    """The runtime merges the per-dim all-reduces of P(sum)P(sum) -> RR into one over both
+    dims' ranks (_runtime/fuse_reductions.py); the printed steps say so and sum to the price."""
+    model = cm.load_cost_model("H100")
+    total = model.redistribute_seconds([4096, 4096], "float32", [2, 4], "P(sum)P(sum)", "RR")
+    steps = model.redistribute_steps([4096, 4096], "float32", [2, 4], "P(sum)P(sum)", "RR")
+    assert [(s["collective"], s["merged"]) for s in steps] == [("all_reduce", False), ("all_reduce", True)]
+    assert steps[1]["seconds"] == 0.0
+    assert steps[0]["seconds"] == pytest.approx(total, rel=1e-12)
+    assert total == pytest.approx(model.collective_seconds("all_reduce", [8], 0, 64 * MiB), rel=1e-12)
+
+
 def test_compute_seconds_roofline():
     model = cm.load_cost_model("H100")
     assert model.compute_seconds(0, 0, "bfloat16") == 0.0
