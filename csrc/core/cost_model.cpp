@@ -155,25 +155,6 @@ double CostModel::collective_seconds(CollectiveKind kind, const Mesh& mesh, int 
   return collective_seconds(kind, make_mesh(std::move(shape)), lo_dim, bytes);
 }
 
-double CostModel::run_seconds(CollectiveKind kind, int lo_dim, int hi_dim, ReduceOp reduce, double bytes_before,
-                              double bytes_after, const Mesh& mesh, DType dtype) const {
-  if (lo_dim == hi_dim) return step_seconds(kind, lo_dim, reduce, bytes_before, bytes_after, mesh, dtype);
-  check_mesh_dim(mesh, lo_dim);
-  check_mesh_dim(mesh, hi_dim);
-  double n = 1;
-  for (int d = lo_dim; d <= hi_dim; ++d) n *= static_cast<double>(mesh.shape[static_cast<size_t>(d)]);
-  switch (kind) {
-    case CollectiveKind::AllGather:  // n pieces of the first step's input shard
-      return collective_seconds(kind, mesh, lo_dim, hi_dim, n * bytes_before);
-    case CollectiveKind::ReduceScatter:  // n pieces of the last step's output shard
-      return collective_seconds(kind, mesh, lo_dim, hi_dim, n * bytes_after);
-    case CollectiveKind::AllReduce:
-      return collective_seconds(kind, mesh, lo_dim, hi_dim, bytes_before);
-    default:
-      throw InvalidArgument(std::string("run_seconds: ") + collective_name(kind) + " runs are never merged");
-  }
-}
-
 double CostModel::step_seconds(const CollectiveStep& step, const Mesh& mesh, DType dtype) const {
   check_mesh_dim(mesh, step.mesh_dim);
   return step_seconds(step.kind, step.mesh_dim, step.reduce,
@@ -183,17 +164,31 @@ double CostModel::step_seconds(const CollectiveStep& step, const Mesh& mesh, DTy
 
 double CostModel::step_seconds(CollectiveKind kind, int mesh_dim, ReduceOp reduce, double bytes_before,
                                double bytes_after, const Mesh& mesh, DType dtype) const {
-  check_mesh_dim(mesh, mesh_dim);
-  const double n = static_cast<double>(mesh.shape[mesh_dim]);
+  return run_seconds(kind, mesh_dim, mesh_dim, reduce, bytes_before, bytes_after, mesh, dtype);
+}
+
+double CostModel::run_seconds(CollectiveKind kind, int lo_dim, int hi_dim, ReduceOp reduce, double bytes_before,
+                              double bytes_after, const Mesh& mesh, DType dtype) const {
+  check_mesh_dim(mesh, lo_dim);
+  check_mesh_dim(mesh, hi_dim);
+  double n = 1;  // ranks in one of the (combined) groups
+  for (int d = lo_dim; d <= hi_dim; ++d) n *= static_cast<double>(mesh.shape[static_cast<size_t>(d)]);
+  const bool one_dim = lo_dim == hi_dim;
   switch (kind) {
-    case CollectiveKind::AllGather:  // gathers n padded chunks of the input shard
-      return collective_seconds(kind, mesh, mesh_dim, n * bytes_before);
-    case CollectiveKind::ReduceScatter:  // reduces n padded chunks of the output shard's size
-      return collective_seconds(kind, mesh, mesh_dim, n * bytes_after);
+    case CollectiveKind::AllGather:  // gathers n padded chunks of the (first step's) input shard
+      return collective_seconds(kind, mesh, lo_dim, hi_dim, n * bytes_before);
+    case CollectiveKind::ReduceScatter:  // reduces n padded chunks of the (last step's) output shard's size
+      return collective_seconds(kind, mesh, lo_dim, hi_dim, n * bytes_after);
     case CollectiveKind::AllReduce:
-      return collective_seconds(kind, mesh, mesh_dim, bytes_before);
+      return collective_seconds(kind, mesh, lo_dim, hi_dim, bytes_before);
+    default:
+      if (!one_dim)
+        throw InvalidArgument(std::string("run_seconds: ") + collective_name(kind) + " runs are never merged");
+      break;
+  }
+  switch (kind) {
     case CollectiveKind::AllToAll:  // send and receive buffers differ only by uneven padding
-      return collective_seconds(kind, mesh, mesh_dim, std::max(bytes_before, bytes_after));
+      return collective_seconds(kind, mesh, lo_dim, std::max(bytes_before, bytes_after));
     case CollectiveKind::LocalChunk:
       // DTensor's Replicate -> Shard clones this rank's chunk: read + write it.
       return compute_seconds(OpWork{0, 2 * bytes_after}, dtype);
@@ -202,8 +197,18 @@ double CostModel::step_seconds(CollectiveKind kind, int mesh_dim, ReduceOp reduc
       // shard); avg/max/min keep the value as is, which costs nothing.
       if (reduce != ReduceOp::Sum) return 0;
       return compute_seconds(OpWork{bytes_before / static_cast<double>(element_size(dtype)), 2 * bytes_before}, dtype);
+    default:
+      return 0;
   }
-  return 0;
+}
+
+double CostModel::run_seconds(const std::vector<CollectiveStep>& steps, const StepRun& run, const TensorMeta& t,
+                              const Mesh& mesh) const {
+  const CollectiveStep& first = steps[run.begin];
+  return run_seconds(first.kind, run.lo_dim, run.hi_dim, first.reduce,
+                     static_cast<double>(shard_bytes(t.shape, mesh, first.before, t.dtype)),
+                     static_cast<double>(shard_bytes(t.shape, mesh, steps[run.end - 1].after, t.dtype)), mesh,
+                     t.dtype);
 }
 
 double CostModel::redistribute_seconds(const TensorMeta& t, const Mesh& mesh, const PlacementSpec& src,
@@ -215,17 +220,8 @@ double CostModel::redistribute_seconds(const TensorMeta& t, const Mesh& mesh, co
   validate_spec(d, t.ndim(), mesh.ndim(), "target placements");
   if (!can_redistribute(s, d)) return std::numeric_limits<double>::infinity();
   const std::vector<CollectiveStep> steps = plan_redistribute(t.shape, mesh, s, d).steps;
-  std::vector<StepKey> keys;
-  keys.reserve(steps.size());
-  for (const CollectiveStep& step : steps) keys.push_back(step_key(step, t.shape, mesh));
   double total = 0;
-  for (const StepRun& run : merged_step_runs(keys, mesh)) {
-    const CollectiveStep& first = steps[run.begin];
-    const CollectiveStep& last = steps[run.end - 1];
-    total += run_seconds(first.kind, run.lo_dim, run.hi_dim, first.reduce,
-                         static_cast<double>(shard_bytes(t.shape, mesh, first.before, t.dtype)),
-                         static_cast<double>(shard_bytes(t.shape, mesh, last.after, t.dtype)), mesh, t.dtype);
-  }
+  for (const StepRun& run : merged_step_runs(steps, t.shape, mesh)) total += run_seconds(steps, run, t, mesh);
   return total;
 }
 

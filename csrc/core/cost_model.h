@@ -111,10 +111,14 @@ struct CostModel {
   // each spec pair once and price it for every tensor meta from cached bytes.
   double step_seconds(CollectiveKind kind, int mesh_dim, ReduceOp reduce, double bytes_before, double bytes_after,
                       const Mesh& mesh, DType dtype) const;
-  // Time of a merged run of steps over mesh dims lo_dim..hi_dim, from the bytes of the
-  // largest local shard before its first step and after its last.
+  // Time of a run of steps the runtime issues as one collective over mesh dims
+  // lo_dim..hi_dim (one dim: a step), from the bytes of the largest local shard before its
+  // first step and after its last; only gathers, scatters and all-reduces span dims.
   double run_seconds(CollectiveKind kind, int lo_dim, int hi_dim, ReduceOp reduce, double bytes_before,
                      double bytes_after, const Mesh& mesh, DType dtype) const;
+  // The same for `run` of a plan's `steps` of tensor `t`.
+  double run_seconds(const std::vector<CollectiveStep>& steps, const StepRun& run, const TensorMeta& t,
+                     const Mesh& mesh) const;
   // Time to turn a tensor from `src` into `dst` (sum of its plan's steps, a merged run
   // priced as the one collective the runtime issues);
   // +infinity when DTensor refuses the transition.

@@ -553,17 +553,7 @@ solver::Cost RedistCostCache::price(int meta, MetaTable& t, int src, int dst) {
   const PairPlan& plan = pair_plan(src, dst);
   if (plan.refused) return solver::kInfiniteCost;
   const bool bucketed = bucketed_[static_cast<size_t>(meta)] && bucket_bytes_ > 0;
-  // Steps the runtime merges into one collective are priced as that one (merged_step_runs).
-  std::vector<StepKey> keys(plan.steps.size());
-  for (size_t i = 0; i < plan.steps.size(); ++i) {
-    const PairStep& st = plan.steps[i];
-    keys[i] = {st.kind, st.mesh_dim, st.tensor_dim, st.reduce, true};
-    if (st.kind == CollectiveKind::AllGather || st.kind == CollectiveKind::ReduceScatter)
-      keys[i].whole = whole_pieces(specs_[static_cast<size_t>(st.kind == CollectiveKind::AllGather ? st.before : st.after)],
-                                   st.tensor_dim, tm.shape, mesh_);
-  }
-  double total = 0;
-  for (const StepRun& run : merged_step_runs(keys, mesh_)) {
+  auto run_seconds = [&](const StepRun& run) {
     const PairStep& st = plan.steps[run.begin];
     const double before = static_cast<double>(local_bytes(meta, t, st.before));
     const double after = static_cast<double>(local_bytes(meta, t, plan.steps[run.end - 1].after));
@@ -579,8 +569,21 @@ solver::Cost RedistCostCache::price(int meta, MetaTable& t, int src, int dst) {
       // gradients were 8-10 ms a step on the 4-rank CPU mesh (docs/benchmarks_log.md).
       if (before < static_cast<double>(bucket_bytes_)) seconds += cm_.bucket_copy_seconds(before);
     }
-    total += seconds;
+    return seconds;
+  };
+  double total = 0;
+  if (plan.steps.size() < 2) {  // most pairs: nothing to merge, nothing to allocate
+    for (size_t i = 0; i < plan.steps.size(); ++i)
+      total += run_seconds({i, i + 1, plan.steps[i].mesh_dim, plan.steps[i].mesh_dim});
+    return to_cost(total);
   }
+  // Steps the runtime merges into one collective are priced as that one (merged_step_runs).
+  std::vector<StepKey> keys;
+  keys.reserve(plan.steps.size());
+  for (const PairStep& st : plan.steps)
+    keys.push_back(step_key(st.kind, st.mesh_dim, st.tensor_dim, st.reduce, specs_[static_cast<size_t>(st.before)],
+                            specs_[static_cast<size_t>(st.after)], tm.shape, mesh_));
+  for (const StepRun& run : merged_step_runs(keys, mesh_)) total += run_seconds(run);
   return to_cost(total);
 }
 

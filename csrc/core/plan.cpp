@@ -23,9 +23,7 @@ std::vector<std::string> collectives_of(const TensorMeta& t, const Mesh& mesh, c
     return mesh.dim_names.size() > static_cast<size_t>(d) && !mesh.dim_names[d].empty() ? "'" + mesh.dim_names[d] + "'"
                                                                                        : std::to_string(d);
   };
-  std::vector<StepKey> keys;
-  for (const CollectiveStep& s : rp.steps) keys.push_back(step_key(s, t.shape, mesh));
-  for (const StepRun& run : merged_step_runs(keys, mesh)) {  // a merged run is one collective
+  for (const StepRun& run : merged_step_runs(rp.steps, t.shape, mesh)) {  // a merged run is one collective
     const CollectiveStep& s = rp.steps[run.begin];
     if (s.kind == CollectiveKind::LocalChunk || s.kind == CollectiveKind::LocalPartition) continue;
     if (run.lo_dim == run.hi_dim) {

@@ -148,19 +148,23 @@ bool whole_pieces(const PlacementSpec& spec, int tensor_dim, const std::vector<i
   return global_shape[static_cast<size_t>(tensor_dim)] % pieces == 0;
 }
 
-StepKey step_key(const CollectiveStep& step, const std::vector<int64_t>& global_shape, const Mesh& mesh) {
+StepKey step_key(CollectiveKind kind, int mesh_dim, int tensor_dim, ReduceOp reduce, const PlacementSpec& before,
+                 const PlacementSpec& after, const std::vector<int64_t>& global_shape, const Mesh& mesh) {
   StepKey k;
-  k.kind = step.kind;
-  k.mesh_dim = step.mesh_dim;
-  k.reduce = step.reduce;
-  if (step.kind == CollectiveKind::AllGather) {
-    k.tensor_dim = step.src_dim;
-    k.whole = whole_pieces(step.before, step.src_dim, global_shape, mesh);
-  } else if (step.kind == CollectiveKind::ReduceScatter) {
-    k.tensor_dim = step.dst_dim;
-    k.whole = whole_pieces(step.after, step.dst_dim, global_shape, mesh);
+  k.kind = kind;
+  k.mesh_dim = mesh_dim;
+  k.reduce = reduce;
+  // A gather's pieces are those it starts from, a scatter's those it ends with.
+  if (kind == CollectiveKind::AllGather || kind == CollectiveKind::ReduceScatter) {
+    k.tensor_dim = tensor_dim;
+    k.whole = whole_pieces(kind == CollectiveKind::AllGather ? before : after, tensor_dim, global_shape, mesh);
   }
   return k;
+}
+
+StepKey step_key(const CollectiveStep& step, const std::vector<int64_t>& global_shape, const Mesh& mesh) {
+  return step_key(step.kind, step.mesh_dim, step.kind == CollectiveKind::AllGather ? step.src_dim : step.dst_dim,
+                  step.reduce, step.before, step.after, global_shape, mesh);
 }
 
 namespace {
@@ -205,6 +209,14 @@ std::vector<StepRun> merged_step_runs(const std::vector<StepKey>& steps, const M
     runs.push_back({i, i + 1, steps[i].mesh_dim, steps[i].mesh_dim});
   }
   return runs;
+}
+
+std::vector<StepRun> merged_step_runs(const std::vector<CollectiveStep>& steps, const std::vector<int64_t>& global_shape,
+                                      const Mesh& mesh) {
+  std::vector<StepKey> keys;
+  keys.reserve(steps.size());
+  for (const CollectiveStep& step : steps) keys.push_back(step_key(step, global_shape, mesh));
+  return merged_step_runs(keys, mesh);
 }
 
 bool can_redistribute(const Mesh& mesh, const PlacementSpec& src, const PlacementSpec& dst) {

@@ -66,6 +66,9 @@ struct StepKey {
   ReduceOp reduce = ReduceOp::Sum;
   bool whole = true;  // AllGather / ReduceScatter: every piece of tensor_dim whole (whole_pieces)
 };
+// `before` / `after`: the specs in force before and after the step.
+StepKey step_key(CollectiveKind kind, int mesh_dim, int tensor_dim, ReduceOp reduce, const PlacementSpec& before,
+                 const PlacementSpec& after, const std::vector<int64_t>& global_shape, const Mesh& mesh);
 StepKey step_key(const CollectiveStep& step, const std::vector<int64_t>& global_shape, const Mesh& mesh);
 // Whether `spec` cuts dim `tensor_dim` of `global_shape` into whole pieces: its size divides
 // by the ranks of every mesh dim sharding it.
@@ -88,6 +91,9 @@ struct StepRun {
   int lo_dim = 0, hi_dim = 0;
 };
 std::vector<StepRun> merged_step_runs(const std::vector<StepKey>& steps, const Mesh& mesh);
+// The same for the steps of plan_redistribute(global_shape, mesh, ...).
+std::vector<StepRun> merged_step_runs(const std::vector<CollectiveStep>& steps, const std::vector<int64_t>& global_shape,
+                                      const Mesh& mesh);
 
 // Whether plan_redistribute would succeed on a mesh whose dims all have more
 // than one rank (the strict answer; see the Mesh overload).

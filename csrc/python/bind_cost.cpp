@@ -135,15 +135,9 @@ void bind_cost(py::module_& m) {
             // A run the runtime merges into one collective is priced on its first step; the
             // others say they go with it ("merged": true, 0 s), so the prices sum to
             // redistribute_seconds.
-            std::vector<StepKey> keys;
-            for (const auto& step : plan.steps) keys.push_back(step_key(step, t.shape, mesh));
             py::list out;
-            for (const StepRun& run : merged_step_runs(keys, mesh)) {
-              const CollectiveStep& first = plan.steps[run.begin];
-              const double seconds =
-                  c.run_seconds(first.kind, run.lo_dim, run.hi_dim, first.reduce,
-                                static_cast<double>(c.local_bytes(t, mesh, first.before)),
-                                static_cast<double>(c.local_bytes(t, mesh, plan.steps[run.end - 1].after)), mesh, t.dtype);
+            for (const StepRun& run : merged_step_runs(plan.steps, t.shape, mesh)) {
+              const double seconds = c.run_seconds(plan.steps, run, t, mesh);
               for (size_t i = run.begin; i < run.end; ++i) {
                 const CollectiveStep& step = plan.steps[i];
                 py::dict d;
