@@ -410,9 +410,13 @@ void add_sinks(const Graph& g, const std::vector<NodeStrategies>& strat, const B
       for (size_t b = 0; b < s.specs.size(); ++b) pn.strategies[b].usage = t.redist.shard_bytes(meta, dst_ids[b]);
     }
     t.problem.nodes.push_back(pn);
+    // Under torch's tensor-parallel plan a gradient is made in its parameter's placement, as
+    // ColwiseParallel / RowwiseParallel leave them: a replicated norm weight's gradient is
+    // not computed in pieces and gathered (the bundled llama did, 0.13 M elements a step).
+    const InputEdgeRule rule = policy.like == "tp" && s.role == "grad" ? InputEdgeRule::AsProduced : InputEdgeRule::Any;
     edges.add(s.ref.node, s.problem_node,
               edges.matrices().get(t.redist.meta_id(g.meta(s.ref), s.bucketed()), column(ids[s.ref.node].out, s.ref.output), dst_ids,
-                                   InputEdgeRule::Any));
+                                   rule));
     if (s.coupled_param >= 0) {  // the sink's choice k is the coupled placeholder's choice k
       solver::Coupling c;
       c.u = s.coupled_param;
