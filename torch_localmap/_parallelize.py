@@ -551,8 +551,8 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
     single parameters (then all of them are DTensors). A model with an op that cannot run on
     a local batch shard is refused. "tp": as torch's tensor-parallel styles run it, their
     placements given by `fixed_params` (ColwiseParallel: a weight Shard(0); RowwiseParallel:
-    Shard(1)) -- every rank the whole batch, each parameter read where it is kept, only
-    activations moved (a row-parallel product's output reduced).
+    Shard(1)) -- every rank the whole batch, each parameter read and its gradient made where
+    the parameter is kept, only activations moved (a row-parallel product's output reduced).
 
     Calls whose sizes change (sequence length, a smaller last batch): the first call of a
     new size keeps the plan of the previous size, priced at the new sizes, unless a short

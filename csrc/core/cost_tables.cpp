@@ -695,7 +695,11 @@ void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat,
     for (size_t k = 0; k < node.tensor_inputs.size(); ++k) {
       const TensorRef& r = node.tensor_inputs[k];
       const auto src = column(ids[r.node].out, r.output), dst = column(ids[v].in, k);
-      const InputEdgeRule edge_rule = local_under_like(policy, g, as_read, r) ? InputEdgeRule::AsProduced : rule;
+      // Under "tp" no gradient moves on its way out either (add_sinks): a node whose value
+      // only becomes a parameter's gradient (its transpose, a cast) reads it where it was made.
+      const bool gradient_under_tp = policy.like == "tp" && t.bucketed_inputs[static_cast<size_t>(v)] != 0;
+      const InputEdgeRule edge_rule =
+          local_under_like(policy, g, as_read, r) || gradient_under_tp ? InputEdgeRule::AsProduced : rule;
       // A one-element value (a loss, its count, an auxiliary loss) is moved once per spec
       // and its reductions travel in one bucket with the others ready with it (_spmd.py's
       // small moves, bucketing.py): each reader pays a share of that collective.
