@@ -15,7 +15,8 @@ fused implementation, the fastest torch has on CPU and CUDA, --optimizer) for th
 number of steps on 4 gloo ranks (the single-process row: one process, the whole batch);
 the data-parallel rows, ours on torch's data-parallel plans included, give each rank its
 local batch as a data loader would. Each row runs --repeats times, interleaved with the
-other rows (one run of DDP varies by 10% between identical runs); a row's step is the
+other rows of every mesh (one run of DDP varies by 10% between identical runs, and the
+host's speed drifts over a run); a row's step is the
 median over its runs of the median step over --steps steps after warm-up. Reported: the
 step, tokens/s and (on CUDA) MFU, its ratio to the best torch row (the best distributed torch configuration of the
 model over every mesh benchmarked), the measured peak memory per rank (the most any rank
@@ -448,28 +449,41 @@ def run_row(row, name, mesh_shape, steps, warmup, calibration, plan_dir, device=
     return r0
 
 
-def run_case(name, mesh_shape, rows, a, plan_dir) -> dict:
-    """Every row --repeats times, interleaved; per row the median over runs of its median step."""
-    runs = {row: [] for row in rows}
-    errors = {}
+def run_cases(name, meshes, rows, a, plan_dir) -> dict:
+    """{mesh key: {row: result}}: every row on every mesh --repeats times, interleaved -- each
+    round runs every mesh's rows -- so that rows compared across meshes (the best torch row
+    is the best over every mesh) ran in the same stretch of the host's time; per row the
+    median over runs of its median step. (Mesh after mesh, llama's (4,) rows once ran while
+    this VM was a third slower than for its 2x2 rows half an hour later: DDP, the same
+    program on both, read 178.2 against 113.3 ms.)"""
+    shapes = {m: tuple(int(s) for s in m.split("x")) for m in meshes}
+    first = meshes[0]
+    runs = {m: {row: [] for row in rows} for m in meshes}
+    errors = {m: {} for m in meshes}
     for rep in range(a.repeats):
-        for row in rows:
-            if row in errors:
-                continue
-            if row == "single" and mesh_shape != tuple(int(x) for x in a.meshes.split(",")[0].split("x")):
-                continue  # one process: the same on every mesh; measured with the first
-            t0 = time.time()
-            try:
-                runs[row].append(run_row(row, name, mesh_shape, a.steps, a.warmup, a.calibration, plan_dir, a.device,
-                                         a.optimizer))
-            except NotImplementedError as e:
-                errors[row] = {"error": f"n/a: {e}"}
-            except Exception as e:  # ours: the row says why; torch's rows: the benchmark fails (main)
-                lines = [ln for ln in str(e).splitlines() if ln.strip()]
-                errors[row] = {"error": f"{type(e).__name__}: {lines[-1][:200] if lines else e}"}
-                print(str(e), file=sys.stderr)
-            print(f"[{name} {'x'.join(map(str, mesh_shape))} {row} run {rep + 1}: {time.time() - t0:.0f} s]",
-                  file=sys.stderr, flush=True)
+        for m in meshes:
+            mesh_shape = shapes[m]
+            for row in rows:
+                if row in errors[m]:
+                    continue
+                if row == "single" and m != first:
+                    continue  # one process: the same on every mesh; measured with the first
+                t0 = time.time()
+                try:
+                    runs[m][row].append(run_row(row, name, mesh_shape, a.steps, a.warmup, a.calibration, plan_dir,
+                                                a.device, a.optimizer))
+                except NotImplementedError as e:
+                    errors[m][row] = {"error": f"n/a: {e}"}
+                except Exception as e:  # ours: the row says why; torch's rows: the benchmark fails (main)
+                    lines = [ln for ln in str(e).splitlines() if ln.strip()]
+                    errors[m][row] = {"error": f"{type(e).__name__}: {lines[-1][:200] if lines else e}"}
+                    print(str(e), file=sys.stderr)
+                print(f"[{name} {m} {row} run {rep + 1}: {time.time() - t0:.0f} s]", file=sys.stderr, flush=True)
+    return {m: _summarize(runs[m], errors[m]) for m in meshes}
+
+
+def _summarize(runs: dict, errors: dict) -> dict:
+    """{row: result} from each row's runs: the median over runs of its median step."""
     results = dict(errors)
     for row, rs in runs.items():
         if rs and row not in errors:
@@ -684,10 +698,8 @@ def main(argv=None):
         plan_dir = a.keep_plans or tmp_dir
         os.makedirs(plan_dir, exist_ok=True)
         for name in a.models.split(","):
-            per_mesh = {}
-            for m in a.meshes.split(","):
-                mesh_shape = tuple(int(s) for s in m.split("x"))
-                per_mesh[m] = results = run_case(name, mesh_shape, rows, a, plan_dir)
+            per_mesh = run_cases(name, a.meshes.split(","), rows, a, plan_dir)
+            for m, results in per_mesh.items():
                 everything[f"{name}/{m}"] = results
                 for row in TORCH_ROWS:
                     err = results.get(row, {}).get("error", "")
