@@ -413,6 +413,7 @@ void add_sinks(const Graph& g, const std::vector<NodeStrategies>& strat, const B
     // Under torch's tensor-parallel plan a gradient is made in its parameter's placement, as
     // ColwiseParallel / RowwiseParallel leave them: a replicated norm weight's gradient is
     // not computed in pieces and gathered (the bundled llama did, 0.13 M elements a step).
+    // build_cost_tables keeps the edges into the gradient's tail (its transposes, casts) local too.
     const InputEdgeRule rule = policy.like == "tp" && s.role == "grad" ? InputEdgeRule::AsProduced : InputEdgeRule::Any;
     edges.add(s.ref.node, s.problem_node,
               edges.matrices().get(t.redist.meta_id(g.meta(s.ref), s.bucketed()), column(ids[s.ref.node].out, s.ref.output), dst_ids,
@@ -688,7 +689,8 @@ void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat,
 
   // Edges: redistribution from each producer's output spec to each consumer's input spec.
   EdgeBuilder edges(t, materialize_edges);
-  const std::vector<char> as_read = policy.like == "tp" ? state_as_read(g) : std::vector<char>();
+  const bool under_tp = policy.like == "tp";
+  const std::vector<char> as_read = under_tp ? state_as_read(g) : std::vector<char>();
   for (int v = 0; v + 1 < n; ++v) {
     const IrNode& node = g.nodes[v];
     const InputEdgeRule rule = input_edge_rule(node);
@@ -697,7 +699,7 @@ void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat,
       const auto src = column(ids[r.node].out, r.output), dst = column(ids[v].in, k);
       // Under "tp" no gradient moves on its way out either (add_sinks): a node whose value
       // only becomes a parameter's gradient (its transpose, a cast) reads it where it was made.
-      const bool gradient_under_tp = policy.like == "tp" && t.bucketed_inputs[static_cast<size_t>(v)] != 0;
+      const bool gradient_under_tp = under_tp && t.bucketed_inputs[static_cast<size_t>(v)] != 0;
       const InputEdgeRule edge_rule =
           local_under_like(policy, g, as_read, r) || gradient_under_tp ? InputEdgeRule::AsProduced : rule;
       // A one-element value (a loss, its count, an auxiliary loss) is moved once per spec
