@@ -68,15 +68,19 @@ def make_rank_program(plan: Plan, device_mesh, coord):
     """A Python function computing the planned joint graph on this rank's local tensors."""
     graph = plan.graph
     ir_nodes, pnodes, fx_nodes = graph.nodes, plan.nodes, graph.fx_nodes
-    call_args = json.loads(_C.rank_call_args(graph.to_json(), plan.to_json(), list(coord)))
+    graph_json, plan_json = graph.to_json(), plan.to_json()
+    call_args = json.loads(_C.rank_call_args(graph_json, plan_json, list(coord)))
     placeholders = [i for i, _ in graph.placeholders()]
 
-    # Small values moved once and read again where another consumer wants the same spec: a
-    # loss's Partial count is reduced for the loss in forward and read again by the loss's
-    # backward, a second collective on the critical path for a few bytes. Larger values are
-    # moved per consumer, as the plan prices them: keeping a gathered activation or
-    # parameter for a later reader would hold memory the plan does not count.
-    small_moves = {}
+    # Moves made once and handed to every consumer that wants the same spec: small values
+    # (a loss's Partial count is reduced for the loss in forward and read again by the loss's
+    # backward, a second collective on the critical path for a few bytes), and values whose
+    # readers all take them in one spec by a move that gathers nothing (C++ decides,
+    # core/shared_moves.h: the same on every rank). Other values are moved per consumer, as
+    # the plan prices them: keeping a gathered activation or parameter for a later reader
+    # would hold memory the plan does not count.
+    shared = {(node, output, spec) for node, output, spec in _C.shared_moves(graph_json, plan_json)}
+    kept_moves = {}
 
     def moved(env, ref, want):
         """The value at `ref` ([node, output]) redistributed from its planned spec to `want`."""
@@ -85,14 +89,14 @@ def make_rank_program(plan: Plan, device_mesh, coord):
             return env[ref[0]][ref[1]]
         shape = ir_nodes[ref[0]].outputs[ref[1]].shape
         key = (ref[0], ref[1], want)
-        if key in small_moves:
-            return small_moves[key]
+        if key in kept_moves:
+            return kept_moves[key]
         try:
             out = redistribute_local(env[ref[0]][ref[1]], shape, device_mesh, src, want)
         except ValueError as e:
             raise ValueError(f"output {ref[1]} of node '{ir_nodes[ref[0]].name}' ({ir_nodes[ref[0]].op}): {e}") from e
-        if math.prod(shape) <= SMALL_MOVE_NUMEL:
-            small_moves[key] = out
+        if math.prod(shape) <= SMALL_MOVE_NUMEL or key in shared:
+            kept_moves[key] = out
         return out
 
     def run_node(i, node, want, env):

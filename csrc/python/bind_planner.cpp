@@ -16,6 +16,7 @@
 #include "core/overlap_schedule.h"
 #include "core/placement.h"
 #include "core/planner.h"
+#include "core/shared_moves.h"
 #include "core/background_release.h"
 #include "core/solver/trace.h"
 
@@ -233,6 +234,17 @@ void bind_planner(py::module_& m) {
       },
       py::arg("ir_json"), py::arg("plan_json"), py::arg("coord"),
       "Per-node local call arguments for the rank at mesh coordinate `coord` (JSON list).");
+  m.def(
+      "shared_moves",
+      [](const std::string& ir_json, const std::string& plan_json) {
+        std::vector<std::tuple<int, int, std::string>> out;
+        for (const SharedMove& s : shared_moves(read_graph(ir_json), plan_from_json(json::parse(plan_json))))
+          out.emplace_back(s.value.node, s.value.output, to_string(s.to));
+        return out;
+      },
+      py::arg("ir_json"), py::arg("plan_json"),
+      "(node, output, spec) of each value the rank program moves once for all its readers "
+      "(core/shared_moves.h).");
   m.def(
       "overlap_order",
       [](const std::string& kinds, const std::vector<int64_t>& input_offsets, const std::vector<int>& inputs,

@@ -1003,3 +1003,56 @@ def test_like_tp_makes_each_gradient_in_its_parameters_placement():
         plan = plan_module(model, (4,), batch, time_limit=5.0, like="tp", fixed_params=fixed, **table)
         moved = [c for n in plan.nodes for r in n.redistributions for c in r["collectives"]]
         assert moved and all("all_reduce" in c for c in moved), (table, sorted(set(moved)))
+
+
+def _tp_llama():
+    from torch_localmap import models
+
+    cfg = models.llama.LlamaConfig(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=128, vocab_size=128,
+                                   seq_len=16)
+    model, batch = models.build("llama", cfg, batch=4, seed=0)
+    col, row = ("wq", "wk", "wv", "w1", "w3"), ("wo", "w2")
+    fixed = {k: "S(0)" if k.split(".")[-2] in col else "S(1)" if k.split(".")[-2] in row else "R"
+             for k, _ in model.named_parameters()}
+    return model, batch, fixed
+
+
+def _loss_of(out):
+    return out if isinstance(out, torch.Tensor) else out[0]
+
+
+def _rank_tp_shared_moves(rank, world):
+    from torch_localmap import _C, parallelize
+
+    model, batch, fixed = _tp_llama()
+    pm = parallelize(model, make_mesh((world,)), batch, time_limit=5.0, like="tp", fixed_params=fixed,
+                     bucket_cap_mb=0)
+    loss = _loss_of(pm(*batch))
+    loss.backward()
+    inputs = []  # the value each all-reduce reduces, as a node of its graph
+    for gm in (pm._program.fw, pm._program.bw):
+        gm = getattr(gm, "graph_module", gm)
+        inputs += [(id(gm), n.args[0].name) for n in gm.graph.nodes
+                   if n.op == "call_function" and getattr(n.target, "namespace", "") == "_c10d_functional"
+                   and n.target._opname.rstrip("_") == "all_reduce"]
+    return {"loss": loss.full_tensor().detach() if hasattr(loss, "full_tensor") else loss.detach(),
+            "grads": _grads(pm), "reduced": inputs,
+            "shared": _C.shared_moves(pm.plan.graph.to_json(), pm.plan.to_json())}
+
+
+@pytest.mark.timeout(600)
+def test_a_value_every_reader_takes_reduced_alike_is_reduced_once():
+    """Under torch's TP placements (like="tp", 4 ranks, the H100 table) two backward nodes
+    read one Partial gradient as Replicate. The plan prices a move per reading edge; the
+    rank program reduces such a value once for both (core/shared_moves.h) where it
+    all-reduced it once per reader. Gradients equal one process's."""
+    model, batch, _ = _tp_llama()
+    ref = _loss_of(model(*batch))
+    ref.backward()
+    ref_grads = _grads(model)
+    for r in run_distributed(_rank_tp_shared_moves, 4, timeout=600):
+        torch.testing.assert_close(r["loss"], ref.detach(), rtol=1e-5, atol=1e-6)
+        for k, g in ref_grads.items():
+            torch.testing.assert_close(r["grads"][k], g, rtol=1e-4, atol=1e-6, msg=lambda m: f"grad {k}: {m}")
+        assert any(spec == "R" for _node, _output, spec in r["shared"]), r["shared"]
+        assert len(r["reduced"]) == len(set(r["reduced"])), sorted(r["reduced"])
