@@ -978,6 +978,15 @@ def test_like_tp_runs_torchs_tensor_parallel_plan_and_trains_like_one_process():
         assert r["bw"] == [("all_reduce", x.numel())] * 2, r["bw"]
 
 
+def _llama_tp_placements(model):
+    """torch's TP styles on the bundled llama: the attention's and feed-forward's first
+    products column-parallel (weights split by output features), wo and w2 row-parallel,
+    every other parameter whole."""
+    col, row = ("wq", "wk", "wv", "w1", "w3"), ("wo", "w2")
+    return {k: "S(0)" if k.split(".")[-2] in col else "S(1)" if k.split(".")[-2] in row else "R"
+            for k, _ in model.named_parameters()}
+
+
 def test_like_tp_makes_each_gradient_in_its_parameters_placement():
     """torch's TP styles leave a replicated parameter's gradient whole on every rank (a norm
     weight's, the output head's, computed from replicated activations), and move activations
@@ -996,9 +1005,7 @@ def test_like_tp_makes_each_gradient_in_its_parameters_placement():
     calibration = os.path.join(os.path.dirname(__file__), "data", "cpu_4_gloo_ranks_calibration.json")
     for table in ({}, {"device": "cpu", "calibration": calibration}):
         model, batch = models.build("llama", cfg, batch=8, seed=0)
-        col, row = ("wq", "wk", "wv", "w1", "w3"), ("wo", "w2")
-        fixed = {k: "S(0)" if k.split(".")[-2] in col else "S(1)" if k.split(".")[-2] in row else "R"
-                 for k, _ in model.named_parameters()}
+        fixed = _llama_tp_placements(model)
         assert sum(v != "R" for v in fixed.values()) == 7 * cfg.n_layers
         plan = plan_module(model, (4,), batch, time_limit=5.0, like="tp", fixed_params=fixed, **table)
         moved = [c for n in plan.nodes for r in n.redistributions for c in r["collectives"]]
@@ -1011,10 +1018,7 @@ def _tp_llama():
     cfg = models.llama.LlamaConfig(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=128, vocab_size=128,
                                    seq_len=16)
     model, batch = models.build("llama", cfg, batch=4, seed=0)
-    col, row = ("wq", "wk", "wv", "w1", "w3"), ("wo", "w2")
-    fixed = {k: "S(0)" if k.split(".")[-2] in col else "S(1)" if k.split(".")[-2] in row else "R"
-             for k, _ in model.named_parameters()}
-    return model, batch, fixed
+    return model, batch, _llama_tp_placements(model)
 
 
 def _loss_of(out):
