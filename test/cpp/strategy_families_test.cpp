@@ -167,6 +167,28 @@ TEST(StrategyConv, ChannelSplitsOnlyWithoutGroups) {
   EXPECT_TRUE(has(plain, "S(1),S(1)->P(sum)"));
 }
 
+// native_group_norm(input, weight, bias, N, C, HxW, group, eps) -> (out, mean (N, group), rstd).
+Graph group_norm_graph(int64_t channels, int64_t groups) {
+  const std::string c = std::to_string(channels), g = std::to_string(groups);
+  return one_op_graph({2}, {{{5, channels, 3}}, {{channels}}, {{channels}}}, "aten.native_group_norm.default",
+                      "[$0,$1,$2,5," + c + ",3," + g + ",0.5]", {{{5, channels, 3}}, {{5, groups}}, {{5, groups}}});
+}
+
+TEST(StrategyNorm, GroupNormShardsChannelsOnlyAsWholeGroups) {
+  auto whole = op_strategies(group_norm_graph(8, 4));  // 2 groups a shard
+  EXPECT_TRUE(has(whole, "S(0),R,R->S(0),S(0),S(0)"));
+  EXPECT_TRUE(has(whole, "S(1),S(0),S(0)->S(1),S(1),S(1)"));
+  auto split = op_strategies(group_norm_graph(6, 3));  // 1.5 groups a shard
+  EXPECT_TRUE(has(split, "S(0),R,R->S(0),S(0),S(0)"));
+  EXPECT_FALSE(has(split, "S(1),S(0),S(0)->S(1),S(1),S(1)"));
+  // N, C and the group count are each rank's own: rank 1 of an odd batch holds 2 samples.
+  const Graph g = group_norm_graph(8, 4);
+  const auto batch = local_call_args(g, 3, strategy({"S(0)", "R", "R"}, {"S(0)", "S(0)", "S(0)"}), {1});
+  EXPECT_EQ(batch.at("args").dump(), "[{\"t\":[0,0]},{\"t\":[1,0]},{\"t\":[2,0]},2,8,3,4,0.5]");
+  const auto channels = local_call_args(g, 3, strategy({"S(1)", "S(0)", "S(0)"}, {"S(1)", "S(1)", "S(1)"}), {0});
+  EXPECT_EQ(channels.at("args").dump(), "[{\"t\":[0,0]},{\"t\":[1,0]},{\"t\":[2,0]},5,4,3,2,0.5]");
+}
+
 TEST(StrategyGraph, UnreachablePartialInputsArePrunedInTheGraphPass) {
   // a, b placeholders -> mm1 (can emit P(sum) via its K split) -> mm2(mm1, c)
   std::string doc = R"J({"mesh":{"shape":[2]},"nodes":[

@@ -209,6 +209,8 @@ PLAN_ONLY = {
     "swin": _timm_classifier("swin_tiny_patch4_window7_224", img_size=32, patch_size=2, window_size=4,
                              depths=(1, 1), num_heads=(2, 4), embed_dim=32),
     "efficientnet": _timm_classifier("efficientnet_b0"),
+    # GroupNorm of one group (native_group_norm and its backward had no rule: replicated)
+    "poolformer": _timm_classifier("poolformer_s12"),
     # interpolate's unchecked gathers (None entries in the index list) and their scatters
     "mobilevit": _timm_classifier("mobilevit_xxs"),
     # low-rank attention (its backward copies into new_empty_strided buffers), routed and shared experts

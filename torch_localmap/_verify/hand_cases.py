@@ -34,6 +34,10 @@ def _hand_programs():
         ("log_softmax_size1", lambda a: grad_of(lambda x: torch.log_softmax(x, -1), a), (r(3, 1),)),
         ("layer_norm_odd", lambda a, w, b: grad_of(lambda x, w, b: F.layer_norm(x, (5,), w, b), a, w, b),
          (r(3, 1, 5), r(5), r(5))),
+        # channel shards must hold whole groups (4 groups of 2 channels); odd batch and no affine
+        ("group_norm", lambda x, w, b: grad_of(lambda x, w, b: F.group_norm(x, 4, w, b), x, w, b),
+         (r(4, 8, 3, 2), r(8), r(8))),
+        ("group_norm_plain", lambda x: grad_of(lambda x: F.group_norm(x, 3), x), (r(3, 6, 5),)),
         ("transpose_view", lambda a: (a.t().reshape(-1), a.view(3, 5).unsqueeze(1).expand(3, 2, 5)), (r(5, 3),)),
         ("reshape_factor", lambda a: (a.reshape(2, 3, 5), a.reshape(5, 6), a.flatten()), (r(6, 5),)),
         ("cat_stack", lambda a, b: (torch.cat([a, b], 0), torch.stack([a, a], 1)), (r(3, 5), r(1, 5))),

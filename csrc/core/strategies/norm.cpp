@@ -1,4 +1,4 @@
-// Normalization forward/backward: layer_norm, rms_norm (fused ops), batch norm.
+// Normalization forward/backward: layer_norm, rms_norm (fused ops), batch norm, group norm.
 //
 // Layer/RMS norm normalize over trailing dims: any leading ("batch") dim can
 // be sharded, with per-row statistics sharded alike and the affine parameters
@@ -7,8 +7,9 @@
 // Batch norm in training normalizes over every dim but the channel: only the
 // channel can be sharded (per-channel parameters, statistics and running
 // buffers sharded alike); in eval it uses the running statistics, so batch
-// and spatial dims can be sharded too.
+// and spatial dims can be sharded too. Group norm: see group_norm_rows.
 #include "core/strategies/rule.h"
+#include "core/strategies/shard_math.h"
 
 namespace tlm::strategies {
 
@@ -135,6 +136,61 @@ Rule batch_norm_rule(const char* training_name, bool backward) {
   return r;
 }
 
+// Group norm normalizes each sample over its channel group and the spatial dims: the batch
+// dim shards (statistics (N, group) alike, the per-channel affine parameters replicated,
+// their gradients Partial), and so does the channel dim when every shard holds whole
+// groups (statistics sharded on their group dim, parameters and their gradients on dim 0).
+// The op takes N, C and the group count as arguments: on a rank they are its local ones.
+void group_norm_rows(const RuleCtx& c, DimRows& rows, const std::vector<Role>& roles, bool backward) {
+  std::vector<Placement> row(static_cast<size_t>(rows.width()));
+  for (int d : {0, 1}) {
+    for (size_t t = 0; t < roles.size(); ++t) {
+      switch (roles[t]) {
+        case Role::X:
+        case Role::Stat: row[t] = S(d); break;
+        case Role::Param: row[t] = d == 0 ? R() : S(0); break;
+        case Role::ParamGrad: row[t] = d == 0 ? P() : S(0); break;
+        default: row[t] = R();
+      }
+    }
+    rows.add(row);
+  }
+  if (backward) add_partial_rows(c, rows, {{{0}}});  // linear in grad_out
+}
+
+Rule group_norm_rule(const std::vector<RoleArg>& inputs, const std::vector<Role>& outputs, const char* mask_name,
+                     bool backward) {
+  Rule r;
+  r.family = "norm";
+  auto roles_of = [=](const RuleCtx& c) {
+    std::vector<Role> roles = input_roles(c, inputs);
+    for (Role o : present_outputs(c, outputs, mask_name)) roles.push_back(o);
+    return roles;
+  };
+  r.dims = [=](const RuleCtx& c, DimRows& rows) {
+    const int64_t channels = c.int_arg("C"), groups = c.int_arg("group");
+    // Only the replicate row for a node that is no group norm torch would run.
+    if (c.in(c.tensor("input")).ndim() < 2 || groups <= 0 || channels <= 0 || channels % groups != 0) return;
+    group_norm_rows(c, rows, roles_of(c), backward);
+  };
+  // Channel shards hold whole groups, the same number on every rank.
+  r.valid = [](const RuleCtx& c, const OpStrategy& s) {
+    const int x = c.tensor("input");
+    int64_t ways = 1;
+    for (int m : mesh_dims_sharding(s.inputs[static_cast<size_t>(x)], 1)) ways *= c.mesh().shape[static_cast<size_t>(m)];
+    return c.int_arg("group") % ways == 0;  // dims offered rows only for a positive group count
+  };
+  r.call_args = [](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
+    const int x = c.tensor("input");
+    const std::vector<int64_t> local = local_shape(c.in(x).shape, c.mesh(), s.inputs[static_cast<size_t>(x)], coord);
+    const int64_t channels = c.int_arg("C"), groups = c.int_arg("group");
+    if (channels <= 0) return c.same_args();  // replicated: dims offers no other row
+    return c.with_args({{"N", local[0]}, {"C", local[1]}, {"group", groups * local[1] / channels}});
+  };
+  r.work = [](const RuleCtx& c, const OpStrategy& s) { return elementwise_work(c, s, 8.0); };
+  return r;
+}
+
 }  // namespace
 
 void register_norm(Registry& r) {
@@ -175,6 +231,15 @@ void register_norm(Registry& r) {
     e.dims = [](const RuleCtx& c, DimRows& rows) { batch_norm_rows(c, rows, 0, false, false); };
     return e;
   }());
+  // native_group_norm(input, weight?, bias?, N, C, HxW, group, eps) -> (out, mean, rstd)
+  add_rule(r, {"aten.native_group_norm.default"},
+           group_norm_rule({{"input", R_::X}, {"weight", R_::Param}, {"bias", R_::Param}}, {R_::X, R_::Stat, R_::Stat},
+                           nullptr, false));
+  // native_group_norm_backward(grad_out, input, mean, rstd, weight?, N, C, HxW, group, output_mask)
+  add_rule(r, {"aten.native_group_norm_backward.default"},
+           group_norm_rule({{"grad_out", R_::X}, {"input", R_::X}, {"mean", R_::Stat}, {"rstd", R_::Stat},
+                            {"weight", R_::Param}},
+                           {R_::X, R_::ParamGrad, R_::ParamGrad}, "output_mask", true));
   // native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd,
   //                            train, eps, output_mask)
   add_rule(r, {"aten.native_batch_norm_backward.default"}, batch_norm_rule("train", true));
