@@ -44,8 +44,17 @@ def _bernoulli_p(fn, args, kwargs, global_shapes, out_specs, mesh_shape, coord):
     return _piece(fn(whole, *args[1:], **kwargs), mesh_shape, out_specs[0], coord)
 
 
+def _sized(fn, args, kwargs, global_shapes, out_specs, mesh_shape, coord):
+    # rand / randn(size, *, dtype, ...): the rule keeps the traced (global) size
+    return _piece(fn(list(global_shapes[0]), *args[1:], **kwargs), mesh_shape, out_specs[0], coord)
+
+
 RANDOM_OPS = {
     "aten.bernoulli.p": _bernoulli_p,
+    "aten.rand_like.default": _bernoulli_p,  # a draw of self's shape, as bernoulli.p's
+    "aten.randn_like.default": _bernoulli_p,
+    "aten.rand.default": _sized,
+    "aten.randn.default": _sized,
     "aten.native_dropout.default": _native_dropout,
 }
 

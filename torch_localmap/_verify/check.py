@@ -20,8 +20,6 @@ from .oracle import Layouts, assemble, close, local_inputs
 # the reference draw from the same generator state.)
 EXCLUDED_OPS = {
     "aten.bernoulli.default": "random: draws from the RNG",
-    "aten.rand_like.default": "random: draws from the RNG",
-    "aten.randn_like.default": "random: draws from the RNG",
     "aten.randint_like.default": "random: draws from the RNG",
 }
 

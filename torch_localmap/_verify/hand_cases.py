@@ -61,6 +61,11 @@ def _hand_programs():
          (r(3, 5),)),
         ("monotone_binary", lambda a, b: (a - b, torch.rsub(a, b), torch.add(a, b, alpha=-2)), (r(3, 5), r(5))),
         # ops of the front-door model zoo (transformers, timm, torchtitan-style models)
+        # stochastic depth's keep masks (Hugging Face: rand of a size), and draws like a tensor
+        ("random_draws", lambda a: (torch.ops.aten.rand.default([3, 5], dtype=torch.float64),
+                                    torch.ops.aten.randn.default([4, 2], dtype=torch.float64),
+                                    torch.ops.aten.rand_like.default(a),
+                                    torch.ops.aten.randn_like.default(a)), (r(3, 5),)),
         ("dropout", lambda a: grad_of(lambda x: torch.ops.aten.native_dropout(x, 0.3, True)[0], a), (r(4, 6),)),
         ("safe_softmax", lambda a: torch.ops.aten._safe_softmax(a, -1), (r(3, 5),)),
         ("pad", lambda a: grad_of(lambda x: F.pad(x, (1, 2)), a) + (F.pad(a, (0, 0, 1, 0), value=-1.5),), (r(4, 5),)),

@@ -299,6 +299,7 @@ void register_pointwise(Registry& r) {
             "aten.mish.default",
             "aten.ne.Scalar",
             "aten.ne.Tensor",
+            "aten.polar.default",
             "aten.pow.Scalar",
             "aten.pow.Tensor_Scalar",
             "aten.pow.Tensor_Tensor",

@@ -8,8 +8,10 @@
 // is linear in input, so a Partial input gives a Partial output; the mask is the
 // same whole value on every rank of that mesh dim (replicated).
 //
-// bernoulli.p(self, p): a draw of self's shape and dtype whose values do not
-// depend on self's, so it shards like self; it is not linear in self (no Partial).
+// bernoulli.p(self, p), rand_like / randn_like(self): a draw of self's shape whose
+// values do not depend on self's, so it shards like self; it is not linear in self (no
+// Partial). rand / randn(size): a draw of that size, any dim sharded (the call keeps
+// the global size: the runtime draws it whole).
 #include "core/strategies/rule.h"
 
 namespace tlm::strategies {
@@ -27,6 +29,11 @@ void same_shape_draw_rows(const RuleCtx& c, DimRows& rows) {
   for (int d = 0; d < static_cast<int>(c.in(0).ndim()); ++d) rows.add_uniform(S(d));
 }
 
+void sized_draw_rows(const RuleCtx& c, DimRows& rows) {
+  if (c.num_inputs() != 0 || c.num_outputs() != 1) return;
+  for (int d = 0; d < static_cast<int>(c.out(0).ndim()); ++d) rows.add({S(d)});
+}
+
 }  // namespace
 
 void register_random(Registry& r) {
@@ -40,7 +47,11 @@ void register_random(Registry& r) {
   draw.family = "random";
   draw.dims = same_shape_draw_rows;
   // Draws of self's shape (values independent of self's): the global draw's piece, any dim sharded.
-  add_rule(r, {"aten.bernoulli.p"}, draw);
+  add_rule(r, {"aten.bernoulli.p", "aten.rand_like.default", "aten.randn_like.default"}, draw);
+  Rule sized = draw;
+  sized.dims = sized_draw_rows;
+  // Draws of a given size (stochastic depth's per-sample keep masks in Hugging Face models).
+  add_rule(r, {"aten.rand.default", "aten.randn.default"}, sized);
 }
 
 }  // namespace tlm::strategies
