@@ -34,6 +34,9 @@ def _hand_programs():
         ("log_softmax_size1", lambda a: grad_of(lambda x: torch.log_softmax(x, -1), a), (r(3, 1),)),
         ("layer_norm_odd", lambda a, w, b: grad_of(lambda x, w, b: F.layer_norm(x, (5,), w, b), a, w, b),
          (r(3, 1, 5), r(5), r(5))),
+        # sliding windows (time-series patches) and a log-sigmoid loss (SigLIP's)
+        ("unfold", lambda a: grad_of(lambda x: x.unfold(1, 3, 2), a), (r(4, 7, 5),)),
+        ("log_sigmoid", lambda a: grad_of(F.logsigmoid, a), (r(4, 6),)),
         # channel shards must hold whole groups (4 groups of 2 channels); odd batch and no affine
         ("group_norm", lambda x, w, b: grad_of(lambda x, w, b: F.group_norm(x, 4, w, b), x, w, b),
          (r(4, 8, 3, 2), r(8), r(8))),

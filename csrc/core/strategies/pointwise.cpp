@@ -237,9 +237,33 @@ Rule broadcast_into_rule() {
   return r;
 }
 
+// log_sigmoid_forward(self) -> (output, buffer) and log_sigmoid_backward(grad_output, self,
+// buffer): elementwise, but the buffer is empty where the kernel keeps none (CUDA), so each
+// tensor shaped like input 0 shards with it and any other stays whole. The backward is
+// linear in grad_output.
+Rule log_sigmoid_rule(bool backward) {
+  Rule r;
+  r.family = "pointwise";
+  r.dims = [backward](const RuleCtx& c, DimRows& rows) {
+    const auto& shape = c.in(0).shape;
+    const int n_in = c.num_inputs();
+    auto meta = [&](int t) -> const TensorMeta& { return t < n_in ? c.in(t) : c.out(t - n_in); };
+    std::vector<Placement> row(static_cast<size_t>(rows.width()));
+    for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
+      for (int t = 0; t < rows.width(); ++t) row[static_cast<size_t>(t)] = meta(t).shape == shape ? S(d) : R();
+      rows.add(row);
+    }
+    if (backward) add_partial_rows(c, rows, {{{0}}});
+  };
+  r.work = [](const RuleCtx& c, const OpStrategy& s) { return elementwise_work(c, s, 4.0); };
+  return r;
+}
+
 }  // namespace
 
 void register_pointwise(Registry& r) {
+  add_rule(r, {"aten.log_sigmoid_forward.default"}, log_sigmoid_rule(false));
+  add_rule(r, {"aten.log_sigmoid_backward.default"}, log_sigmoid_rule(true));
   const Rule plain = pointwise_rule({Linear::None, {}, {}});
   // Elementwise without a Partial row: neither linear nor monotone in every operand.
   add_rule(r,

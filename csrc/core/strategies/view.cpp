@@ -189,6 +189,37 @@ std::vector<int> transpose_map(const RuleCtx& c) {
   return m;
 }
 
+// unfold(self, dimension, size, step): sliding windows along `dimension`, whose count
+// replaces it, each window's elements in a new last dim. Every other dim keeps its place
+// and its shard; the windowed dim stays whole (windows cross shard edges).
+std::vector<int> unfold_map(const RuleCtx& c) {
+  const int64_t nd = c.in(0).ndim();
+  auto m = identity_map(nd);
+  if (nd > 0) m[static_cast<size_t>(wrap_dim(c.int_arg("dimension"), nd))] = -1;
+  return m;
+}
+
+// unfold_backward(grad_in, input_sizes, dim, size, step): the windows' gradients summed back
+// into input_sizes. grad_in's dims other than `dim` and the window dim map to the output's
+// alike; it sums overlapping windows, so it is linear (sum and avg pass) but not monotone.
+Rule unfold_backward_rule() {
+  Rule r;
+  r.family = "view";
+  r.dims = [](const RuleCtx& c, DimRows& rows) {
+    const int64_t nd = c.out(0).ndim();
+    if (c.in(0).ndim() != nd + 1) return;
+    const int dim = nd > 0 ? wrap_dim(c.int_arg("dim"), nd) : -1;
+    for (int d = 0; d < nd; ++d)
+      if (d != dim && c.in(0).shape[static_cast<size_t>(d)] == c.out(0).shape[static_cast<size_t>(d)])
+        rows.add({S(d), S(d)});
+    add_partial_rows(c, rows, {{{0}}});
+  };
+  r.call_args = [](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
+    return c.with_args({{"input_sizes", local_shape(c.out(0).shape, c.mesh(), s.outputs[0], coord)}});
+  };
+  return r;
+}
+
 std::vector<int> t_map(const RuleCtx& c) {
   const int64_t nd = c.in(0).ndim();
   auto m = identity_map(nd);
@@ -483,6 +514,9 @@ void register_view(Registry& r) {
   add_rule(r, {"aten.permute.default"}, mapped_rule(permute_map));
   // Two dims swap.
   add_rule(r, {"aten.transpose.int"}, mapped_rule(transpose_map));
+  // Sliding windows (Tensor.unfold: time series patches, im2col by hand) and their gradient.
+  add_rule(r, {"aten.unfold.default"}, mapped_rule(unfold_map));
+  add_rule(r, {"aten.unfold_backward.default"}, unfold_backward_rule());
   // 2-D transposes.
   add_rule(r,
            {"aten.numpy_T.default",
