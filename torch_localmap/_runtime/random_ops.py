@@ -53,6 +53,8 @@ RANDOM_OPS = {
     "aten.bernoulli.p": _bernoulli_p,
     "aten.rand_like.default": _bernoulli_p,  # a draw of self's shape, as bernoulli.p's
     "aten.randn_like.default": _bernoulli_p,
+    "aten.exponential.default": _bernoulli_p,  # exponential_ / uniform_, functionalized
+    "aten.uniform.default": _bernoulli_p,
     "aten.rand.default": _sized,
     "aten.randn.default": _sized,
     "aten.native_dropout.default": _native_dropout,

@@ -8,10 +8,12 @@
 // is linear in input, so a Partial input gives a Partial output; the mask is the
 // same whole value on every rank of that mesh dim (replicated).
 //
-// bernoulli.p(self, p), rand_like / randn_like(self): a draw of self's shape whose
-// values do not depend on self's, so it shards like self; it is not linear in self (no
-// Partial). rand / randn(size): a draw of that size, any dim sharded (the call keeps
-// the global size: the runtime draws it whole).
+// bernoulli.p(self, p), rand_like / randn_like(self), exponential(self, lambd) and
+// uniform(self, from, to) (the functional forms of exponential_ and uniform_: PhiMoE's
+// router jitter): a draw of self's shape whose values do not depend on self's, so it
+// shards like self; it is not linear in self (no Partial). rand / randn(size): a draw
+// of that size, any dim sharded (the call keeps the global size: the runtime draws it
+// whole).
 #include "core/strategies/rule.h"
 
 namespace tlm::strategies {
@@ -47,7 +49,13 @@ void register_random(Registry& r) {
   draw.family = "random";
   draw.dims = same_shape_draw_rows;
   // Draws of self's shape (values independent of self's): the global draw's piece, any dim sharded.
-  add_rule(r, {"aten.bernoulli.p", "aten.rand_like.default", "aten.randn_like.default"}, draw);
+  add_rule(r,
+           {"aten.bernoulli.p",
+            "aten.exponential.default",
+            "aten.rand_like.default",
+            "aten.randn_like.default",
+            "aten.uniform.default"},
+           draw);
   Rule sized = draw;
   sized.dims = sized_draw_rows;
   // Draws of a given size (stochastic depth's per-sample keep masks in Hugging Face models).
