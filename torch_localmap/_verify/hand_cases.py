@@ -34,6 +34,11 @@ def _hand_programs():
         ("log_softmax_size1", lambda a: grad_of(lambda x: torch.log_softmax(x, -1), a), (r(3, 1),)),
         ("layer_norm_odd", lambda a, w, b: grad_of(lambda x, w, b: F.layer_norm(x, (5,), w, b), a, w, b),
          (r(3, 1, 5), r(5), r(5))),
+        # an antialiased resize (a position embedding to another image size), not decomposed
+        ("resize_bicubic_aa", lambda a: grad_of(lambda x: F.interpolate(x, size=(5, 3), mode="bicubic", antialias=True),
+                                               a), (r(2, 4, 7, 6),)),
+        ("resize_bilinear_aa", lambda a: grad_of(lambda x: F.interpolate(x, size=(3, 5), mode="bilinear",
+                                                                         antialias=True), a), (r(2, 4, 7, 6),)),
         # sliding windows (time-series patches) and a log-sigmoid loss (SigLIP's)
         ("unfold", lambda a: grad_of(lambda x: x.unfold(1, 3, 2), a), (r(4, 7, 5),)),
         ("log_sigmoid", lambda a: grad_of(F.logsigmoid, a), (r(4, 6),)),

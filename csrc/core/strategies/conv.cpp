@@ -221,6 +221,23 @@ void register_conv(Registry& r) {
             "aten.avg_pool2d.default"}, pool_rule(2, true));
   add_rule(r, {"aten.avg_pool3d.default"}, pool_rule(3, true));
   add_rule(r, {"aten.avg_pool1d.default"}, pool_rule(1, true));
+  // Antialiased resampling (interpolate(..., antialias=True): a position embedding resized to
+  // another image size), which torch does not decompose: batch and channel dims shard, the
+  // spatial ones stay whole; linear in its input. The backward's input_size is the rank's.
+  add_rule(r,
+           {"aten._upsample_bicubic2d_aa.default",
+            "aten._upsample_bilinear2d_aa.default"},
+           pool_rule(2, true));
+  {
+    Rule aa_backward = pool_rule(2, true);
+    aa_backward.call_args = [](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
+      return c.with_args({{"input_size", local_shape(c.out(0).shape, c.mesh(), s.outputs[0], coord)}});
+    };
+    add_rule(r,
+             {"aten._upsample_bicubic2d_aa_backward.default",
+              "aten._upsample_bilinear2d_aa_backward.default"},
+             aa_backward);
+  }
   // Backward ops: linear in grad_output.
   add_rule(r,
            {"aten._adaptive_avg_pool2d_backward.default",
