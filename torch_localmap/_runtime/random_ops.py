@@ -38,7 +38,7 @@ def _native_dropout(fn, args, kwargs, global_shapes, out_specs, mesh_shape, coor
     return out, mask
 
 
-def _bernoulli_p(fn, args, kwargs, global_shapes, out_specs, mesh_shape, coord):
+def _shaped_like_self(fn, args, kwargs, global_shapes, out_specs, mesh_shape, coord):
     x = args[0]
     whole = torch.empty(tuple(global_shapes[0]), dtype=x.dtype, device=x.device)
     return _piece(fn(whole, *args[1:], **kwargs), mesh_shape, out_specs[0], coord)
@@ -50,11 +50,12 @@ def _sized(fn, args, kwargs, global_shapes, out_specs, mesh_shape, coord):
 
 
 RANDOM_OPS = {
-    "aten.bernoulli.p": _bernoulli_p,
-    "aten.rand_like.default": _bernoulli_p,  # a draw of self's shape, as bernoulli.p's
-    "aten.randn_like.default": _bernoulli_p,
-    "aten.exponential.default": _bernoulli_p,  # exponential_ / uniform_, functionalized
-    "aten.uniform.default": _bernoulli_p,
+    # draws of self's shape (exponential and uniform: exponential_ / uniform_, functionalized)
+    "aten.bernoulli.p": _shaped_like_self,
+    "aten.rand_like.default": _shaped_like_self,
+    "aten.randn_like.default": _shaped_like_self,
+    "aten.exponential.default": _shaped_like_self,
+    "aten.uniform.default": _shaped_like_self,
     "aten.rand.default": _sized,
     "aten.randn.default": _sized,
     "aten.native_dropout.default": _native_dropout,

@@ -230,9 +230,7 @@ void register_conv(Registry& r) {
            pool_rule(2, true));
   {
     Rule aa_backward = pool_rule(2, true);
-    aa_backward.call_args = [](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
-      return c.with_args({{"input_size", local_shape(c.out(0).shape, c.mesh(), s.outputs[0], coord)}});
-    };
+    aa_backward.call_args = output_shape_arg("input_size");
     add_rule(r,
              {"aten._upsample_bicubic2d_aa_backward.default",
               "aten._upsample_bilinear2d_aa_backward.default"},

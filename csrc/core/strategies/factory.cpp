@@ -41,9 +41,7 @@ Rule fresh_rule(const char* size_name) {
     w.bytes = io_bytes(c, s);
     return w;
   };
-  r.call_args = [=](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
-    return c.with_args({{size_name, local_shape(c.out(0).shape, c.mesh(), s.outputs[0], coord)}});
-  };
+  r.call_args = output_shape_arg(size_name);
   return r;
 }
 

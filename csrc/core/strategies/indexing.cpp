@@ -128,9 +128,7 @@ void register_indexing(Registry& r) {
       along_dim_rows(c, rows, dim, {0});
       add_partial_rows(c, rows, {{{0}}});
     });
-    sb.call_args = [](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
-      return c.with_args({{"input_sizes", local_shape(c.out(0).shape, c.mesh(), s.outputs[0], coord)}});
-    };
+    sb.call_args = output_shape_arg("input_sizes");
     add_rule(r, {"aten.slice_backward.default"}, sb);
   }
   // select_backward(grad, input_sizes, dim, index): the output gains `dim`.
@@ -147,9 +145,7 @@ void register_indexing(Registry& r) {
       }
       add_partial_rows(c, rows, {{{0}}});
     });
-    sb.call_args = [](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
-      return c.with_args({{"input_sizes", local_shape(c.out(0).shape, c.mesh(), s.outputs[0], coord)}});
-    };
+    sb.call_args = output_shape_arg("input_sizes");
     add_rule(r, {"aten.select_backward.default"}, sb);
   }
 }

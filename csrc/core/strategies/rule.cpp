@@ -442,4 +442,10 @@ OpWork elementwise_work(const RuleCtx& c, const OpStrategy& s, double flops_per_
 OpWork no_work(const RuleCtx&, const OpStrategy&) { return OpWork{}; }
 OpWork dispatch_work(const RuleCtx&, const OpStrategy&) { return OpWork{1, 0}; }
 
+CallArgsFn output_shape_arg(const char* name) {
+  return [name](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
+    return c.with_args({{name, local_shape(c.out(0).shape, c.mesh(), s.outputs[0], coord)}});
+  };
+}
+
 }  // namespace tlm::strategies

@@ -221,6 +221,9 @@ OpWork elementwise_work(const RuleCtx& c, const OpStrategy& s, double flops_per_
 OpWork no_work(const RuleCtx& c, const OpStrategy& s);
 // No bytes moved, one dispatch: priced at the device's kernel overhead (one flop stands for it).
 OpWork dispatch_work(const RuleCtx& c, const OpStrategy& s);
+// Call arguments with `name` (a factory's size, a backward's input sizes) set to this rank's
+// local shape of output 0.
+CallArgsFn output_shape_arg(const char* name);
 
 
 // Family registration, one per file.

@@ -214,9 +214,7 @@ Rule unfold_backward_rule() {
         rows.add({S(d), S(d)});
     add_partial_rows(c, rows, {{{0}}});
   };
-  r.call_args = [](const RuleCtx& c, const OpStrategy& s, const std::vector<int64_t>& coord) {
-    return c.with_args({{"input_sizes", local_shape(c.out(0).shape, c.mesh(), s.outputs[0], coord)}});
-  };
+  r.call_args = output_shape_arg("input_sizes");
   return r;
 }
 
