@@ -4,7 +4,9 @@ our runtime on each of torch's own plans (parallelize(like="ddp"|"fsdp2"), the h
 placements as fixed_params, with like="tp" on a 1-D mesh), which separates the runtime's
 speed from the planner's choice; `ours_measured` keeps the fastest measured of the planner's,
 DDP's and FSDP2's plans and, on a 1-D mesh, the planner's on each 2-D layout of the same ranks
-(parallelize(measure_candidates=4)).
+(parallelize(measure_candidates=4)); `ours_compiled` does the same with every candidate
+compiled by Inductor (parallelize(compile=True, measure_candidates=4)): what a user who
+compiles runs. The torch rows run eagerly, as DDP and FSDP2 users mostly do.
 
     PYTHONPATH=$PWD python benchmarks/step_time.py [--device cpu|cuda] [--models mlp,mlp_padded,mlp_wide,llama,moe] [--meshes 4,2x2]
         [--rows ...] [--steps 20] [--warmup 3] [--repeats 3] [--calibration profile.json]
@@ -20,7 +22,7 @@ host's speed drifts over a run); a row's step is the
 median over its runs of the median step over --steps steps after warm-up. Reported: the
 step, tokens/s and (on CUDA) MFU, its ratio to the best torch row (the best distributed torch configuration of the
 model over every mesh benchmarked), the measured peak memory per rank (the most any rank
-used; allocations since before the model was built, _runtime/memory.py; ours_measured's over
+used; allocations since before the model was built, _runtime/memory.py; the measured rows' over
 the runs that apply its kept plan, not the first, which also measured the candidates), our plan's
 estimate of step and peak, the loss after the steps (every row must end at the same loss,
 or the benchmark fails), the collectives one step issues (torch's rows: read by the
@@ -72,6 +74,7 @@ WORLD = 4  # gloo ranks on CPU; on CUDA one NCCL rank per visible GPU (world_siz
 ROWS = ["single", "ddp", "fsdp2", "tp_fsdp2", "ours", "ours_compiled", "ours_measured", "ours_on_ddp", "ours_on_fsdp2",
         "ours_on_tp_fsdp2"]
 TORCH_ROWS = ("single", "ddp", "fsdp2", "tp_fsdp2")
+MEASURED_ROWS = ("ours_measured", "ours_compiled")  # parallelize(measure_candidates=4), eager and compiled
 PARITY_ROWS = {"ours_on_ddp": "ddp", "ours_on_fsdp2": "fsdp2", "ours_on_tp_fsdp2": "tp_fsdp2"}
 LOSS_RTOL = 1e-4  # float32, 25 AdamW steps, different reduction orders
 
@@ -245,7 +248,8 @@ def _setup(row, name, model, batch, mesh_shape, calibration, plan_dir, device, o
     # Plan once per row, model and mesh; later repeats apply the saved plan (no solve).
     path = os.path.join(plan_dir, f"{row}-{name}-{'x'.join(map(str, mesh_shape))}.json")
     saved = Plan.load(path) if os.path.exists(path) else None
-    if row == "ours_measured":  # the fastest measured of the planner's, DDP's, FSDP2's (1-D: and 2x2's) plans
+    # The fastest measured of the planner's, DDP's, FSDP2's (1-D: and 2x2's) plans, eager or compiled.
+    if row in MEASURED_ROWS:
         if saved is None:
             kwargs = {"measure_candidates": 4}
         else:  # the kept plan again: a torch-like one with its `like`; one kept on a 2-D layout of
@@ -256,7 +260,7 @@ def _setup(row, name, model, batch, mesh_shape, calibration, plan_dir, device, o
                      compile=row == "ours_compiled", plan=saved, optimizer_impl=optimizer, **kwargs)
     if saved is None and rank == 0:
         pm.plan.save(path)
-        if row == "ours_measured":
+        if row in MEASURED_ROWS:
             with open(path + ".kept", "w") as f:
                 json.dump({"like": pm.plan.measurements["kept_like"]}, f)
     dist.barrier()
@@ -425,6 +429,10 @@ def _rank(rank, world, row, name, mesh_shape, steps, warmup, calibration, plan_d
         out["estimate_split_s"] = {"compute": plan.summary.compute_s, "communication": plan.summary.comm_s}
         out["estimate_peak_bytes"] = plan.summary.memory.peak
         out["plan"] = dict(plan.param_placements())
+        m = getattr(plan, "measurements", None)
+        if m:  # a measured row's first run: which candidate it kept, and each one's step
+            out["measured"] = {"kept": m["kept"], "candidates": {
+                c["candidate"]: c.get("measured_step_s", c.get("skipped")) for c in m["candidates"]}}
     return out
 
 
@@ -490,9 +498,9 @@ def _summarize(runs: dict, errors: dict) -> dict:
             r = dict(rs[0])
             r["runs_s"] = [x["median_s"] for x in rs]
             r["median_s"] = statistics.median(r["runs_s"])
-            # ours_measured's first run also ran every candidate (copies of the model); the
+            # A measured row's first run also ran every candidate (copies of the model); the
             # later runs apply the kept plan, as training after planning does.
-            kept = rs[1:] if row == "ours_measured" and len(rs) > 1 else rs
+            kept = rs[1:] if row in MEASURED_ROWS and len(rs) > 1 else rs
             r["peak_bytes"] = max(x["peak_bytes"] for x in kept)
             if all("bound_s" in x.get("cpu", {}) for x in rs):  # CPU rows (run_row)
                 r["cpu"] = {k: statistics.median(x["cpu"][k] for x in rs) for k in rs[0]["cpu"]}
@@ -552,6 +560,12 @@ def table(model, mesh_shape, results, best, ranks="4 gloo ranks", device="cpu") 
         lines.append(f"| {row} | {r['median_s'] * 1e3:.1f} ms | {runs} | {ratio} | {_throughput(r, device)} | "
                      f"{_mib(r['peak_bytes'])} | {est} "
                      f"| {est_t} | {r['loss']:.5f} |")
+    for row in MEASURED_ROWS:
+        m = results.get(row, {}).get("measured")
+        if m:
+            each = "; ".join(f"{c} {v * 1e3:.1f} ms" if isinstance(v, float) else f"{c}: {v}"
+                             for c, v in m["candidates"].items())
+            lines.append(f"\n{row} kept {m['kept']} (its first run's measurements, slowest rank: {each})")
     lines += ["", "One step under the profiler (rank 0): the collectives it issued (ours: the rank program's; "
               "torch's: its c10d calls, sizes where the profiler records them), and where its time went "
               "(the ops' own CPU time; the rest is Python, dispatch and waiting outside ops):", "",

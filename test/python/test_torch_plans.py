@@ -336,25 +336,29 @@ def test_gradient_reduce_scatters_are_bucketed_per_unit_as_fsdp2_reduces_them():
     assert buckets({}) == (1, 1)  # without the map (a forward graph): one byte-capped bucket
 
 
-def _rank_measured(rank, world):
+def _rank_measured(rank, world, compile=False):
     from torch_localmap import parallelize
     from torch_localmap._report import format_plan
 
     model, (x, y) = _example()
     pm = parallelize(model, make_mesh((world,)), (x, y), device="cpu", time_limit=2.0, measure_candidates=3,
-                     measure_steps=2)
+                     measure_steps=2, compile=compile)
     loss = pm(x, y)
     loss.backward()
     return {"loss": loss.full_tensor().detach(), "grads": _grads(pm), "m": pm.plan.measurements,
             "placements": pm.plan.param_placements(), "report": format_plan(pm.plan),
             "model_is_module": [id(p) for p in model.parameters()] == [id(p) for p in pm.parameters()],
-            "dtensor_params": all(hasattr(p, "placements") for p in model.parameters())}
+            "dtensor_params": all(hasattr(p, "placements") for p in model.parameters()),
+            "compiled": pm._program.options.compile}
 
 
 @pytest.mark.timeout(600)
-def test_measure_candidates_keeps_the_fastest_measured_plan_and_trains_like_one_process():
+@pytest.mark.parametrize("compile", [False, True], ids=["eager", "compiled"])
+def test_measure_candidates_keeps_the_fastest_measured_plan_and_trains_like_one_process(compile):
+    """Compiled, every candidate is measured as the program Inductor makes of it (what
+    benchmarks/step_time.py's ours_compiled row runs), and the kept one trains the same."""
     ref_loss, ref_grads = _reference()
-    results = run_distributed(_rank_measured, 2, timeout=600)
+    results = run_distributed(_rank_measured, 2, compile, timeout=600)
     m = results[0]["m"]
     assert all(r["m"] == m for r in results)  # every rank measured the same numbers, kept the same plan
     timed = [c for c in m["candidates"] if "measured_step_s" in c]
@@ -368,6 +372,7 @@ def test_measure_candidates_keeps_the_fastest_measured_plan_and_trains_like_one_
         assert set(results[0]["placements"].values()) == {"S(0)"}, results[0]["placements"]
     assert f"kept: {m['kept']}" in results[0]["report"] and "measured" in results[0]["report"]
     assert results[0]["model_is_module"]  # the kept plan was applied to the user's model itself
+    assert all(r["compiled"] == compile for r in results)
     assert results[0]["dtensor_params"] == (m["kept"] != "like=ddp")  # DDP's plan keeps DDP's plain parameters
     for r in results:
         torch.testing.assert_close(r["loss"], ref_loss, **TOL)
