@@ -25,6 +25,9 @@ def inductor_compile(gm: fx.GraphModule, example_inputs: list):
                "reorder_for_peak_memory": False}
     from torch._inductor.exc import InductorError
 
+    from .node_meta import drop_recompute_tags
+
+    drop_recompute_tags(gm)  # the graph is already partitioned: Inductor must not rematerialize again
     with outside_fake_mode():
         try:
             return standalone_compile(gm, example_inputs, dynamic_shapes="from_example_inputs",
