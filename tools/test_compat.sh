@@ -66,12 +66,14 @@ T="$ROOT/test/python"
 # here); the 70B recompute plan is the planner's search, which the main suite covers.
 # test_op_parity's rules read their ops' arguments by the schema names of the torch
 # op_schemas.inc was generated from: it checks them against each end's kernels.
+# The compiled FSDP2 case hands Inductor a partitioned backward (its remat pass differs by release).
 # --deselect matches node IDs, which are relative to the rootdir, not the paths given above.
 "$VENV/bin/pytest" -q -p no:cacheprovider -n "$JOBS" --dist worksteal --rootdir "$ROOT" -c "$ROOT/pyproject.toml" \
   "$T/test_solver.py" "$T/test_torch_compat.py" "$T/test_localmap_ops.py" \
   "$T/test_parallelize.py::test_backend_is_registered_by_entry_point" \
   "$T/test_plan_reuse.py" "$T/test_ops_on_import.py" "$T/test_live_calibration.py" "$T/test_local_tensors.py" \
   "$T/test_direct_calls.py" "$T/test_deferred_loss.py" "$T/test_op_parity.py" \
+  "$T/test_torch_plans.py::test_fsdp2_plan_compiled_with_uneven_shards_trains_like_one_process" \
   "$T/test_recompute.py" --deselect test/python/test_recompute.py::test_llama_70b_plans_on_the_meta_device_and_fits_by_recomputing \
   "$T/test_zoo.py::test_zoo_model_trains_like_one_process[hf_llama]"
 echo "test-compat torch $TORCH: passed (install ${t_install} s, build ${t_build} s, total $((SECONDS - t0)) s)"
