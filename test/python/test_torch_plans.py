@@ -79,6 +79,9 @@ def _reference(dim=DIM, hidden=HIDDEN):
     return loss.detach(), _grads(model)
 
 
+UNEVEN_DIM, UNEVEN_HIDDEN = 30, 64  # a width 2x2 ranks do not divide: shards padded, gathers cut
+
+
 def _rank_fsdp2_compiled_uneven(rank, world):
     import torch._inductor.config as inductor_config
 
@@ -93,9 +96,6 @@ def _rank_fsdp2_compiled_uneven(rank, world):
     loss = pm(x, y)
     loss.backward()
     return {"loss": loss.full_tensor().detach(), "grads": _grads(pm), "compiled": pm._program.options.compile}
-
-
-UNEVEN_DIM, UNEVEN_HIDDEN = 30, 64  # a width 2x2 ranks do not divide: shards padded, gathers cut
 
 
 @pytest.mark.timeout(600)

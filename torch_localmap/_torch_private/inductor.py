@@ -8,6 +8,7 @@ import torch
 import torch.fx as fx
 
 from .fake_tensors import outside_fake_mode
+from .node_meta import drop_recompute_tags
 
 
 def inductor_compile(gm: fx.GraphModule, example_inputs: list):
@@ -24,8 +25,6 @@ def inductor_compile(gm: fx.GraphModule, example_inputs: list):
     patches = {"bucket_all_gathers_fx": "all", "bucket_reduce_scatters_fx": "all", "bucket_all_reduces_fx": "all",
                "reorder_for_peak_memory": False}
     from torch._inductor.exc import InductorError
-
-    from .node_meta import drop_recompute_tags
 
     drop_recompute_tags(gm)  # the graph is already partitioned: Inductor must not rematerialize again
     with outside_fake_mode():

@@ -75,20 +75,16 @@ def is_backward_node(node: fx.Node) -> bool:
     return node.meta.get("partitioner_tag") == "is_backward" or bool(node.meta.get("autograd_backward"))
 
 
-def drop_recompute_tags(gm: fx.GraphModule) -> int:
+def drop_recompute_tags(gm: fx.GraphModule) -> None:
     """Removes the partitioner's recompute tags (node.meta "recompute" and "ac_graph_id")
-    from an already partitioned graph; returns how many nodes had one. Once forward and
-    backward are split the tags have done their work, but Inductor (2.13) still reads them:
-    compiling a graph with tags on nodes its backward reads, it runs its forward-loss-backward
-    rematerialization, which fails where backward has several such regions (the re-gathers
-    of a plan that reshards after forward: "Detected 6 disjoint backward regions that require
-    recomputation")."""
-    dropped = 0
+    from an already partitioned graph. Once forward and backward are split the tags have
+    done their work, but Inductor (2.13) still reads them: compiling a graph with tags on
+    nodes its backward reads, it runs its forward-loss-backward rematerialization, which
+    fails where backward has several such regions (the re-gathers of a plan that reshards
+    after forward: "Detected 6 disjoint backward regions that require recomputation")."""
     for node in gm.graph.nodes:
-        had = node.meta.pop("recompute", None) is not None
-        had = node.meta.pop("ac_graph_id", None) is not None or had
-        dropped += had
-    return dropped
+        node.meta.pop("recompute", None)
+        node.meta.pop("ac_graph_id", None)
 
 
 def mark_must_recompute(node: fx.Node) -> None:
