@@ -29,7 +29,18 @@ from torch_localmap.solver import iopddl_suite_dir, load_problem  # noqa: E402
 def reference_table(directory):
     """{instance: {limit, best, median, xla, nodes, model}} parsed from the suite README."""
     refs = {}
-    num = lambda s: int(s.replace(",", "")) if s.strip() else None  # noqa: E731
+
+    def num(cell):
+        """A score cell: blank (none published), or a number with thousands commas that a note
+        may follow ("1,617,084 (optimal)")."""
+        if not cell.strip():
+            return None
+        m = re.match(r"\s*([\d,]+)(\s|$)", cell)
+        if not m:
+            raise ValueError(f"{directory}/README.md: a score cell reads {cell!r}; expected a number such as "
+                             "1,617,084, optionally followed by a note")
+        return int(m.group(1).replace(",", ""))
+
     with open(os.path.join(directory, "README.md")) as f:
         for line in f:
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
