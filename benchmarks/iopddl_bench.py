@@ -35,7 +35,7 @@ def reference_table(directory):
         may follow ("1,617,084 (optimal)")."""
         if not cell.strip():
             return None
-        m = re.match(r"\s*([\d,]+)(\s|$)", cell)
+        m = re.match(r"\s*(\d[\d,]*)(\s|$)", cell)
         if not m:
             raise ValueError(f"{directory}/README.md: a score cell reads {cell!r}; expected a number such as "
                              "1,617,084, optionally followed by a note")
