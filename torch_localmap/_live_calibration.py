@@ -14,6 +14,10 @@ down as they do in training):
   on CUDA): the rate is the profile's peak with efficiency 1, n_half
   its matmul_half_dim;
 - copy bandwidth (a tensor copy, read + write);
+- on CPU, flash attention (float32) at a few head widths and key counts, fitted to
+  `flops / rate x (1 + attention_half_dim / head width)` with the matmul rate, and causal
+  against full at 1024 keys, whose ratio gives the key tile the kernel computes whole
+  (attention_causal_tile; cost_model.h);
 - the time of one node of an FX graph of tiny ops: the per-op Python and dispatch cost of
   our runtime, which runs each rank's program as FX graphs (kernel_overhead_s);
 - AdamW's step over small DTensor parameters, per kernel beyond a graph node's
@@ -60,7 +64,8 @@ PROFILE_VERSION = 1
 # meshes measured with malloc keeping freed memory (_runtime/host_memory.py). 6: the per-node
 # overhead measured through the Python bindings the eager runtime now calls. 7: matmul_half_dim.
 # 8: products timed on operands out of the caches, rate and n-half fitted together.
-MEASURE_REVISION = 8
+# 9: attention_half_dim and attention_causal_tile (CPU).
+MEASURE_REVISION = 9
 COLLECTIVE_SIZES = (16 << 10, 256 << 10, 2 << 20, 16 << 20)
 MATMUL_SHAPES = ((64, 512, 512), (256, 512, 2048), (512, 1024, 1024), (1024, 1024, 2048))
 # Products with few rows (a rank's slice of a small batch), in the three a linear layer runs:
@@ -74,6 +79,13 @@ MATMUL_SPAN = 8
 # The least share of some sample's time a fitted flop term must explain to count as a rate
 # (_fit_matmul): grown products put it near 1, launch-bound ones at rounding noise (1e-25).
 MIN_FLOP_SHARE = 1e-3
+# Flash attention samples (keys, head width) of one sequence of ATTENTION_HEADS heads, not
+# causal: the widths models use, a short and a moderate key count (_fit_attention). Causal
+# against full at ATTENTION_CAUSAL_KEYS keys gives the tile (_causal_tile): on the 2-core VM
+# torch's CPU kernel cost as much causal as full up to 512 keys, 0.74 of full at 1024.
+ATTENTION_SHAPES = ((64, 32), (256, 32), (256, 64), (256, 128))
+ATTENTION_HEADS = 8
+ATTENTION_CAUSAL_KEYS = 1024
 _ROUND_SECONDS = 0.02  # each timed round runs the op at least this long (timer and scheduler noise)
 _ROUNDS = 5
 
@@ -239,6 +251,48 @@ def _fit_matmul(samples) -> dict:
     if per_flop <= 0 or flop_share < MIN_FLOP_SHARE:
         raise RuntimeError(f"live calibration: the matmul timings fit no positive rate (samples {samples})")
     return {"overhead_s": overhead, "rate": 1.0 / per_flop, "half_dim": per_skinny_flop / per_flop}
+
+
+def _attention_flops(keys: int, width: int, heads: int = ATTENTION_HEADS) -> float:
+    """Forward flops of full attention over one sequence (cost model: QK^T and PV)."""
+    return 2.0 * heads * keys * keys * (2 * width)
+
+
+def _attention_seconds(device, keys: int, width: int, causal: bool, heads: int = ATTENTION_HEADS) -> float:
+    """This rank's seconds for one float32 scaled_dot_product_attention call (flash on CPU)."""
+    import torch.nn.functional as F
+
+    q, k, v = (torch.randn(1, heads, keys, width, device=device) for _ in range(3))
+    return _per_call_seconds(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), device)
+
+
+def _fit_attention(samples, rate: float) -> float:
+    """attention_half_dim a of t = flops / rate x (1 + a / e) over samples [(flops, head
+    width e, seconds)]: least squares on the relative error, a >= 0 (0: attention runs at the
+    matmul rate)."""
+    # Relative residual (f / rate (1 + a / e) - t) / t = (u - 1) + a u / e with u = f / (rate t).
+    us = [(f / (rate * t), e) for f, e, t in samples]
+    den = sum((u / e) ** 2 for u, e in us)
+    return max(0.0, -sum((u - 1) * u / e for u, e in us) / den) if den > 0 else 0.0
+
+
+def _causal_tile(causal_s: float, full_s: float, keys: int) -> float:
+    """The key tile whose diagonal a causal kernel computes whole, from its time against full
+    attention over `keys` keys (causal / full = (1 + tile / keys) / 2), within [0, keys]: at
+    or above full time the kernel saved nothing at this length."""
+    return min(float(keys), max(0.0, keys * (2 * causal_s / full_s - 1)))
+
+
+def _attention_figures(device, rate: float) -> dict:
+    """{attention_half_dim, attention_causal_tile} of float32 flash attention as every rank
+    runs it now (the slowest rank's times), priced against the measured matmul `rate`."""
+    full = [_attention_seconds(device, keys, width, causal=False) for keys, width in ATTENTION_SHAPES]
+    heads = ATTENTION_HEADS // 2  # the long pair: half the heads, the same ratio
+    pair = [_attention_seconds(device, ATTENTION_CAUSAL_KEYS, 64, causal, heads) for causal in (True, False)]
+    times = _max_over_ranks(full + pair, device)
+    samples = [(_attention_flops(keys, width), width, t) for (keys, width), t in zip(ATTENTION_SHAPES, times)]
+    return {"attention_half_dim": _fit_attention(samples, rate),
+            "attention_causal_tile": _causal_tile(times[-2], times[-1], ATTENTION_CAUSAL_KEYS)}
 
 
 def _fx_node_seconds(device) -> float:
@@ -411,6 +465,10 @@ def measure_mesh(mesh, table: str) -> dict:
         fields["matmul_half_dim"] = fit["half_dim"]
         fits[field] = {"overhead_s": fit["overhead_s"], "samples": [list(x) for x in samples],
                        "columns": ["flops", "smallest_dim", "seconds"]}
+    if device.type == "cpu":
+        # On CUDA flash attention at sizes a calibration affords in milliseconds costs its
+        # launch, not its flops; the table's figures (none: the matmul rate) stay there.
+        fields.update(_attention_figures(device, fields["peak_flops_fp32"]))
     # Fields not measured keep the table's achievable rate (peak x its efficiency).
     for key in ("peak_flops_fp32", "peak_flops_bf16", "peak_flops_fp8", "peak_flops_fp64"):
         fields.setdefault(key, table_figures[key] * table_figures["compute_efficiency"])

@@ -64,6 +64,8 @@ void apply_device(DeviceProfile& d, const json::Value& obj) {
       {"optimizer_kernel_overhead_s", &d.optimizer_kernel_overhead_s, non_negative, ">= 0"},
       {"optimizer_bandwidth", &d.optimizer_bandwidth, non_negative, ">= 0"},
       {"matmul_half_dim", &d.matmul_half_dim, non_negative, ">= 0"},
+      {"attention_half_dim", &d.attention_half_dim, non_negative, ">= 0"},
+      {"attention_causal_tile", &d.attention_causal_tile, non_negative, ">= 0"},
   };
   std::vector<std::string> allowed;
   for (const auto& f : fields) allowed.push_back(f.key);

@@ -27,6 +27,9 @@ double CostModel::compute_seconds(const OpWork& work, DType dtype) const {
   if (work.flops == 0 && work.bytes == 0) return 0;  // views, metadata ops: no kernel runs
   double flop_time = work.flops / (peak_flops(device, dtype) * device.compute_efficiency);
   if (work.min_dim > 0 && device.matmul_half_dim > 0) flop_time *= 1 + device.matmul_half_dim / work.min_dim;
+  if (work.head_dim > 0 && device.attention_half_dim > 0) flop_time *= 1 + device.attention_half_dim / work.head_dim;
+  if (work.causal_keys > 0 && device.attention_causal_tile > 0)  // the diagonal's tiles whole: up to the full scores
+    flop_time *= std::min(2.0, 1 + device.attention_causal_tile / work.causal_keys);
   const double byte_time = work.bytes / (device.memory_bandwidth * device.memory_efficiency);
   return std::max(flop_time, byte_time) + device.kernel_overhead_s;
 }

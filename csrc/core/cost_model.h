@@ -44,6 +44,16 @@ struct DeviceProfile {
   // 2-core VM, float32 on one thread: 16 rows run at 0.45-0.75 of a large product's rate, 64
   // rows at 0.75-0.97. 0 in the table (no shape effect); live calibration measures it.
   double matmul_half_dim = 0;
+  // Attention (SDPA, flex) whose head width (the products' contracted E) is e runs at
+  // e / (e + attention_half_dim) of the matmul rate: besides its narrow products each score
+  // pays its softmax. On the 2-core VM, float32 flash attention on one thread reached 0.3-0.6
+  // of a large product's rate at heads of 32-128. 0 in the table; live calibration measures it.
+  double attention_half_dim = 0;
+  // Causal attention skips the key tiles above the diagonal but computes the diagonal's
+  // tiles whole, so over s keys it does min(1, (1 + tile / s) / 2) of the full scores, not
+  // half: torch's CPU flash kernel cost as much causal as full up to 512 keys on the 2-core
+  // VM, 0.74 of full at 1024. 0 in the table (half exactly); live calibration measures it.
+  double attention_causal_tile = 0;
 };
 
 struct Topology {

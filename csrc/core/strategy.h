@@ -66,6 +66,11 @@ struct OpWork {
   // A contraction's smallest local dimension (M, N or K; cost_model.h: matmul_half_dim);
   // 0 for other ops.
   double min_dim = 0;
+  // Attention only: the head width E its products contract (cost_model.h:
+  // attention_half_dim), and for causal attention the keys each query may see at most
+  // (flops count the half below the diagonal; cost_model.h: attention_causal_tile). 0 else.
+  double head_dim = 0;
+  double causal_keys = 0;
 };
 OpWork op_work(const Graph& g, int id, const OpStrategy& s);
 

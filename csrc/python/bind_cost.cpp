@@ -29,6 +29,8 @@ py::dict device_dict(const DeviceProfile& d) {
   out["optimizer_kernel_overhead_s"] = d.optimizer_kernel_overhead_s;
   out["optimizer_bandwidth"] = d.optimizer_bandwidth;
   out["matmul_half_dim"] = d.matmul_half_dim;
+  out["attention_half_dim"] = d.attention_half_dim;
+  out["attention_causal_tile"] = d.attention_causal_tile;
   return out;
 }
 

@@ -107,6 +107,28 @@ TEST(Compute, SkinnyMatmulsRunBelowTheRateByTheHalfDim) {
   EXPECT_THROW(make_cost_model("cpu", R"({"device": {"matmul_half_dim": -1}})"), InvalidArgument);
 }
 
+TEST(Compute, AttentionPaysItsHeadWidthAndTheCausalDiagonalTiles) {
+  // Causal attention over 256 keys with heads of 32: flops count the half below the diagonal.
+  const OpWork causal{1e9, 0, /*min_dim=*/0, /*head_dim=*/32, /*causal_keys=*/256};
+  const DeviceProfile& cpu = device_profile("cpu");
+  const double rate = cpu.peak_flops_fp32 * cpu.compute_efficiency;
+  // The table prices attention as matmul flops (no head or tile effect).
+  expect_close(make_cost_model("cpu").compute_seconds(causal, DType::Float32), 1e9 / rate + cpu.kernel_overhead_s);
+  // Heads of 32 with attention_half_dim 16: 1.5x; 512-key tiles over 256 keys: the full scores (2x).
+  const CostModel m = make_cost_model("cpu", R"({"device": {"attention_half_dim": 16, "attention_causal_tile": 512}})");
+  expect_close(m.compute_seconds(causal, DType::Float32), 1.5 * 2 * 1e9 / rate + cpu.kernel_overhead_s);
+  // Over 2048 keys the diagonal's tiles add a quarter of the half; without causality nothing.
+  const OpWork long_causal{1e9, 0, 0, 32, 2048};
+  expect_close(m.compute_seconds(long_causal, DType::Float32), 1.5 * 1.25 * 1e9 / rate + cpu.kernel_overhead_s);
+  const OpWork full{1e9, 0, 0, 32, 0};
+  expect_close(m.compute_seconds(full, DType::Float32), 1.5 * 1e9 / rate + cpu.kernel_overhead_s);
+  // Not attention: neither field applies.
+  const OpWork matmul{1e9, 0, /*min_dim=*/4096};
+  expect_close(m.compute_seconds(matmul, DType::Float32), 1e9 / rate + cpu.kernel_overhead_s);
+  EXPECT_THROW(make_cost_model("cpu", R"({"device": {"attention_half_dim": -1}})"), InvalidArgument);
+  EXPECT_THROW(make_cost_model("cpu", R"({"device": {"attention_causal_tile": -512}})"), InvalidArgument);
+}
+
 TEST(Compute, PointwiseIsMemoryBound) {
   const CostModel m = make_cost_model("H100");
   // relu over 1e8 float32: 1e8 FLOP, 8e8 bytes -> 8e8 / (3.35e12 * 0.8) + 4 us.

@@ -145,6 +145,28 @@ TEST(StrategyAttention, QuerySequenceShardingOnlyWithoutCausalMask) {
   EXPECT_FALSE(has(empty, "S(0),S(0),S(0)->S(0),S(0)"));  // batch 2 < 3 ranks
 }
 
+TEST(StrategyAttention, WorkNamesTheHeadWidthAndTheKeysACausalQuerySees) {
+  // (B, H, L, E) = (2, 4, 8, 16): forward 2 x B H L S (E + Ev) flops, causal the half of them.
+  const std::vector<Input> qkv = {{{2, 4, 8, 16}}, {{2, 4, 8, 16}}, {{2, 4, 8, 16}}};
+  const std::vector<Input> outs = {{{2, 4, 8, 16}}, {{2, 4, 8}}};
+  const char* op = "aten._scaled_dot_product_flash_attention_for_cpu.default";
+  const Graph causal = one_op_graph({2}, qkv, op, "[$0,$1,$2,0.0,true]", outs);
+  const NodeStrategies ns = enumerate_strategies(causal, 3);
+  const OpStrategy* heads = nullptr;
+  for (const auto& st : ns.strategies)
+    if (render(st) == "S(1),S(1),S(1)->S(1),S(1)") heads = &st;
+  ASSERT_NE(heads, nullptr);
+  const OpWork w = op_work(causal, 3, *heads);
+  EXPECT_DOUBLE_EQ(w.flops, 0.5 * 2 * 2 * 2 * 8 * 8 * 32);  // 2 of 4 heads a rank
+  EXPECT_DOUBLE_EQ(w.head_dim, 16);
+  EXPECT_DOUBLE_EQ(w.causal_keys, 8);
+  const Graph full = one_op_graph({2}, qkv, op, "[$0,$1,$2,0.0,false]", outs);
+  const OpWork wf = op_work(full, 3, enumerate_strategies(full, 3).strategies.at(0));
+  EXPECT_DOUBLE_EQ(wf.flops, 2.0 * 2 * 4 * 8 * 8 * 32);
+  EXPECT_DOUBLE_EQ(wf.head_dim, 16);
+  EXPECT_DOUBLE_EQ(wf.causal_keys, 0);  // not causal: every score computed
+}
+
 TEST(StrategyLoss, MeanReductionForwardIsNotBatchSharded) {
   const std::vector<Input> in = {{{8, 5}}, {{8}, "int64"}};
   const std::vector<Input> outs = {{{}}, {{}}};

@@ -32,8 +32,10 @@ def test_device_table():
             # The optimizer's extra dispatch per kernel and its own bandwidth are 0 in the table
             # (live calibration measures them).
             assert profile["optimizer_kernel_overhead_s"] == 0 and profile["optimizer_bandwidth"] == 0, profile
-            assert profile["matmul_half_dim"] == 0, profile  # no shape effect in the table
-            assert all(v > 0 for k, v in profile.items() if k not in ("name", "optimizer_kernel_overhead_s", "optimizer_bandwidth", "matmul_half_dim")), profile
+            shape_effects = ("matmul_half_dim", "attention_half_dim", "attention_causal_tile")
+            assert all(profile[k] == 0 for k in shape_effects), profile  # no shape effect in the table
+            assert all(v > 0 for k, v in profile.items()
+                       if k not in ("name", "optimizer_kernel_overhead_s", "optimizer_bandwidth") + shape_effects), profile
         topology = cm.default_topology(name)
         assert topology["ranks_per_node"] >= 1 and all(v > 0 for v in topology.values()), topology
         assert cm.load_cost_model(name).device == cm.device_profile(name)

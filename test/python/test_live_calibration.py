@@ -84,6 +84,9 @@ def test_live_calibration_round_trips_through_its_file(tmp_path):
     assert fit["columns"] == ["flops", "smallest_dim", "seconds"] and len(fit["samples"]) == 10
     assert all(f > 0 and d > 0 and t > 0 for f, d, t in fit["samples"])
     assert 0 <= p["device"]["matmul_half_dim"] < 1e4 and fit["overhead_s"] >= 0
+    # Flash attention on CPU: its head-width penalty and the causal kernel's diagonal key tile.
+    assert 0 <= p["device"]["attention_half_dim"] < 1e4
+    assert 0 <= p["device"]["attention_causal_tile"] <= 1024
     assert {k: p["device"][k] for k in impls["for-loop"]} == impls["for-loop"]
     # The parameters replicated: every rank steps the whole of them; the fused figures price it less.
     assert r0["priced"]["fused"] < r0["priced"]["None"], r0["priced"]
@@ -185,6 +188,22 @@ def test_matmul_fit_recovers_rate_overhead_and_n_half():
         shapes = [(10 ** rng.uniform(6, 11), rng.choice((8, 32, 64, 256, 1024))) for _ in range(rng.randint(3, 10))]
         with pytest.raises(RuntimeError, match="no positive rate"):
             _fit_matmul([(f, d, 1.7e-5) for f, d in shapes])
+
+
+def test_attention_fit_recovers_the_half_dim_and_the_causal_tile():
+    from torch_localmap._live_calibration import ATTENTION_SHAPES, _attention_flops, _causal_tile, _fit_attention
+
+    for rate, half in ((1e11, 0.0), (8e10, 20.0), (1.5e11, 64.0)):
+        samples = [(_attention_flops(k, e), e, _attention_flops(k, e) / rate * (1 + half / e)) for k, e in ATTENTION_SHAPES]
+        assert _fit_attention(samples, rate) == pytest.approx(half, abs=1e-9)
+    # Faster than the matmul rate: no penalty, never a negative figure.
+    fast = [(_attention_flops(k, e), e, 0.8 * _attention_flops(k, e) / 1e11) for k, e in ATTENTION_SHAPES]
+    assert _fit_attention(fast, 1e11) == 0.0
+    # causal / full = (1 + tile / keys) / 2: 0.74 of full at 1024 keys is a 492-key tile; half
+    # exactly, no tile; as long as full (or longer, timing noise), a tile of all the keys.
+    assert _causal_tile(0.74, 1.0, 1024) == pytest.approx(491.52)
+    assert _causal_tile(0.5, 1.0, 1024) == 0.0 and _causal_tile(0.45, 1.0, 1024) == 0.0
+    assert _causal_tile(1.0, 1.0, 1024) == 1024 and _causal_tile(1.2, 1.0, 1024) == 1024
 
 
 def test_launch_bound_products_are_grown_until_their_flops_show(monkeypatch):

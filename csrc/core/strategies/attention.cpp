@@ -101,10 +101,14 @@ Rule attention_rule(std::function<AttnLayout(const RuleCtx&)> layout, bool backw
     const double L = static_cast<double>(q[q.size() - 2]), E = static_cast<double>(q.back());
     const double S_ = static_cast<double>(k[k.size() - 2]), Ev = static_cast<double>(v.back());
     double fwd = 2.0 * batch * L * S_ * (E + Ev);
-    if (c.flag("is_causal")) fwd *= 0.5;
     OpWork w;
+    if (c.flag("is_causal")) {
+      fwd *= 0.5;
+      w.causal_keys = S_;
+    }
     w.flops = backward ? 2.5 * fwd : fwd;
     w.bytes = io_bytes(c, s);
+    w.head_dim = E;
     return w;
   };
   return r;
@@ -227,6 +231,7 @@ Rule flex_rule(FlexLayout layout, bool backward) {
       const double fwd = 2.0 * static_cast<double>(q[0] * q[1]) * static_cast<double>(q[2]) *
                          static_cast<double>(k[2]) * static_cast<double>(q[3] + v[3]);
       w.flops = backward ? 2.5 * fwd : fwd;
+      w.head_dim = static_cast<double>(q[3]);
     }
     w.bytes = io_bytes(c, s);
     return w;
