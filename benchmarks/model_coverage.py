@@ -63,10 +63,30 @@ HF_DECODERS = {
     "RecurrentGemma": {"head_dim": 8, "lru_width": 32, "block_types": ["recurrent", "attention"],
                        "attention_window_size": 16},
     "Lfm2": {"layer_types": ["conv", "full_attention"]},
+    "Mixtral": {"head_dim": 8, "num_local_experts": 4, "num_experts_per_tok": 2},
+    "Qwen2Moe": {"head_dim": 8, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
+                 "shared_expert_intermediate_size": 16},
+    "DeepseekV3": {"num_key_value_heads": 4, "kv_lora_rank": 16, "q_lora_rank": 16, "qk_rope_head_dim": 4,
+                   "qk_nope_head_dim": 8, "v_head_dim": 8, "head_dim": 4, "n_routed_experts": 4,
+                   "num_experts_per_tok": 2, "moe_intermediate_size": 16, "first_k_dense_replace": 1, "n_group": 1,
+                   "topk_group": 1},
+    "DeepseekV2": {"num_key_value_heads": 4, "kv_lora_rank": 16, "q_lora_rank": 16, "qk_rope_head_dim": 4,
+                   "qk_nope_head_dim": 8, "v_head_dim": 8, "head_dim": 4, "n_routed_experts": 4,
+                   "num_experts_per_tok": 2, "moe_intermediate_size": 16, "first_k_dense_replace": 1},
+    "Jamba": {"num_experts": 4, "num_experts_per_tok": 2, "attn_layer_period": 2, "attn_layer_offset": 1,
+              "expert_layer_period": 2, "expert_layer_offset": 1, "mamba_d_state": 8, "mamba_dt_rank": 4,
+              "use_mamba_kernels": False},
+    "Falcon": {"num_kv_heads": 2, "new_decoder_architecture": True},
+    "GPTJ": {"n_positions": 64, "rotary_dim": 4}, "CodeGen": {"n_positions": 64, "rotary_dim": 4},
+    "OPT": {}, "Olmo3": {"head_dim": 8}, "Cohere2": {"head_dim": 8}, "MiniMax": {"head_dim": 8},
+    "Ministral": {"head_dim": 8}, "GPTBigCode": {}, "NemotronH": {"head_dim": 8}, "Glm4Moe": {"head_dim": 8},
+    "HunYuanMoEV1": {"head_dim": 8}, "DiffLlama": {"head_dim": 8},
 }
 # those whose attention transformers runs eagerly only
-HF_EAGER = {"Gemma2": {"head_dim": 8}, "GptOss": {"num_local_experts": 4, "num_experts_per_tok": 2, "head_dim": 8,
-                                                  "layer_types": ["sliding_attention", "full_attention"]}}
+HF_EAGER = {"Gemma2": {"head_dim": 8}, "Bloom": {}, "Mamba": {"state_size": 8},
+            "Mamba2": {"num_heads": 4, "head_dim": 16, "n_groups": 1, "state_size": 8},
+            "GptOss": {"num_local_experts": 4, "num_experts_per_tok": 2, "head_dim": 8,
+                       "layer_types": ["sliding_attention", "full_attention"]}}
 
 
 def _hf_decoder(prefix, extra, attention):
