@@ -46,8 +46,9 @@ struct DeviceProfile {
   double matmul_half_dim = 0;
   // Attention (SDPA, flex) whose head width (the products' contracted E) is e runs at
   // e / (e + attention_half_dim) of the matmul rate: besides its narrow products each score
-  // pays its softmax. On the 2-core VM, float32 flash attention on one thread reached 0.3-0.6
-  // of a large product's rate at heads of 32-128. 0 in the table; live calibration measures it.
+  // pays its softmax. On the 2-core VM, float32 flash attention (not causal) on one thread ran
+  // at 0.44-0.85 of a large product's rate at heads of 32-128 over 64-1024 keys, the narrow
+  // heads and short sequences slowest. 0 in the table; live calibration measures it.
   double attention_half_dim = 0;
   // Causal attention skips the key tiles above the diagonal but computes the diagonal's
   // tiles whole, so over s keys it does min(1, (1 + tile / s) / 2) of the full scores, not
