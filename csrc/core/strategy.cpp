@@ -37,6 +37,7 @@ const strategies::Registry& registry() {
     strategies::register_indexing(r);
     strategies::register_advanced_indexing(r);
     strategies::register_random(r);
+    strategies::register_fft(r);
     return r;
   }();
   return reg;

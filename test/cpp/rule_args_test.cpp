@@ -65,6 +65,7 @@ TEST(RuleArgSchemas, TableIsWellFormed) {
           EXPECT_TRUE(a.dflt.is_number() || a.dflt.is_object()) << s.op << "." << a.name;
           break;
         case ArgKind::IntList: EXPECT_TRUE(a.dflt.is_array() || a.dflt.is_int()) << s.op << "." << a.name; break;
+        case ArgKind::Str: EXPECT_TRUE(a.dflt.is_string()) << s.op << "." << a.name; break;
         default: break;
       }
     }
@@ -184,6 +185,7 @@ Graph node_from_schema(const OpSchema& s, int n_outputs) {
       case ArgKind::BoolList: v = "[true,true,true]"; break;
       case ArgKind::List: v = "[]"; break;
       case ArgKind::Subgraph: v = R"({"subgraph":"g"})"; break;
+      case ArgKind::Str: v = R"("sum")"; break;
       case ArgKind::Other: v = "null"; break;
     }
     if (a.kwarg_only) kwargs += (kwargs.size() > 1 ? ",\"" : "\"") + a.name + "\":" + v;

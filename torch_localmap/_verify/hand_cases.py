@@ -55,6 +55,11 @@ def _hand_programs():
          (r(7, 5), torch.tensor([0, 1, 4, 2, 1, 3, 0]))),
         ("embedding_odd", lambda w, i: grad_of(lambda w: F.embedding(i, w), w), (r(7, 3), torch.tensor([[0, 6, 2]]))),
         ("cumsum_odd", lambda a: grad_of(lambda x: torch.cumsum(x, 1), a), (r(3, 5),)),
+        # Fourier transforms (FNet's token mixing, spectral layers): real to complex, complex to
+        # complex and back to real, each over some dims with others left as a batch
+        ("fftn_real_part", lambda a: grad_of(lambda x: torch.fft.fftn(x, dim=(1, 2)).real, a), (r(4, 5, 6),)),
+        ("rfft_irfft", lambda a: grad_of(lambda x: torch.fft.irfft(torch.fft.rfft(x, dim=2) * 2, n=6, dim=2), a),
+         (r(3, 5, 6),)),
         ("casts", lambda a: (a.to(torch.float32), (a > 0).to(torch.int64), a.to(torch.float32).to(torch.float64)),
          (r(3, 5),)),
         ("factories", lambda a: (torch.zeros_like(a), torch.ones(3, 5, dtype=a.dtype), a.new_zeros(5, 1),

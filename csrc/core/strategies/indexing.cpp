@@ -1,4 +1,4 @@
-// Indexing along one dim: topk, sort, cumsum, gather, scatter, scatter_add, index_add,
+// Indexing along one dim: topk, sort, cumsum, gather, scatter, scatter_add, scatter_reduce, index_add,
 // index_select, slice_scatter/select_scatter, and the backward ops of slice/select.
 //
 // Each works along a single dim `dim`; every other dim is a batch of
@@ -79,6 +79,14 @@ void register_indexing(Registry& r) {
             "aten.scatter_add.default"}, make([](const RuleCtx& c, DimRows& rows) {
              along_dim_rows(c, rows, wrap_dim(c.int_arg("dim"), c.in(0).ndim()), {0, 1, 2});
              if (c.num_inputs() == 3) add_partial_rows(c, rows, {{{0, 2}}});
+           }));
+  // scatter_reduce.two(self, dim, index, src, reduce, include_self): each reduction runs
+  // along `dim` within one position of the other dims, which shard alike. Linear in (self,
+  // src) jointly for "sum" only (a mean divides by counts, prod/amax/amin are not linear).
+  add_rule(r, {"aten.scatter_reduce.two"}, make([](const RuleCtx& c, DimRows& rows) {
+             along_dim_rows(c, rows, wrap_dim(c.int_arg("dim"), c.in(0).ndim()), {0, 1, 2});
+             if (c.num_inputs() == 3 && c.str_arg("reduce") == "sum" && c.flag("include_self"))
+               add_partial_rows(c, rows, {{{0, 2}}});
            }));
   // index_add(self, dim, index, source, alpha): source's slices added at `index` along
   // `dim`; other dims shard alike in self, source and the result. Linear in (self,

@@ -42,7 +42,7 @@ ArgSchema decode(const RawArg& a, const char* op) {
       {"Tensor", ArgKind::Tensor}, {"Tensor[]", ArgKind::TensorList}, {"Tensor?[]", ArgKind::TensorList},
       {"int", ArgKind::Int},       {"int[]", ArgKind::IntList},       {"float", ArgKind::Float},
       {"Scalar", ArgKind::Scalar}, {"bool", ArgKind::Bool},           {"bool[]", ArgKind::BoolList},
-      {"Any[]", ArgKind::List},    {"Subgraph", ArgKind::Subgraph}};
+      {"Any[]", ArgKind::List},    {"Subgraph", ArgKind::Subgraph},   {"str", ArgKind::Str}};
   auto it = kinds.find(t);
   s.kind = it == kinds.end() ? ArgKind::Other : it->second;
   if (a.dflt != nullptr) {

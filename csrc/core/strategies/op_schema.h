@@ -13,7 +13,7 @@ namespace tlm::strategies {
 
 // What an argument holds, as far as rules care; "int?" is Int with `optional`.
 // Higher-order ops take subgraphs and tuples of anything (List, "Any[]").
-enum class ArgKind { Tensor, TensorList, Int, IntList, Float, Scalar, Bool, BoolList, List, Subgraph, Other };
+enum class ArgKind { Tensor, TensorList, Int, IntList, Float, Scalar, Bool, BoolList, List, Subgraph, Str, Other };
 
 struct ArgSchema {
   std::string name;

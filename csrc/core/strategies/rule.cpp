@@ -83,6 +83,7 @@ const char* kind_name(ArgKind k) {
     case ArgKind::BoolList: return "bool[]";
     case ArgKind::List: return "Any[]";
     case ArgKind::Subgraph: return "Subgraph";
+    case ArgKind::Str: return "str";
     case ArgKind::Other: break;
   }
   return "other";
@@ -198,6 +199,14 @@ std::optional<int64_t> RuleCtx::opt_int(const char* name) const {
   if (v->is_bool()) return v->as_bool() ? 1 : 0;
   if (!v->is_int()) fail(std::string("argument '") + name + "' is not an integer");
   return v->as_int();
+}
+
+std::string RuleCtx::str_arg(const char* name) const {
+  const ArgSchema* s = nullptr;
+  const json::Value* v = value(name, {ArgKind::Str}, "str_arg", &s);
+  if (v == nullptr) fail(std::string("argument '") + name + "' (" + s->type + ") is missing or None");
+  if (!v->is_string()) fail(std::string("argument '") + name + "' is not a string");
+  return v->as_string();
 }
 
 std::vector<int64_t> RuleCtx::int_list(const char* name) const {

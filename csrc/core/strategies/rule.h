@@ -118,6 +118,7 @@ struct RuleCtx {
   double scalar(const char* name) const;                     // float or Scalar (inf and nan too)
   std::optional<int64_t> int_scalar(const char* name) const; // Scalar: its value when an integer
   bool flag(const char* name) const;                         // bool
+  std::string str_arg(const char* name) const;               // str
   std::vector<bool> flags(const char* name) const;           // bool[]; None -> empty
   bool has(const char* name) const;                          // given or defaulted, and not None
   bool schema_has(const char* name) const;                   // the op's schema has this argument
@@ -241,5 +242,6 @@ void register_conv(Registry& r);
 void register_indexing(Registry& r);
 void register_advanced_indexing(Registry& r);
 void register_random(Registry& r);
+void register_fft(Registry& r);
 
 }  // namespace tlm::strategies
