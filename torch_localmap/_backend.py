@@ -204,10 +204,17 @@ class _TakePiece(torch.autograd.Function):
     @staticmethod
     def forward(ctx, whole, mesh, spec):
         ctx.mesh, ctx.spec, ctx.shape = mesh, spec, tuple(whole.shape)
+        # A piece the loss does not depend on (a pooler an LM head leaves unused) gets no
+        # gradient, as in eager, not zeros: AdamW would decay and move a parameter with a
+        # zero gradient. Whether a gradient exists follows from the graph, alike on every
+        # rank, so the ranks skip the gather together.
+        ctx.set_materialize_grads(False)
         return shard_local(whole.detach(), mesh, spec)
 
     @staticmethod
     def backward(ctx, grad):
+        if grad is None:
+            return None, None, None
         replicated = "R" * ctx.mesh.ndim
         return redistribute_local(grad.contiguous(), ctx.shape, ctx.mesh, ctx.spec, replicated), None, None
 

@@ -40,6 +40,7 @@ from ._runtime.fuse_reductions import fuse_mesh_dim_reductions, fuse_mesh_dim_sc
 from ._runtime.host_memory import keep_freed_host_memory
 from ._runtime.reduce_before_transposes import reduce_before_transposes
 from ._runtime.transposed_products import contiguous_transposed_products
+from ._runtime.unused_gradients import drop_gradients_of_absent_tangents, tangent_dependencies
 from ._runtime.schedule import schedule_overlap
 
 # A value this small (a loss and its count) is redistributed once per spec and shared by its
@@ -232,6 +233,7 @@ class _SPMDStep(torch.autograd.Function):
         n = program.num_fwd_outputs
         saved = outs[n:]
         ctx.program = program
+        ctx.set_materialize_grads(False)  # an output nobody differentiated comes back None, not zeros
         ctx.save_for_backward(*[s for s in saved if isinstance(s, torch.Tensor)])
         ctx.nonlocal_saved = [None if isinstance(s, torch.Tensor) else s for s in saved]
         fwd = tuple(outs[:n])
@@ -247,14 +249,18 @@ class _SPMDStep(torch.autograd.Function):
         # use there, as in eager autograd, not when the whole backward returns.
         del tensors
         release_saved_tensors(ctx)
-        for j in ctx.program.tangent_outputs:  # outputs nobody differentiated get zero gradients
+        absent = 0  # tangents autograd did not give (bit k: tangent k)
+        for k, j in enumerate(ctx.program.tangent_outputs):  # outputs nobody differentiated get zero gradients
             g = grad_outputs[j]
             if g is None:
+                absent |= 1 << k
                 shape, dtype, device = ctx.fwd_metas[j]
                 g = torch.zeros(shape, dtype=dtype, device=device)
             args.append(g.contiguous())
         with failure_scope():
             grads = ctx.program.run_backward(args)
+        # ... and the inputs only those outputs depend on get none, as in eager (unused_gradients.py).
+        grads = drop_gradients_of_absent_tangents(grads, ctx.program.gradient_tangents, absent)
         # One gradient per program input, from the backward's per-primal outputs.
         return (None, *[None if k is None else grads[k] for k in ctx.program.grad_slots])
 
@@ -349,6 +355,8 @@ class RankProgram:
                 self.tails = split_output_tails(self.fw, num_fwd_outputs)
                 if self.tails and self.bw is not None:
                     settle_before_first_collective(self.bw, self.settle)
+            self.gradient_tangents = [] if self.bw is None else tangent_dependencies(self.bw,
+                                                                                     len(self.tangent_outputs))
             if self.options.compile:
                 self.fw = CompiledOnFirstCall(self.fw)
                 self.bw = CompiledOnFirstCall(self.bw) if self.bw is not None else None
