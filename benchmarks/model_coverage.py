@@ -77,6 +77,53 @@ HF_EAGER = {"Gemma2": {"head_dim": 8}, "Bloom": {}, "Mamba": {"state_size": 8},
             "GptOss": {"num_local_experts": 4, "num_experts_per_tok": 2, "head_dim": 8,
                        "layer_types": ["sliding_attention", "full_attention"]}}
 
+# Hugging Face encoders (masked LM heads, called with labels), then sequence-to-sequence models
+# (their decoders fed the labels shifted right): config class prefix -> config kwargs beyond the
+# tiny sizes, and the attention implementation their code offers.
+HF_ENCODERS = {
+    "Albert": ({"embedding_size": 16}, "sdpa"), "BigBird": ({"attention_type": "original_full"}, "eager"),
+    "Camembert": ({}, "sdpa"), "ConvBert": ({}, "eager"), "Deberta": ({}, "eager"), "DebertaV2": ({}, "eager"),
+    "DistilBert": ({"dim": 32, "n_layers": 2, "n_heads": 4, "hidden_dim": 64}, "sdpa"), "Electra": ({}, "sdpa"),
+    "Ernie": ({}, "sdpa"), "Esm": ({}, "sdpa"), "FNet": ({}, "eager"), "MPNet": ({}, "eager"),
+    "MegatronBert": ({}, "eager"), "MobileBert": ({"embedding_size": 16, "intra_bottleneck_size": 16,
+                                                   "true_hidden_size": 16}, "eager"),
+    "ModernBert": ({}, "sdpa"), "RemBert": ({"input_embedding_size": 16, "output_embedding_size": 16}, "eager"),
+    "RoFormer": ({}, "eager"), "Roberta": ({}, "sdpa"), "SqueezeBert": ({"embedding_size": 32}, "eager"), "Tapas": ({}, "eager"),
+    "XLMRoberta": ({}, "sdpa"), "Nystromformer": ({}, "eager"),
+}
+HF_SEQ2SEQ = {
+    "Bart": {}, "Blenderbot": {}, "BlenderbotSmall": {}, "MBart": {}, "Mvp": {}, "PLBart": {}, "Pegasus": {},
+    "PegasusX": {}, "BigBirdPegasus": {"attention_type": "original_full"}, "MT5": {}, "UMT5": {},
+}
+_SEQ2SEQ_SIZES = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                      decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, num_layers=2,
+                      num_decoder_layers=2, num_heads=4, d_ff=64, d_kv=8, decoder_start_token_id=0)
+
+
+def _hf_encoder(prefix, extra, attention):
+    import transformers
+
+    def build():
+        sizes = dict(vocab_size=zoo.VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                     max_position_embeddings=64, intermediate_size=64, pad_token_id=0)
+        cfg = getattr(transformers, prefix + "Config")(**{**sizes, **extra})
+        cfg._attn_implementation = attention
+        ids = zoo._tokens(0)
+        return getattr(transformers, prefix + "ForMaskedLM")(cfg), (), {"input_ids": ids, "labels": ids}
+    return build
+
+
+def _hf_seq2seq(prefix, extra):
+    import transformers
+
+    def build():
+        sizes = dict(vocab_size=zoo.VOCAB, max_position_embeddings=64, pad_token_id=0, **_SEQ2SEQ_SIZES)
+        cfg = getattr(transformers, prefix + "Config")(**{**sizes, **extra})
+        cfg._attn_implementation = "eager"
+        ids = zoo._tokens(0)
+        return getattr(transformers, prefix + "ForConditionalGeneration")(cfg), (), {"input_ids": ids, "labels": ids}
+    return build
+
 
 def _hf_decoder(prefix, extra, attention):
     import transformers
@@ -165,6 +212,8 @@ def builders() -> dict:
     out = {f"timm/{n}": _timm(n, kw, s) for n, kw, s in TIMM}
     out.update({f"hf/{p}": _hf_decoder(p, kw, "sdpa") for p, kw in HF_DECODERS.items()})
     out.update({f"hf/{p}": _hf_decoder(p, kw, "eager") for p, kw in HF_EAGER.items()})
+    out.update({f"hf/{p}ForMaskedLM": _hf_encoder(p, kw, a) for p, (kw, a) in HF_ENCODERS.items()})
+    out.update({f"hf/{p}ForConditionalGeneration": _hf_seq2seq(p, kw) for p, kw in HF_SEQ2SEQ.items()})
     out.update({f"hf/{n}": b for n, b in HF_OTHER.items()})
     return out
 

@@ -147,8 +147,8 @@ def titan_llama(seed=0):
     return Case(TitanLlama(cfg), (tokens,), {}, tokens, _lm_loss)
 
 
-def _hf_decoder(config_name, model_name, **extra):
-    """A Hugging Face causal LM from a tiny config of its own class, called with labels."""
+def _hf_decoder(config_name, model_name, attention="sdpa", **extra):
+    """A Hugging Face causal LM (or masked LM) from a tiny config of its own class, called with labels."""
     def build(seed=0):
         import transformers
 
@@ -156,7 +156,7 @@ def _hf_decoder(config_name, model_name, **extra):
         sizes = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                      max_position_embeddings=64)
         cfg = getattr(transformers, config_name)(**{**sizes, **extra})
-        cfg._attn_implementation = "sdpa"
+        cfg._attn_implementation = attention
         ids = _tokens(seed)
         return Case(getattr(transformers, model_name)(cfg), (), {"input_ids": ids, "labels": ids}, None, _hf_loss)
     return build
@@ -231,6 +231,10 @@ PLAN_ONLY = {
 }
 
 MODELS = {
+    # token mixing by a 2-D Fourier transform over (sequence, hidden): _fft_c2c and its backward
+    "fnet": _hf_decoder("FNetConfig", "FNetForMaskedLM", attention="eager", intermediate_size=64),
+    # table cells' column ranks by segment reductions (scatter_reduce, amin)
+    "tapas": _hf_decoder("TapasConfig", "TapasForMaskedLM", attention="eager", intermediate_size=64),
     "hf_llama": hf_llama,
     "gpt2": gpt2,
     "bert": bert,
