@@ -100,43 +100,36 @@ _SEQ2SEQ_SIZES = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_at
                       num_decoder_layers=2, num_heads=4, d_ff=64, d_kv=8, decoder_start_token_id=0)
 
 
-def _hf_encoder(prefix, extra, attention):
-    import transformers
+_TINY = dict(vocab_size=zoo.VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+             max_position_embeddings=64, intermediate_size=64)
 
+
+def _hf_text(config_prefix, model_class, sizes, extra, attention):
+    """A Hugging Face model of class `model_class` from a tiny `<config_prefix>Config`, called
+    with token ids as its labels (a causal LM shifts them, a masked LM scores every position, a
+    sequence-to-sequence model's decoder takes them shifted right)."""
     def build():
-        sizes = dict(vocab_size=zoo.VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                     max_position_embeddings=64, intermediate_size=64, pad_token_id=0)
-        cfg = getattr(transformers, prefix + "Config")(**{**sizes, **extra})
+        import transformers
+
+        cfg = getattr(transformers, config_prefix + "Config")(**{**sizes, **extra})
         cfg._attn_implementation = attention
         ids = zoo._tokens(0)
-        return getattr(transformers, prefix + "ForMaskedLM")(cfg), (), {"input_ids": ids, "labels": ids}
+        return getattr(transformers, model_class)(cfg), (), {"input_ids": ids, "labels": ids}
     return build
+
+
+def _hf_encoder(prefix, extra, attention):
+    return _hf_text(prefix, prefix + "ForMaskedLM", dict(_TINY, pad_token_id=0), extra, attention)
 
 
 def _hf_seq2seq(prefix, extra):
-    import transformers
-
-    def build():
-        sizes = dict(vocab_size=zoo.VOCAB, max_position_embeddings=64, pad_token_id=0, **_SEQ2SEQ_SIZES)
-        cfg = getattr(transformers, prefix + "Config")(**{**sizes, **extra})
-        cfg._attn_implementation = "eager"
-        ids = zoo._tokens(0)
-        return getattr(transformers, prefix + "ForConditionalGeneration")(cfg), (), {"input_ids": ids, "labels": ids}
-    return build
+    sizes = dict(vocab_size=zoo.VOCAB, max_position_embeddings=64, pad_token_id=0, **_SEQ2SEQ_SIZES)
+    return _hf_text(prefix, prefix + "ForConditionalGeneration", sizes, extra, "eager")
 
 
 def _hf_decoder(prefix, extra, attention):
-    import transformers
-
-    def build():
-        sizes = dict(vocab_size=zoo.VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                     max_position_embeddings=64, intermediate_size=64, num_key_value_heads=2)
-        cfg = getattr(transformers, prefix + "Config")(**{**sizes, **extra})
-        cfg._attn_implementation = attention
-        name = prefix[:-4] if prefix.endswith("Text") else prefix
-        ids = zoo._tokens(0)
-        return getattr(transformers, name + "ForCausalLM")(cfg), (), {"input_ids": ids, "labels": ids}
-    return build
+    name = prefix[:-4] if prefix.endswith("Text") else prefix
+    return _hf_text(prefix, name + "ForCausalLM", dict(_TINY, num_key_value_heads=2), extra, attention)
 
 
 def _hf_vision(config, model, size=32, **extra):
