@@ -212,6 +212,7 @@ def _export(module, leaves, in_spec):
     fake_args, fake_kwargs = pytree.tree_unflatten([_fake_like(x, fake_mode) for x in leaves], in_spec)
     with contextlib.ExitStack() as stack, _module_stack(module) as where:
         stack.enter_context(tracing_context())
+        stack.enter_context(tracing.reentrant_checkpoints_refused())
         stack.enter_context(tracing.reparametrized(module, state))
         try:
             jd = joint_export.export_joint(stack, module, fake_args, fake_kwargs)
@@ -350,6 +351,20 @@ def _joint_of(gm, leaves, in_spec, out_spec, training) -> JointGraph:
 
 # ---- what a graph cannot represent ---------------------------------------------------
 
+# Hooks a planned program needs no step of. Hugging Face's activation checkpointing (and PEFT,
+# through the same call) registers `make_inputs_require_grads` on the input embeddings: it marks
+# their output as requiring grad, so that a checkpointed layer sees a differentiable input even
+# when the embeddings are frozen. The planned program differentiates its joint graph with
+# respect to every parameter that requires grad, whatever the flags of the values between, so
+# the hook has nothing left to do there.
+_NO_STEP_HOOKS = {("transformers.modeling_utils",
+                   "PreTrainedModel.enable_input_require_grads.<locals>.make_inputs_require_grads")}
+
+
+def _needs_a_step(hook) -> bool:
+    return (getattr(hook, "__module__", None), getattr(hook, "__qualname__", None)) not in _NO_STEP_HOOKS
+
+
 def _refuse_submodule_hooks(module: torch.nn.Module) -> None:
     """Hooks on submodules run once, at trace time, not at every call: refuse them."""
     hooked = []
@@ -357,7 +372,7 @@ def _refuse_submodule_hooks(module: torch.nn.Module) -> None:
         if not name:
             continue  # the root's hooks run around the planned program (ParallelModule)
         kinds = [k for k, d in (("forward pre-hook", sub._forward_pre_hooks), ("forward hook", sub._forward_hooks))
-                 if d]
+                 if any(_needs_a_step(h) for h in d.values())]
         if kinds:
             hooked.append(f"'{name}' ({', '.join(kinds)})")
     if hooked:
@@ -482,6 +497,10 @@ _HINTS = (
                            "a planned program has fixed shapes. Keep the shape fixed (torch.where or "
                            "masked_fill with the mask) or move the code out of forward and pass its result as an "
                            "argument"),
+    ("ReentrantCheckpointError", "checkpoint with use_reentrant=False (Hugging Face: "
+                                 "gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': "
+                                 "False}), its default), or no checkpointing: the planner chooses what backward "
+                                 "recomputes (parallelize's recompute=True)"),
     ("not a known type", "the model returns an object torch cannot flatten; return tensors, tuples, dicts, "
                          "dataclasses or ModelOutput, or register the type with "
                          "torch.utils._pytree.register_pytree_node"),

@@ -125,3 +125,31 @@ def deepcopy_of_traced_tensors():
         yield
     finally:
         torch.Tensor.__deepcopy__ = original
+
+
+class ReentrantCheckpointError(RuntimeError):
+    """A reentrant activation checkpoint met while tracing (reentrant_checkpoints_refused)."""
+
+
+@contextlib.contextmanager
+def reentrant_checkpoints_refused():
+    """torch.utils.checkpoint(..., use_reentrant=True) refused while tracing. Its autograd
+    Function runs the checkpointed function under no_grad and differentiates it inside its own
+    backward, which the joint trace cannot follow: torch raises when some input requires grad,
+    and when none does (frozen embeddings, where eager's inputs are flagged by a forward hook
+    the trace does not see) the layer's parameters would silently get no gradient.
+    use_reentrant=False traces and trains like one process. CheckpointFunction (2.13; 2.11 and
+    2.15 alike) is what use_reentrant=True calls."""
+    from torch.utils import checkpoint
+
+    original = checkpoint.CheckpointFunction.apply
+
+    def refuse(*_args, **_kwargs):
+        raise ReentrantCheckpointError(
+            "torch.utils.checkpoint with use_reentrant=True cannot be traced into a planned program")
+
+    checkpoint.CheckpointFunction.apply = refuse
+    try:
+        yield
+    finally:
+        checkpoint.CheckpointFunction.apply = original
