@@ -42,6 +42,10 @@ EXCEPTIONS = [
     (r"aten\.(embedding|gather)\.default", r"MaskPartial",
      "vocab-parallel lookups (table S(dim) -> MaskPartial output) need a per-rank index mask that "
      "local_call_args does not model; the table is gathered or sharded on another dim instead"),
+    (r"aten\._fft_(c2c|r2c|c2r)\.default", r"P\(",
+     "DTensor passes every Partial through a Fourier transform: max/min too, which no transform preserves "
+     "(it is linear, not monotone), and sum/avg give Partial complex values, whose reduction the collectives "
+     "here do not take; ours offers no Partial rows for the transforms"),
     (r"aten\.(_to_copy\.default|to\.dtype)", r"^\['u?int\d+'\] \['[^']*P\((sum|avg)\)",
      "an integer -> float cast of a Partial(sum/avg) is not exact: the integer sum wraps around on "
      "overflow and an int64 sum rounds above 2**53 after the cast; ours passes max/min (monotone) only"),
