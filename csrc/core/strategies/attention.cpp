@@ -75,19 +75,12 @@ void attention_rows(const RuleCtx& c, DimRows& rows, const AttnLayout& a, bool b
   if (backward && a.grad_out >= 0) add_partial_rows(c, rows, {{{a.grad_out}}});
 }
 
-// The fused kernels divide work by the local sizes (the CPU flash kernel
-// raises SIGFPE on zero heads), so no rank may hold an empty piece.
-bool no_empty_local_input(const RuleCtx& c, const OpStrategy& s) {
-  for (int t = 0; t < c.num_inputs(); ++t)
-    for (const auto& p : s.inputs[t])
-      if (p.is_shard() && !no_empty_shard(c.in(t).shape[p.dim], c.mesh(), s.inputs[t], p.dim)) return false;
-  return true;
-}
-
 Rule attention_rule(std::function<AttnLayout(const RuleCtx&)> layout, bool backward) {
   Rule r;
   r.family = "attention";
   r.dims = [=](const RuleCtx& c, DimRows& rows) { attention_rows(c, rows, layout(c), backward); };
+  // The fused kernels divide work by the local sizes (the CPU flash kernel raises SIGFPE on
+  // zero heads), so no rank may hold an empty piece.
   r.valid = no_empty_local_input;
   // 2 matmuls of (L x E) @ (E x S) forward; the backward recomputes the
   // scores and runs 4 more (2.5x the forward's matmul work).

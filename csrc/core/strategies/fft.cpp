@@ -11,7 +11,6 @@
 #include <cmath>
 
 #include "core/strategies/rule.h"
-#include "core/strategies/shard_math.h"
 
 namespace tlm::strategies {
 
@@ -54,12 +53,7 @@ void register_fft(Registry& r) {
   rule.family = "fft";
   rule.dims = untransformed_dim_rows;
   rule.work = fft_work;
-  rule.valid = [](const RuleCtx& c, const OpStrategy& s) {
-    const auto& shape = c.in(0).shape;
-    for (int d = 0; d < static_cast<int>(shape.size()); ++d)
-      if (!no_empty_shard(shape[d], c.mesh(), s.inputs[0], d)) return false;
-    return true;
-  };
+  rule.valid = no_empty_local_input;
   add_rule(r, {"aten._fft_c2c.default", "aten._fft_r2c.default", "aten._fft_c2r.default"}, rule);
 }
 

@@ -439,6 +439,13 @@ double io_bytes(const RuleCtx& c, const OpStrategy& s) {
   return b;
 }
 
+bool no_empty_local_input(const RuleCtx& c, const OpStrategy& s) {
+  for (int t = 0; t < c.num_inputs(); ++t)
+    for (const auto& p : s.inputs[t])
+      if (p.is_shard() && !no_empty_shard(c.in(t).shape[p.dim], c.mesh(), s.inputs[t], p.dim)) return false;
+  return true;
+}
+
 OpWork elementwise_work(const RuleCtx& c, const OpStrategy& s, double flops_per_element) {
   OpWork w;
   double n = 0;

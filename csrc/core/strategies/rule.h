@@ -218,6 +218,9 @@ std::vector<int64_t> local_shape_in(const RuleCtx& c, const OpStrategy& s, int k
 std::vector<int64_t> local_shape_out(const RuleCtx& c, const OpStrategy& s, int k);
 // Bytes of all inputs and outputs on the largest shard.
 double io_bytes(const RuleCtx& c, const OpStrategy& s);
+// A `valid` check for kernels that fail on an empty local piece: no input dim a strategy
+// shards leaves a rank with none of it.
+bool no_empty_local_input(const RuleCtx& c, const OpStrategy& s);
 OpWork elementwise_work(const RuleCtx& c, const OpStrategy& s, double flops_per_element = 1.0);
 OpWork no_work(const RuleCtx& c, const OpStrategy& s);
 // No bytes moved, one dispatch: priced at the device's kernel overhead (one flop stands for it).
