@@ -12,10 +12,7 @@ import torch
 
 import zoo
 from dist_utils import make_mesh, run_distributed
-from test_zoo import FORCE_SHARDING, _full
-
-STEPS = 2
-TOL = dict(rtol=2e-4, atol=2e-5)
+from test_zoo import FORCE_SHARDING, TOL, _train
 
 
 def _checkpointed_llama(reentrant=False):
@@ -26,31 +23,19 @@ def _checkpointed_llama(reentrant=False):
     return case
 
 
-def _train(model, case):
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3, eps=1e-4)
-    losses = []
-    for _ in range(STEPS):
-        opt.zero_grad()
-        loss = model(*case.args, **case.kwargs).loss
-        loss.backward()
-        opt.step()
-        losses.append(float(_full(loss.detach())))
-    return losses, {k: _full(v) for k, v in model.state_dict().items()}
-
-
 def _rank(rank, world_size):
     import torch_localmap
 
     case = _checkpointed_llama()
     model = torch_localmap.parallelize(case.model, make_mesh((2,)), case.args, case.kwargs,
                                        calibration=FORCE_SHARDING, time_limit=5)
-    return _train(model, case)
+    return _train(model, case, case.target)
 
 
 def test_hugging_face_gradient_checkpointing_with_frozen_embeddings_trains_like_one_process():
     case = _checkpointed_llama()
     assert case.model.model.embed_tokens._forward_hooks, "transformers no longer registers its input hook"
-    ref_losses, ref_state = _train(case.model, case)
+    ref_losses, ref_state = _train(case.model, case, case.target)
     results = run_distributed(_rank, 2, timeout=300)
     for rank, (losses, state) in enumerate(results):
         torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref_losses), **TOL)
