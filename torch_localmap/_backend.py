@@ -39,7 +39,7 @@ import torch
 import torch.nn as nn
 from torch.distributed.tensor import DTensor
 
-from ._torch_private import dynamo, fake_tensors, pytrees
+from ._torch_private import autocast, dynamo, fake_tensors, pytrees
 from ._device import check_mesh_backend, mesh_device
 from ._module_tree import attach_tensor
 from ._plan_cache import PlanCache
@@ -262,12 +262,13 @@ class _CompiledGraph:
     def _entry(self, args) -> _Entry:
         # Numbers passed as 0-d tensors are baked into the plan: their values are part of the key.
         scalars = tuple(args[i].item() for i in sorted(self.module.scalar_args))
-        key = (_signature(args), scalars, torch.is_grad_enabled())
+        # The autocast state too: Dynamo guards on it, and a call under autocast traces its casts.
+        key = (_signature(args), scalars, torch.is_grad_enabled(), autocast.autocast_state())
 
         def describe():  # on a miss only
             # A family: the same call but for sizes -- tensor shapes and, under dynamic
             # shapes, the integer inputs Dynamo passes for symbolic sizes.
-            return ((_signature(args, sizes=False), scalars, key[2]),
+            return ((_signature(args, sizes=False), scalars, key[2], key[3]),
                     [tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in args],
                     [f"input {i}" for i in range(len(args))])
 

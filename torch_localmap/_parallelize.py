@@ -23,7 +23,7 @@ import torch.nn as nn
 from torch.distributed.tensor import DTensor, Replicate, distribute_tensor
 
 from . import _C
-from ._torch_private import descriptors, dtensor, fake_tensors, flex_attention
+from ._torch_private import autocast, descriptors, dtensor, fake_tensors, flex_attention
 from ._device import check_mesh_backend, check_tensor_device, mesh_device
 from ._mixed_precision import check_policy as mp_check
 from ._plan_cache import PlanCache
@@ -175,7 +175,7 @@ class ParallelModule(nn.Module):
         shape family, one traced program per size, at most plan_cache_size kept."""
         flex_attention.register_block_mask_pytree()  # a BlockMask argument: its tensors are inputs
         leaves, spec = pytree.tree_flatten((args, kwargs))
-        key = _signature(spec, leaves, self.training, torch.is_grad_enabled())
+        key = _signature(spec, leaves, self.training, torch.is_grad_enabled(), autocast.autocast_state())
         compiled = self._plans.get(key, lambda: (_family_of(key), _shapes_of(leaves),
                                                  _flat_names(args, kwargs, self._model_forward)),
                                    lambda previous: self._plan_call(args, kwargs, leaves, previous))
@@ -378,16 +378,18 @@ class ParallelModule(nn.Module):
 def _family_of(key):
     """A call signature with every tensor's sizes left out: calls that differ only in sizes
     (sequence length, the last batch) share a family and may share a plan."""
-    spec_key, parts, training, grad = key
+    spec_key, parts, training, grad, amp = key
     return (spec_key, tuple((p[0], len(p[1])) + p[2:] if p[0] in ("tensor", "dtensor") else p for p in parts),
-            training, grad)
+            training, grad, amp)
 
 
 def _shapes_of(leaves) -> list:
     return [tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in leaves]
 
 
-def _signature(spec, leaves, training, grad):
+def _signature(spec, leaves, training, grad, amp):
+    """A call's plan cache key. `amp`: the autocast state it runs under (a call under
+    torch.autocast traces, and plans, its casts: _torch_private/autocast.py)."""
     parts = []
     for x in leaves:
         if isinstance(x, DTensor):
@@ -405,7 +407,7 @@ def _signature(spec, leaves, training, grad):
         spec_key = spec
     except TypeError:
         spec_key = repr(spec)
-    return (spec_key, tuple(parts), bool(training), bool(grad))
+    return (spec_key, tuple(parts), bool(training), bool(grad), tuple(amp))
 
 
 def _flat_names(args, kwargs, forward) -> list:

@@ -15,7 +15,7 @@ import torch
 import torch.fx as fx
 
 from . import _C
-from ._torch_private import fake_tensors, graph_module, node_meta, op_types, partition, tracing
+from ._torch_private import autocast, fake_tensors, graph_module, node_meta, op_types, partition, tracing
 from ._torch_private.autograd import release_saved_tensors
 from ._ir_export import decode_arg
 from ._integrations import tracing_context
@@ -370,10 +370,12 @@ class RankProgram:
                     graph_module.call_boxed(self.bw)
 
     def run_backward(self, args: list):
-        """The backward graph on `args` (saved values, then tangents), which it empties."""
-        if self.options.compile:
-            return self.bw.call_boxed(args)
-        return self.bw(args)  # boxed (call_boxed): frees each saved value after its last use
+        """The backward graph on `args` (saved values, then tangents), which it empties. Like
+        forward, with autocast off: the casts are the graph's own (_torch_private/autocast.py)."""
+        with autocast.autocast_off():
+            if self.options.compile:
+                return self.bw.call_boxed(args)
+            return self.bw(args)  # boxed (call_boxed): frees each saved value after its last use
 
     def settle(self) -> None:
         """Waits for the outputs an earlier step left pending (deferred_loss.py)."""
@@ -382,7 +384,9 @@ class RankProgram:
             tail.value()
 
     def __call__(self, *inputs):
-        with failure_scope():
+        # Autocast off: a call made under autocast was traced with its casts in the graph
+        # (_torch_private/autocast.py).
+        with failure_scope(), autocast.autocast_off():
             self.settle()
             if self.backward and torch.is_grad_enabled() and any(
                     isinstance(x, torch.Tensor) and x.requires_grad for x in inputs):

@@ -37,7 +37,7 @@ import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 
-from .._torch_private import fake_tensors
+from .._torch_private import autocast, fake_tensors
 from .schedule import MOVES_ELEMENTS, REGION_META, SAME_VALUES, is_collective, is_wait
 from .recompile import recompile
 
@@ -217,7 +217,7 @@ class _Tail:
     def value(self) -> torch.Tensor:
         with self._lock:
             if self._value is None:
-                with torch.no_grad():
+                with torch.no_grad(), autocast.autocast_off():  # read anywhere: the tail's casts are its own
                     self._value = self._gm(*self._inputs)
                 self._inputs = None
             return self._value
