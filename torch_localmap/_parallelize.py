@@ -175,7 +175,8 @@ class ParallelModule(nn.Module):
         shape family, one traced program per size, at most plan_cache_size kept."""
         flex_attention.register_block_mask_pytree()  # a BlockMask argument: its tensors are inputs
         leaves, spec = pytree.tree_flatten((args, kwargs))
-        key = _signature(spec, leaves, self.training, torch.is_grad_enabled(), autocast.autocast_state())
+        key = _signature(spec, leaves, self.training, torch.is_grad_enabled(), autocast.autocast_state(),
+                         tuple(p.requires_grad for p in self._model.parameters()))
         compiled = self._plans.get(key, lambda: (_family_of(key), _shapes_of(leaves),
                                                  _flat_names(args, kwargs, self._model_forward)),
                                    lambda previous: self._plan_call(args, kwargs, leaves, previous))
@@ -378,18 +379,20 @@ class ParallelModule(nn.Module):
 def _family_of(key):
     """A call signature with every tensor's sizes left out: calls that differ only in sizes
     (sequence length, the last batch) share a family and may share a plan."""
-    spec_key, parts, training, grad, amp = key
+    spec_key, parts, *modes = key
     return (spec_key, tuple((p[0], len(p[1])) + p[2:] if p[0] in ("tensor", "dtensor") else p for p in parts),
-            training, grad, amp)
+            *modes)
 
 
 def _shapes_of(leaves) -> list:
     return [tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in leaves]
 
 
-def _signature(spec, leaves, training, grad, amp):
+def _signature(spec, leaves, training, grad, amp, trainable):
     """A call's plan cache key. `amp`: the autocast state it runs under (a call under
-    torch.autocast traces, and plans, its casts: _torch_private/autocast.py)."""
+    torch.autocast traces, and plans, its casts: _torch_private/autocast.py); `trainable`:
+    which parameters require grad (the traced program makes gradients for those only, so a
+    layer unfrozen after planning needs a program that makes its gradient)."""
     parts = []
     for x in leaves:
         if isinstance(x, DTensor):
@@ -407,7 +410,7 @@ def _signature(spec, leaves, training, grad, amp):
         spec_key = spec
     except TypeError:
         spec_key = repr(spec)
-    return (spec_key, tuple(parts), bool(training), bool(grad), tuple(amp))
+    return (spec_key, tuple(parts), bool(training), bool(grad), tuple(amp), trainable)
 
 
 def _flat_names(args, kwargs, forward) -> list:
