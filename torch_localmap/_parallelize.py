@@ -122,6 +122,7 @@ class ParallelModule(nn.Module):
         self._last: _Compiled | None = None
         self._distributed = False
         self._plain_state = False  # like="ddp": plain replicated parameters and buffers (_distribute_state)
+        self.register_load_state_dict_pre_hook(_full_tensors_as_shards)
 
     def __getattr__(self, name: str):
         # Attributes the model has and we do not (a Hugging Face model's .config, what its
@@ -374,6 +375,21 @@ class ParallelModule(nn.Module):
             elif self._plain_state:  # plain and replicated (_distribute_state)
                 out[name] = as_spec([Replicate()] * self.mesh.ndim, self.mesh.ndim, t.dim(), name)
         return out
+
+
+def _full_tensors_as_shards(module, state_dict, prefix, *_):
+    """load_state_dict of a full (unsharded) state dict -- torch.load'ed or a pretrained
+    model's, the same on every rank: each plain tensor loaded into a DTensor parameter or
+    buffer becomes a DTensor in that one's placements, every rank taking its own shard of
+    the tensor it holds (no communication). torch's copy_ from a plain tensor into a DTensor
+    would refuse it ("got mixed torch.Tensor and DTensor")."""
+    for name, t in list(module.named_parameters(remove_duplicate=False)) + \
+            list(module.named_buffers(remove_duplicate=False)):
+        value = state_dict.get(prefix + name)
+        if isinstance(t, DTensor) and isinstance(value, torch.Tensor) and not isinstance(value, DTensor) \
+                and value.shape == t.shape:
+            state_dict[prefix + name] = distribute_tensor(value.to(t.device), t.device_mesh, t.placements,
+                                                          src_data_rank=None)
 
 
 def _family_of(key):

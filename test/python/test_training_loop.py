@@ -1,7 +1,7 @@
 """The training loop users write around a parallel module (issue 14): torch.optim SGD with
 momentum and an LR scheduler, clip_grad_norm_ over the DTensor gradients, state_dict() with
 the model's own FQNs, and torch.distributed.checkpoint save / load -- loading onto a
-different mesh shape included. Every number is compared with the single-process model.
+different mesh shape included -- and load_state_dict of a full plain state dict. Every number is compared with the single-process model.
 
 Parameters are forced onto sharded placements (test_zoo.FORCE_SHARDING) so the loop really
 runs over Shard and Partial DTensors, not only replicated ones.
@@ -69,9 +69,17 @@ def _rank_loop(rank, world_size, ckpt_dir):
     loaded = {k: _full(v) for k, v in pother.state_dict().items()}
     # ... and it trains on from there: the next loss equals the saved model's next loss.
     next_loss = float(_full(case.loss(pother(*case.args, **case.kwargs), None).detach()))
+
+    # A full state dict of plain tensors (torch.load'ed, a pretrained model's), the same on
+    # every rank, loaded into the sharded module with plain load_state_dict.
+    plain = zoo.MODELS["hf_llama"](seed=3).model.state_dict()
+    pother.load_state_dict(plain)
+    plain_loaded = max(float((_full(v) - plain[k]).abs().max()) for k, v in pother.state_dict().items())
     return {"losses": losses, "norms": norms, "keys": list(state), "sharded": sharded,
             "full": full if rank == 0 else None, "loaded": loaded if rank == 0 else None,
-            "before": before, "next_loss": next_loss}
+            "before": before, "next_loss": next_loss, "plain_loaded": plain_loaded,
+            "plain_sharded": sum(isinstance(v, DTensor) and any(not isinstance(p, Replicate) for p in v.placements)
+                                 for v in pother.state_dict().values())}
 
 
 def test_sgd_momentum_scheduler_clipping_state_dict_and_checkpoint_across_meshes(tmp_path):
@@ -96,3 +104,4 @@ def test_sgd_momentum_scheduler_clipping_state_dict_and_checkpoint_across_meshes
         ref_next = float(ref_case.loss(ref_case.model(*ref_case.args, **ref_case.kwargs), None))
     for r in results:
         assert abs(r["next_loss"] - ref_next) <= 1e-4 * max(1.0, abs(ref_next))
+        assert r["plain_loaded"] == 0.0 and r["plain_sharded"] > 0, (r["plain_loaded"], r["plain_sharded"])
