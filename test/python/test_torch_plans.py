@@ -146,8 +146,9 @@ def test_like_ddp_and_fsdp2_run_torchs_plan_and_train_like_one_process():
                 assert {c[0] for c in reductions} == {"reduce_scatter_tensor"}, r["bw"]
                 assert sum(c[1] for c in reductions) == n_params, r["bw"]
                 gathers = [c for c in r["fw"] if c[0] == "all_gather_into_tensor"]
-                # bucketed: one gather per block and one for the head, as FSDP2 wraps them
-                assert len(gathers) == (len(ref_grads) if kwargs.get("bucket_cap_mb") == 0 else 4), r["fw"]
+                # bucketed per unit, every unit of this small model too small for a collective
+                # of its own: one gather (bucketing.SMALL_UNIT_BYTES)
+                assert len(gathers) == (len(ref_grads) if kwargs.get("bucket_cap_mb") == 0 else 1), r["fw"]
 
 
 def _rank_buckets(rank, world, cases):
@@ -359,7 +360,9 @@ def test_gradient_reduce_scatters_are_bucketed_per_unit_as_fsdp2_reduces_them():
         rz = c10d.wait_tensor.default(c10d.reduce_scatter_tensor.default(z * 2, "sum", 4, "g"))
         return rx, ry.view(-1), rz[:1]  # rz: this rank's shard is one row short, its padding cut off
 
-    grads = (torch.randn(8, 4), torch.randn(8, 4), torch.randn(8))
+    # Fake tensors of 2 MiB each: every unit above SMALL_UNIT_BYTES (the next test: smaller ones).
+    grads = [torch.empty(512, 1024, device="meta"), torch.empty(512, 1024, device="meta"),
+             torch.empty(512 * 1024, device="meta")]
 
     def buckets(grad_params):
         gm = make_fx(step, tracing_mode="fake")(*grads)
@@ -370,6 +373,35 @@ def test_gradient_reduce_scatters_are_bucketed_per_unit_as_fsdp2_reduces_them():
     assert buckets({0: "layers.0.w", 1: "layers.1.w", 2: "layers.1.b"}) == (1, 2)  # layers.1's two share one
     assert buckets({0: "layers.0.w", 1: "layers.1.w", 2: "layers.2.w"}) == (0, 3)
     assert buckets({}) == (1, 1)  # without the map (a forward graph): one byte-capped bucket
+
+
+def test_units_too_small_for_a_collective_share_a_neighbours_bucket():
+    """A unit under SMALL_UNIT_BYTES (a root-level norm, a small head or position table)
+    joins the unit before it in the graph's order (the first joins the next), so a model's
+    small root modules do not cost a collective each; large units keep their own."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from torch_localmap._runtime.bucketing import SMALL_UNIT_BYTES, bucket_collectives
+
+    c10d = torch.ops._c10d_functional
+
+    def step(*xs):
+        return tuple(c10d.wait_tensor.default(c10d.reduce_scatter_tensor.default(x * 2, "sum", 4, "g")) for x in xs)
+
+    big, small = SMALL_UNIT_BYTES // 4 * 2, SMALL_UNIT_BYTES // 4 // 8  # float32 elements: 2x, 1/8 of it
+
+    def reduce_scatters(sizes, units):
+        gm = make_fx(step, tracing_mode="fake")(*[torch.empty(n, device="meta") for n in sizes])
+        bucket_collectives(gm, grad_params={i: f"{u}.weight" for i, u in enumerate(units)})
+        return sorted(n.args[0].meta["val"].numel() for n in gm.graph.nodes
+                      if n.target is c10d.reduce_scatter_tensor.default)
+
+    # Backward's order: the head's and the final norm's gradients first, then the last layers'.
+    assert reduce_scatters([small, small, big, big], ["head", "norm", "layers.1", "layers.0"]) == \
+        [big, 2 * small + big]
+    # Large units alone; a small one after a large one joins it.
+    assert reduce_scatters([big, big, small], ["head", "layers.1", "layers.0"]) == [big, big + small]
+    assert reduce_scatters([big, big], ["head", "layers.0"]) == [big, big]
 
 
 def _rank_measured(rank, world, compile=False):

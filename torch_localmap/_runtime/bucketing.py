@@ -20,8 +20,9 @@ gathered to its replicated parameter). Parameter
 all-gathers are all ready at the start of a graph, so that packing would gather every
 parameter up front and leave nothing to overlap: they are bucketed per unit instead, as
 FSDP2 wraps one block at a time -- a unit is the parameter's FQN up to its first list
-index ("layers.3" of "layers.3.attention.wq.weight"), else its module -- and the unit's
-bucket sits where its first gather was, so the overlap schedule prefetches units in the
+index ("layers.3" of "layers.3.attention.wq.weight"), else its module; a unit too small to
+pay for a collective joins its neighbour's (_units) -- and the unit's bucket sits where its
+first gather was, so the overlap schedule prefetches units in the
 order they are used (forward: first layer first; backward: last layer first).
 
 Gradient reduce-scatters (FSDP2's plan) are bucketed per unit too, as FSDP2 reduces each
@@ -58,6 +59,10 @@ DEFAULT_BUCKET_BYTES = DEFAULT_BUCKET_CAP_MB * 2**20
 # last layers' gradients are reduced while the rest of backward runs, instead of every
 # gradient of a small model waiting for one bucket at the end.
 FIRST_BUCKET_BYTES = 2**20
+# A gather unit below this many bytes shares a neighbour's bucket (_units): under it a
+# collective's fixed cost outweighs its bytes (NCCL's latency at ~100 GB/s is worth ~1 MB;
+# gloo's more), and holding it gathered a little longer costs nothing that matters.
+SMALL_UNIT_BYTES = 2**20
 
 
 def gather_unit(fqn: str) -> str:
@@ -121,7 +126,47 @@ def _gradient_unit(node: fx.Node, grad_params: dict):
     return units.pop() if len(units) == 1 else None
 
 
-def _key(node: fx.Node, params: dict, seen: dict, grad_params: dict):
+def _units(nodes, params: dict, grad_params: dict) -> dict:
+    """{collective: its unit's bucket label} for parameter gathers (the parameter's gather
+    unit) and gradient reduce-scatters (the unit whose gradient it makes).
+
+    A unit too small to pay for a collective of its own shares its neighbour's: in the order
+    each kind's units first appear in the graph (the order they are used, or their gradients
+    made), a unit joins the group before it when either holds under SMALL_UNIT_BYTES. A
+    model's root-level modules (position table, norm, a small head) are units of their own,
+    and each cost a gather in forward, another in backward and a reduce-scatter: on the
+    step-time MoE over 4 gloo ranks, 10 gathers and 6 reduce-scatters a step against
+    FSDP2's 6 and 3 (its root wrap holds them together), our program on FSDP2's plan 1.07x
+    its step. Large units (a big vocabulary's embedding) keep their own bucket, so nothing
+    large is gathered earlier or held longer. Sizes are the gathered output and the full
+    gradient, the same on every rank (uneven shards are padded), so every rank groups alike."""
+    unit_of, order = {}, {}  # order: kind -> {unit: bytes}, units in first-appearance order
+    for n in nodes:
+        kind = _KINDS.get(n.target)
+        if kind == "all_gather" and n.args and isinstance(n.args[0], fx.Node):
+            fqn = _source_param(n.args[0], params)
+            unit, nbytes = (None, 0) if fqn is None else (gather_unit(fqn), node_bytes(n))
+        elif kind == "reduce_scatter" and grad_params and n.args and isinstance(n.args[0], fx.Node):
+            unit, nbytes = _gradient_unit(n, grad_params), node_bytes(n.args[0])
+        else:
+            continue
+        if unit is not None:
+            unit_of[n] = (kind, unit)
+            sizes = order.setdefault(kind, {})
+            sizes[unit] = sizes.get(unit, 0) + nbytes
+    label = {}
+    for kind, sizes in order.items():
+        group, group_bytes = None, 0
+        for unit, nbytes in sizes.items():
+            if group is not None and (nbytes < SMALL_UNIT_BYTES or group_bytes < SMALL_UNIT_BYTES):
+                group_bytes += nbytes
+            else:
+                group, group_bytes = unit, nbytes
+            label[(kind, unit)] = group
+    return {n: label[k] for n, k in unit_of.items()}
+
+
+def _key(node: fx.Node, params: dict, seen: dict, grad_params: dict, units: dict):
     """What must be equal for two collectives to share a bucket (None: never bucketed)."""
     kind = _KINDS.get(node.target)
     val = node.args[0].meta.get("val") if node.args and isinstance(node.args[0], fx.Node) else None
@@ -134,16 +179,14 @@ def _key(node: fx.Node, params: dict, seen: dict, grad_params: dict):
         args = ("sum",) + args[1:]
     key = (kind, val.dtype, val.device.type) + args
     if kind == "all_gather":
-        fqn = _source_param(node.args[0], params)
-        if fqn is not None:  # a parameter's gather: one bucket per unit
-            return key + (gather_unit(fqn),)
+        if node in units:  # a parameter's gather: one bucket per unit (_units)
+            return key + (units[node],)
         # A gradient gathered into its parameter's placement (a sharded weight gradient to a
         # replicated parameter): bucketed in the order backward makes them, as reductions are,
         # which is how the cost model prices it (core/cost_tables.cpp, gradient_tails).
         return key + ("gradient",) if _only_feeds_outputs(node, seen) else None
     if kind == "reduce_scatter" and grad_params:
-        unit = _gradient_unit(node, grad_params)
-        return key if unit is None else key + (unit,)
+        return key + (units[node],) if node in units else key
     return key
 
 
@@ -167,8 +210,9 @@ def bucket_collectives(gm: fx.GraphModule, cap_bytes: int = DEFAULT_BUCKET_BYTES
     params, grad_params = dict(params or {}), dict(grad_params or {})
     nodes, kinds, offsets, inputs, nbytes = describe(gm)
     key_ids, keys, seen = {}, [], {}
+    units = _units(nodes, params, grad_params)
     for n, k in zip(nodes, kinds):
-        key = _key(n, params, seen, grad_params) if k == "S" else None
+        key = _key(n, params, seen, grad_params, units) if k == "S" else None
         keys.append(-1 if key is None else key_ids.setdefault(key, len(key_ids)))
     if not key_ids:
         return 0
