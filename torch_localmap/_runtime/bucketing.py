@@ -166,7 +166,7 @@ def _units(nodes, params: dict, grad_params: dict) -> dict:
     return {n: label[k] for n, k in unit_of.items()}
 
 
-def _key(node: fx.Node, params: dict, seen: dict, grad_params: dict, units: dict):
+def _key(node: fx.Node, seen: dict, grad_params: dict, units: dict):
     """What must be equal for two collectives to share a bucket (None: never bucketed)."""
     kind = _KINDS.get(node.target)
     val = node.args[0].meta.get("val") if node.args and isinstance(node.args[0], fx.Node) else None
@@ -212,7 +212,7 @@ def bucket_collectives(gm: fx.GraphModule, cap_bytes: int = DEFAULT_BUCKET_BYTES
     key_ids, keys, seen = {}, [], {}
     units = _units(nodes, params, grad_params)
     for n, k in zip(nodes, kinds):
-        key = _key(n, params, seen, grad_params, units) if k == "S" else None
+        key = _key(n, seen, grad_params, units) if k == "S" else None
         keys.append(-1 if key is None else key_ids.setdefault(key, len(key_ids)))
     if not key_ids:
         return 0

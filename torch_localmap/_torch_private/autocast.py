@@ -9,7 +9,7 @@ a second time at run time -- a program traced without autocast would make bfloat
 in forward where its backward graph expects float32 -- so the programs run with autocast
 off, as aot_autograd runs its compiled graphs (`disable_amp` in its runtime wrappers).
 
-Written for torch 2.13 (torch._C._autocast_supported_devices).
+Written for torch 2.13 (torch._C._autocast_supported_devices, torch._C._is_any_autocast_enabled).
 """
 from __future__ import annotations
 
@@ -22,16 +22,24 @@ def _device_types() -> tuple:
     return tuple(torch._C._autocast_supported_devices())
 
 
+def _enabled() -> list:
+    """The device types whose autocast is on now. Called on every step: the common case (none)
+    is one C call, not one per device type (~0.1 against ~3 us)."""
+    if not torch._C._is_any_autocast_enabled():
+        return []
+    return [d for d in _device_types() if torch.is_autocast_enabled(d)]
+
+
 def autocast_state() -> tuple:
     """((device type, dtype), ...) for every device type whose autocast is on now: part of a
     call's signature, as each state traces another program."""
-    return tuple((d, torch.get_autocast_dtype(d)) for d in _device_types() if torch.is_autocast_enabled(d))
+    return tuple((d, torch.get_autocast_dtype(d)) for d in _enabled())
 
 
 @contextlib.contextmanager
 def autocast_off():
     """Autocast off on every device type for the duration (a no-op when none is on)."""
-    on = [d for d in _device_types() if torch.is_autocast_enabled(d)]
+    on = _enabled()
     with contextlib.ExitStack() as stack:
         for d in on:
             stack.enter_context(torch.autocast(d, enabled=False))
