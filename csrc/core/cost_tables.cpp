@@ -1,5 +1,7 @@
 #include "core/cost_tables.h"
 
+#include "core/gather_units.h"
+
 #include <algorithm>
 #include <cmath>
 #include <tuple>
@@ -416,7 +418,7 @@ void add_sinks(const Graph& g, const std::vector<NodeStrategies>& strat, const B
     // build_cost_tables keeps the edges into the gradient's tail (its transposes, casts) local too.
     const InputEdgeRule rule = policy.like == "tp" && s.role == "grad" ? InputEdgeRule::AsProduced : InputEdgeRule::Any;
     edges.add(s.ref.node, s.problem_node,
-              edges.matrices().get(t.redist.meta_id(g.meta(s.ref), s.bucketed()), column(ids[s.ref.node].out, s.ref.output), dst_ids,
+              edges.matrices().get(t.redist.meta_id(g.meta(s.ref), sink_bucket(t, s)), column(ids[s.ref.node].out, s.ref.output), dst_ids,
                                    rule));
     if (s.coupled_param >= 0) {  // the sink's choice k is the coupled placeholder's choice k
       solver::Coupling c;
@@ -468,14 +470,15 @@ int RedistCostCache::spec_id(const PlacementSpec& s) {
   return id;
 }
 
-int RedistCostCache::meta_id(const TensorMeta& t, bool bucketed) {
-  std::string key = bucketed ? "b:" : "";
+int RedistCostCache::meta_id(const TensorMeta& t, BucketShare bucket) {
+  std::string key;
+  if (bucket.bytes > 0) key = (bucket.gathers_only ? "g" : "b") + std::to_string(bucket.bytes) + ":";
   key += to_string(t.dtype);
   for (auto d : t.shape) key += "," + std::to_string(d);
   const int id = intern(meta_ids_, key);
   if (id == static_cast<int>(metas_.size())) {
     metas_.push_back(t);
-    bucketed_.push_back(bucketed ? 1 : 0);
+    bucket_.push_back(bucket);
   }
   return id;
 }
@@ -557,22 +560,30 @@ solver::Cost RedistCostCache::price(int meta, MetaTable& t, int src, int dst) {
     return to_cost(cm_.redistribute_seconds(tm, mesh_, specs_[static_cast<size_t>(src)], specs_[static_cast<size_t>(dst)]));
   const PairPlan& plan = pair_plan(src, dst);
   if (plan.refused) return solver::kInfiniteCost;
-  const bool bucketed = bucketed_[static_cast<size_t>(meta)] && bucket_bytes_ > 0;
+  const BucketShare bucket = bucket_[static_cast<size_t>(meta)];
   auto run_seconds = [&](const StepRun& run) {
     const PairStep& st = plan.steps[run.begin];
     const double before = static_cast<double>(local_bytes(meta, t, st.before));
     const double after = static_cast<double>(local_bytes(meta, t, plan.steps[run.end - 1].after));
     double seconds = cm_.run_seconds(st.kind, run.lo_dim, run.hi_dim, st.reduce, before, after, mesh_, tm.dtype);
-    if (bucketed && is_communicating(st.kind)) {
+    const bool member = bucket.bytes > 0 && is_communicating(st.kind) &&
+                        (!bucket.gathers_only || st.kind == CollectiveKind::AllGather);
+    if (member) {
       // One collective of the bucket carries this tensor: the bucket pays the fixed cost
       // (a byte's worth of collective: its latency) once, each member its share by bytes.
+      const double bucket_bytes = static_cast<double>(bucket.bytes);
       const double fixed = cm_.run_seconds(st.kind, run.lo_dim, run.hi_dim, st.reduce, 1, 1, mesh_, tm.dtype);
-      const double share = std::min(1.0, std::max(before, after) / static_cast<double>(bucket_bytes_));
+      const double share = std::min(1.0, std::max(before, after) / bucket_bytes);
       seconds -= (1 - share) * std::min(fixed, seconds);
       // A tensor smaller than a bucket shares one and is copied into its flat buffer (one
       // that fills a bucket is reduced alone, in place): unpriced, the copies of llama's
       // gradients were 8-10 ms a step on the 4-rank CPU mesh (docs/benchmarks_log.md).
-      if (before < static_cast<double>(bucket_bytes_)) seconds += cm_.bucket_copy_seconds(before);
+      // A gathered member is its column of every rank's row: one more copy out, of its
+      // gathered bytes (bucketing.py's _merge).
+      if (before < bucket_bytes) {
+        seconds += cm_.bucket_copy_seconds(before);
+        if (st.kind == CollectiveKind::AllGather) seconds += cm_.bucket_copy_seconds(after);
+      }
     }
     return seconds;
   };
@@ -660,13 +671,31 @@ static std::vector<char> gradient_tails(const Graph& g) {
   return tail;
 }
 
+BucketShare input_bucket(const Graph& g, const CostTables& t, int v, const TensorRef& r) {
+  if (t.bucket_bytes <= 0) return {};
+  // A reduction into a parameter's gradient is bucketed with the others (gradient_tails);
+  // a one-element value (a loss, its count, an auxiliary loss) is moved once per spec and
+  // its reductions travel in one bucket with the others ready with it (_spmd.py's small
+  // moves, bucketing.py): each reader pays a share of that collective.
+  if (t.bucketed_inputs.at(static_cast<size_t>(v)) != 0 || g.meta(r).numel() == 1) return {t.bucket_bytes, false};
+  // A parameter's gather travels in its unit's bucket (gather_units.h).
+  const int64_t unit = t.gather_buckets.at(static_cast<size_t>(r.node));
+  if (unit > 0) return {unit, true};
+  return {};
+}
+
+BucketShare sink_bucket(const CostTables& t, const OutputSink& s) {
+  return s.bucketed() && t.bucket_bytes > 0 ? BucketShare{t.bucket_bytes, false} : BucketShare{};
+}
+
 void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat, const CostModel& cm,
                        const BoundaryPolicy& policy, std::optional<int64_t> memory_limit, bool materialize_edges,
                        CostTables& t) {
   if (!known_like(policy.like))
     throw InvalidArgument("like: expected '', 'ddp', 'fsdp2' or 'tp', got '" + policy.like + "'");
-  t.redist.set_bucket_bytes(policy.bucket_bytes);
+  t.bucket_bytes = policy.bucket_bytes;
   t.bucketed_inputs = policy.train ? gradient_tails(g) : std::vector<char>(g.nodes.size(), 0);
+  t.gather_buckets = gather_bucket_bytes(g, policy.bucket_bytes);
   const int n = static_cast<int>(g.nodes.size());
   t.problem.name = "plan";
   std::vector<SpecIds> ids(n);
@@ -702,11 +731,7 @@ void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat,
       const bool gradient_under_tp = under_tp && t.bucketed_inputs[static_cast<size_t>(v)] != 0;
       const InputEdgeRule edge_rule =
           local_under_like(policy, g, as_read, r) || gradient_under_tp ? InputEdgeRule::AsProduced : rule;
-      // A one-element value (a loss, its count, an auxiliary loss) is moved once per spec
-      // and its reductions travel in one bucket with the others ready with it (_spmd.py's
-      // small moves, bucketing.py): each reader pays a share of that collective.
-      const bool bucketed = t.bucketed_inputs[static_cast<size_t>(v)] != 0 || g.meta(r).numel() == 1;
-      edges.add(r.node, v, edges.matrices().get(t.redist.meta_id(g.meta(r), bucketed), src, dst, edge_rule));
+      edges.add(r.node, v, edges.matrices().get(t.redist.meta_id(g.meta(r), input_bucket(g, t, v, r)), src, dst, edge_rule));
     }
   }
   solver::trace("tables: edges (%lld computed redistribution costs)", (long long)t.redist.size());

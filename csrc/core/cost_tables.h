@@ -74,7 +74,8 @@ struct BoundaryPolicy {
   // The runtime's gradient bucket cap in bytes (parallelize's bucket_cap_mb, DDP's
   // name; 0: no buckets). Gradients are reduced in buckets of up to this many bytes,
   // so a gradient's reduction pays its share of one collective's fixed cost, by bytes,
-  // not a fixed cost of its own (RedistCostCache::meta_id's `bucketed`).
+  // not a fixed cost of its own (RedistCostCache::meta_id's `bucket`); parameter
+  // gathers travel in per-unit buckets of at most this many bytes (gather_units.h).
   int64_t bucket_bytes = 25 << 20;
 };
 
@@ -83,21 +84,29 @@ const std::vector<std::string>& like_plans();
 // Whether `like` is "" (no restriction) or one of like_plans().
 bool known_like(const std::string& like);
 
+// How the runtime issues the collectives on one edge: alone (bytes 0), or as members of a
+// bucket of `bytes` (bucketing.py). `gathers_only`: only its all-gathers are bucketed (a
+// parameter's gather joins its unit's bucket; anything else it needs is issued alone).
+struct BucketShare {
+  int64_t bytes = 0;
+  bool gathers_only = false;
+};
+
 // Redistribution time between specs of one tensor meta, cached. Specs and
 // metas are interned to small integers so edge loops touch no strings.
 class RedistCostCache {
  public:
   RedistCostCache(const CostModel& cm, const Mesh& mesh) : cm_(cm), mesh_(mesh) {}
   int spec_id(const PlacementSpec& s);
-  // `bucketed`: the tensor's collectives are merged into buckets of bucket_bytes
-  // (set_bucket_bytes) with others of their kind, as the runtime does with gradient
-  // reductions: each pays latency x min(1, bytes / bucket_bytes) instead of the whole
-  // latency. A bucketed meta is a meta of its own (its own cost rows and matrices).
-  int meta_id(const TensorMeta& t, bool bucketed = false);
-  void set_bucket_bytes(int64_t bytes) { bucket_bytes_ = bytes; }
+  // `bucket`: the tensor's collectives travel in a bucket of that many bytes with others
+  // of their kind (gradient reductions, parameter gathers per unit): each pays the
+  // collective's latency x min(1, bytes / bucket.bytes) instead of the whole latency, and
+  // the copies into and out of the bucket's flat buffer. A bucketed meta is a meta of its
+  // own (its own cost rows and matrices).
+  int meta_id(const TensorMeta& t, BucketShare bucket = {});
   solver::Cost get(int meta, int src, int dst);
-  solver::Cost get(const TensorMeta& t, const PlacementSpec& src, const PlacementSpec& dst, bool bucketed = false) {
-    return get(meta_id(t, bucketed), spec_id(src), spec_id(dst));
+  solver::Cost get(const TensorMeta& t, const PlacementSpec& src, const PlacementSpec& dst, BucketShare bucket = {}) {
+    return get(meta_id(t, bucket), spec_id(src), spec_id(dst));
   }
   // Bytes of the largest local shard of meta `meta` under spec `spec`, cached.
   int64_t shard_bytes(int meta, int spec) { return local_bytes(meta, table(meta), spec); }
@@ -111,8 +120,7 @@ class RedistCostCache {
   std::unordered_map<uint64_t, int> packed_ids_;  // specs that pack into one integer (cost_tables.cpp)
   std::vector<PlacementSpec> specs_;
   std::vector<TensorMeta> metas_;
-  std::vector<char> bucketed_;  // by meta id
-  int64_t bucket_bytes_ = 0;
+  std::vector<BucketShare> bucket_;  // by meta id
   // Per meta, a dense table over the specs seen with that meta: edge loops
   // look up tens of millions of pairs on 3-D meshes, and a hash lookup per
   // pair was most of the table build. -1 marks a pair (or bytes) not computed yet.
@@ -178,6 +186,9 @@ struct CostTables {
   // By IR node: its input's value only becomes parameter gradients (gradient_tails in
   // cost_tables.cpp), so a reduction on the edge into it is bucketed with theirs.
   std::vector<char> bucketed_inputs;
+  // By IR node: a parameter as read, the bytes of its gather unit's bucket (gather_units.h).
+  std::vector<int64_t> gather_buckets;
+  int64_t bucket_bytes = 0;  // BoundaryPolicy::bucket_bytes
   RedistCostCache redist;
   // Counts for benchmarks (also without dense matrices, see build_only).
   int64_t edge_count = 0;
@@ -189,6 +200,12 @@ struct CostTables {
 // Builds every table. With `materialize_edges` false the edge matrices are
 // only counted (3-D/4-D meshes: gigabytes), for benchmarks of this stage.
 // Throws InvalidArgument for fixed parameters that are unknown or do not fit.
+// How the runtime issues the collectives on the edge from `r` into IR node `v`, and on the
+// way into a graph output's sink: the solver's edges and the plan's summary both price them
+// with these, so the two agree.
+BucketShare input_bucket(const Graph& g, const CostTables& t, int v, const TensorRef& r);
+BucketShare sink_bucket(const CostTables& t, const OutputSink& s);
+
 void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strategies, const CostModel& cm,
                        const BoundaryPolicy& policy, std::optional<int64_t> memory_limit, bool materialize_edges,
                        CostTables& out);

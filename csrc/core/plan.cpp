@@ -60,8 +60,7 @@ Plan make_plan(const Graph& g, const std::vector<NodeStrategies>& strat, CostTab
     for (size_t k = 0; k < g.nodes[i].tensor_inputs.size(); ++k) {
       const TensorRef& r = g.nodes[i].tensor_inputs[k];
       const PlacementSpec& from = chosen(r.node).outputs[r.output];
-      const bool bucketed = t.bucketed_inputs.at(static_cast<size_t>(i)) != 0;
-      const double seconds = to_seconds(t.redist.get(g.meta(r), from, pn.strategy.inputs[k], bucketed));
+      const double seconds = to_seconds(t.redist.get(g.meta(r), from, pn.strategy.inputs[k], input_bucket(g, t, i, r)));
       pn.comm_s += seconds;
       if (from != pn.strategy.inputs[k])
         pn.redistributions.push_back(PlannedRedistribution{static_cast<int>(k), r.node, from, pn.strategy.inputs[k],
@@ -95,7 +94,7 @@ Plan make_plan(const Graph& g, const std::vector<NodeStrategies>& strat, CostTab
     const OutputSink& sink = t.sinks[s];
     const PlacementSpec& dst = sink.specs.at(sol[sink.problem_node]);
     const PlacementSpec& from = chosen(sink.ref.node).outputs[sink.ref.output];
-    const double seconds = to_seconds(t.redist.get(g.meta(sink.ref), from, dst, sink.bucketed()));
+    const double seconds = to_seconds(t.redist.get(g.meta(sink.ref), from, dst, sink_bucket(t, sink)));
     out.comm_s += seconds;
     if (from != dst)
       out.redistributions.push_back(PlannedRedistribution{static_cast<int>(out.strategy.inputs.size()), sink.ref.node,

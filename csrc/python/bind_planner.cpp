@@ -12,6 +12,7 @@
 #include "core/plan_fingerprint.h"
 #include "core/plan_json.h"
 #include "core/collective_buckets.h"
+#include "core/gather_units.h"
 #include "core/cost_tables.h"
 #include "core/overlap_schedule.h"
 #include "core/placement.h"
@@ -271,6 +272,13 @@ void bind_planner(py::module_& m) {
       "Per node, the bucket its collective shares with others (-1: none), for a graph described as overlap_order's "
       "(core/collective_buckets.h). keys: per start its compatibility class (-1: never bucketed). "
       "first_cap_bytes: per key, the cap of its first bucket (0: cap_bytes).");
+  m.attr("SMALL_UNIT_BYTES") = kSmallUnitBytes;
+  m.def("gather_unit", &gather_unit, py::arg("fqn"),
+        "The unit a parameter is gathered with: its FQN up to the first list index, else its module "
+        "(core/gather_units.h).");
+  m.def("small_unit_groups", &small_unit_groups, py::arg("unit_bytes"),
+        "Units' bytes in first-use order -> per unit the index of the first unit of its bucket: a unit joins the "
+        "bucket before it when either is under SMALL_UNIT_BYTES (core/gather_units.h).");
 }
 
 }  // namespace tlm::pybind

@@ -98,9 +98,9 @@ TEST(RedistCostCache, ABucketedReductionPaysItsShareOfOneCollectivesLatencyByByt
   const TensorMeta small{{256, 256}, DType::Float32}, big{{4096, 4096}, DType::Float32};  // 256 KiB, 64 MiB
   const double bucket = 25 << 20;
   RedistCostCache cache(cm, mesh);
-  cache.set_bucket_bytes(static_cast<int64_t>(bucket));
   auto bucketed = [&](const TensorMeta& t) {
-    return cache.get(cache.meta_id(t, true), cache.spec_id(partial), cache.spec_id(rep));
+    return cache.get(cache.meta_id(t, BucketShare{static_cast<int64_t>(bucket), false}), cache.spec_id(partial),
+                     cache.spec_id(rep));
   };
   const double latency = cm.collective_seconds(CollectiveKind::AllReduce, mesh, 0, 1);
   ASSERT_GT(latency, 0);
@@ -113,9 +113,34 @@ TEST(RedistCostCache, ABucketedReductionPaysItsShareOfOneCollectivesLatencyByByt
   EXPECT_LT(bucketed(small), cache.get(small, partial, rep));
   EXPECT_EQ(bucketed(big), cache.get(big, partial, rep));  // 64 MiB fills a bucket of its own
 
-  RedistCostCache unbucketed(cm, mesh);  // bucket_bytes 0: the runtime merges nothing
-  EXPECT_EQ(unbucketed.get(unbucketed.meta_id(small, true), unbucketed.spec_id(partial), unbucketed.spec_id(rep)),
+  // A bucket of 0 bytes is none: the runtime merges nothing.
+  EXPECT_EQ(cache.get(cache.meta_id(small, BucketShare{0, false}), cache.spec_id(partial), cache.spec_id(rep)),
             to_cost(whole));
+}
+
+TEST(RedistCostCache, AParameterGatherPaysItsShareOfItsUnitsBucketAndBothCopies) {
+  // A parameter gathered in its unit's bucket of U bytes: latency x gathered bytes / U, its
+  // shard copied into the flat buffer and its column copied out (bucketing.py's _merge).
+  // Only gathers join that bucket: a parameter's other collectives are priced alone.
+  const CostModel cm = make_cost_model("H100");
+  const Mesh mesh = make_mesh({8});
+  const PlacementSpec shard0{Placement::shard(0)}, shard1{Placement::shard(1)}, rep{Placement::replicate()};
+  const TensorMeta w{{256, 256}, DType::Float32};  // 256 KiB gathered
+  const double unit = 4 << 20;
+  RedistCostCache cache(cm, mesh);
+  const int member = cache.meta_id(w, BucketShare{static_cast<int64_t>(unit), true});
+  const double whole = cm.redistribute_seconds(w, mesh, shard0, rep);
+  const double latency = cm.collective_seconds(CollectiveKind::AllGather, mesh, 0, 1);
+  ASSERT_GT(latency, 0);
+  const double copies = cm.bucket_copy_seconds(256.0 * 1024 / 8) + cm.bucket_copy_seconds(256.0 * 1024);
+  EXPECT_NEAR(to_seconds(cache.get(member, cache.spec_id(shard0), cache.spec_id(rep))),
+              whole - (1 - 256.0 * 1024 / unit) * latency + copies, 1e-9);
+  EXPECT_LT(cache.get(member, cache.spec_id(shard0), cache.spec_id(rep)), cache.get(w, shard0, rep));
+  EXPECT_EQ(cache.get(member, cache.spec_id(shard0), cache.spec_id(shard1)), cache.get(w, shard0, shard1));
+  // The same gather in a smaller unit's bucket pays a larger share.
+  const int small_unit = cache.meta_id(w, BucketShare{static_cast<int64_t>(unit / 4), true});
+  EXPECT_GT(cache.get(small_unit, cache.spec_id(shard0), cache.spec_id(rep)),
+            cache.get(member, cache.spec_id(shard0), cache.spec_id(rep)));
 }
 
 }  // namespace

@@ -80,3 +80,21 @@ TEST(PlanReport, ExplainPricesTheChosenStrategyAsThePlanDoes) {
   EXPECT_THROW(explain_node(g, plan, cm, 6, StrategyOptions{}, 2, true), InvalidArgument);  // the output node
   EXPECT_THROW(explain_node(g, plan, cm, -1, StrategyOptions{}, 2, true), InvalidArgument);
 }
+
+TEST(PlanReport, TheSummaryPricesEveryEdgeAsTheSolverDid) {
+  // FSDP2's plan: the parameter is sharded and gathered for each read, in its unit's bucket
+  // (gather_units.h), and the loss is one element: the summary must price those edges with
+  // the solver's bucket shares, or it reports a cost of a plan the solver did not choose.
+  Graph g = read_graph(training_graph(1024, "[4]"));
+  PlanOptions opt;
+  opt.like = "fsdp2";
+  Plan plan = plan_graph(g, opt);
+  bool gathered = false;
+  for (const PlannedNode& n : plan.nodes)
+    for (const PlannedRedistribution& r : n.redistributions)
+      gathered = gathered || (r.producer == 0 && !r.collectives.empty());
+  EXPECT_TRUE(gathered);
+  const auto& p = plan.summary.solver_progress;
+  ASSERT_FALSE(p.empty());
+  EXPECT_NEAR(p.back().cost, plan.summary.estimated_step_s, 1e-9 * plan.summary.estimated_step_s + 1e-12);
+}

@@ -59,20 +59,15 @@ DEFAULT_BUCKET_BYTES = DEFAULT_BUCKET_CAP_MB * 2**20
 # last layers' gradients are reduced while the rest of backward runs, instead of every
 # gradient of a small model waiting for one bucket at the end.
 FIRST_BUCKET_BYTES = 2**20
-# A gather unit below this many bytes shares a neighbour's bucket (_units): under it a
-# collective's fixed cost outweighs its bytes (NCCL's latency at ~100 GB/s is worth ~1 MB;
-# gloo's more), and holding it gathered a little longer costs nothing that matters.
-SMALL_UNIT_BYTES = 2**20
+# A gather unit below this many bytes shares a neighbour's bucket (_units; the rule and its
+# reason: core/gather_units.h, which the cost model prices gathers with too).
+SMALL_UNIT_BYTES = _C.SMALL_UNIT_BYTES
 
 
 def gather_unit(fqn: str) -> str:
     """The unit whose parameters are gathered together: the FQN up to its first list index
     (a ModuleList / Sequential item: a transformer block), else the parameter's module."""
-    parts = fqn.split(".")
-    for i, p in enumerate(parts[:-1]):
-        if p.isdigit():
-            return ".".join(parts[: i + 1])
-    return ".".join(parts[:-1])
+    return _C.gather_unit(fqn)
 
 
 # What lies between a parameter and its gather: views and copies, and on a rank whose shard
@@ -156,13 +151,9 @@ def _units(nodes, params: dict, grad_params: dict) -> dict:
             sizes[unit] = sizes.get(unit, 0) + nbytes
     label = {}
     for kind, sizes in order.items():
-        group, group_bytes = None, 0
-        for unit, nbytes in sizes.items():
-            if group is not None and (nbytes < SMALL_UNIT_BYTES or group_bytes < SMALL_UNIT_BYTES):
-                group_bytes += nbytes
-            else:
-                group, group_bytes = unit, nbytes
-            label[(kind, unit)] = group
+        units = list(sizes)
+        for unit, first in zip(units, _C.small_unit_groups(list(sizes.values()))):
+            label[(kind, unit)] = units[first]
     return {n: label[k] for n, k in unit_of.items()}
 
 
