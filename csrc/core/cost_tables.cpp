@@ -579,8 +579,9 @@ solver::Cost RedistCostCache::price(int meta, MetaTable& t, int src, int dst) {
       // that fills a bucket is reduced alone, in place): unpriced, the copies of llama's
       // gradients were 8-10 ms a step on the 4-rank CPU mesh (docs/benchmarks_log.md).
       // A gathered member is its column of every rank's row: one more copy out, of its
-      // gathered bytes (bucketing.py's _merge).
-      if (before < bucket_bytes) {
+      // gathered bytes (bucketing.py's _merge). A bucket counts a member by the larger of
+      // its input and output, as the runtime does.
+      if (share < 1) {
         seconds += cm_.bucket_copy_seconds(before);
         if (st.kind == CollectiveKind::AllGather) seconds += cm_.bucket_copy_seconds(after);
       }

@@ -141,6 +141,10 @@ TEST(RedistCostCache, AParameterGatherPaysItsShareOfItsUnitsBucketAndBothCopies)
   const int small_unit = cache.meta_id(w, BucketShare{static_cast<int64_t>(unit / 4), true});
   EXPECT_GT(cache.get(small_unit, cache.spec_id(shard0), cache.spec_id(rep)),
             cache.get(member, cache.spec_id(shard0), cache.spec_id(rep)));
+  // Gathered, it fills a bucket of 128 KiB by itself (though its shard does not): issued
+  // alone, no copies.
+  const int filled = cache.meta_id(w, BucketShare{128 << 10, true});
+  EXPECT_EQ(cache.get(filled, cache.spec_id(shard0), cache.spec_id(rep)), cache.get(w, shard0, rep));
 }
 
 }  // namespace
