@@ -20,11 +20,6 @@ solver::Cost to_cost(double seconds) {
 
 namespace {
 
-// A parameter or buffer input of the graph (the module's state).
-bool is_state(const IrNode& node) {
-  return node.op == "placeholder" && (node.role == "param" || node.role == "buffer");
-}
-
 solver::Cost add_cost(solver::Cost a, solver::Cost b) {
   if (a == solver::kInfiniteCost || b == solver::kInfiniteCost) return solver::kInfiniteCost;
   return a + b;
@@ -615,27 +610,14 @@ bool known_like(const std::string& like) {
 }
 
 namespace {
-// Per node: whether its value is a parameter or buffer as a module reads it -- the state
-// itself, or a chain of single-input ops on it (the transpose a Linear takes, a
-// mixed-precision cast).
-std::vector<char> state_as_read(const Graph& g) {
-  std::vector<char> out(g.nodes.size(), 0);
-  for (size_t v = 0; v < g.nodes.size(); ++v) {
-    const IrNode& node = g.nodes[v];
-    out[v] = is_state(node) ||
-             (node.op != "placeholder" && node.tensor_inputs.size() == 1 && out[static_cast<size_t>(node.tensor_inputs[0].node)]);
-  }
-  return out;
-}
-
 // Under a torch plan (BoundaryPolicy::like) the edge from `r` may not communicate. Under a
 // data-parallel plan: it carries an activation (not a parameter or buffer) of more than one
-// element. Under "tp": it carries a parameter or buffer as read (state_as_read), so each
+// element. Under "tp": it carries a parameter or buffer as read (state_read_roots), so each
 // is used where it is kept.
-bool local_under_like(const BoundaryPolicy& policy, const Graph& g, const std::vector<char>& as_read,
+bool local_under_like(const BoundaryPolicy& policy, const Graph& g, const std::vector<int>& state_roots,
                       const TensorRef& r) {
   if (policy.like.empty()) return false;
-  if (policy.like == "tp") return as_read[static_cast<size_t>(r.node)] != 0;
+  if (policy.like == "tp") return state_roots[static_cast<size_t>(r.node)] >= 0;
   return !is_state(g.nodes[r.node]) && g.meta(r).numel() > 1;
 }
 }  // namespace
@@ -720,7 +702,7 @@ void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat,
   // Edges: redistribution from each producer's output spec to each consumer's input spec.
   EdgeBuilder edges(t, materialize_edges);
   const bool under_tp = policy.like == "tp";
-  const std::vector<char> as_read = under_tp ? state_as_read(g) : std::vector<char>();
+  const std::vector<int> state_roots = under_tp ? state_read_roots(g) : std::vector<int>();
   for (int v = 0; v + 1 < n; ++v) {
     const IrNode& node = g.nodes[v];
     const InputEdgeRule rule = input_edge_rule(node);
@@ -731,7 +713,7 @@ void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strat,
       // only becomes a parameter's gradient (its transpose, a cast) reads it where it was made.
       const bool gradient_under_tp = under_tp && t.bucketed_inputs[static_cast<size_t>(v)] != 0;
       const InputEdgeRule edge_rule =
-          local_under_like(policy, g, as_read, r) || gradient_under_tp ? InputEdgeRule::AsProduced : rule;
+          local_under_like(policy, g, state_roots, r) || gradient_under_tp ? InputEdgeRule::AsProduced : rule;
       edges.add(r.node, v, edges.matrices().get(t.redist.meta_id(g.meta(r), input_bucket(g, t, v, r)), src, dst, edge_rule));
     }
   }

@@ -197,15 +197,15 @@ struct CostTables {
   CostTables(const CostModel& cm, const Mesh& mesh) : redist(cm, mesh) {}
 };
 
-// Builds every table. With `materialize_edges` false the edge matrices are
-// only counted (3-D/4-D meshes: gigabytes), for benchmarks of this stage.
-// Throws InvalidArgument for fixed parameters that are unknown or do not fit.
 // How the runtime issues the collectives on the edge from `r` into IR node `v`, and on the
 // way into a graph output's sink: the solver's edges and the plan's summary both price them
 // with these, so the two agree.
 BucketShare input_bucket(const Graph& g, const CostTables& t, int v, const TensorRef& r);
 BucketShare sink_bucket(const CostTables& t, const OutputSink& s);
 
+// Builds every table. With `materialize_edges` false the edge matrices are
+// only counted (3-D/4-D meshes: gigabytes), for benchmarks of this stage.
+// Throws InvalidArgument for fixed parameters that are unknown or do not fit.
 void build_cost_tables(const Graph& g, const std::vector<NodeStrategies>& strategies, const CostModel& cm,
                        const BoundaryPolicy& policy, std::optional<int64_t> memory_limit, bool materialize_edges,
                        CostTables& out);

@@ -7,10 +7,6 @@
 namespace tlm {
 namespace {
 
-bool is_state(const IrNode& node) {
-  return node.op == "placeholder" && (node.role == "param" || node.role == "buffer");
-}
-
 // Adds one redistribution to `into`; marks the alternative impossible when DTensor refuses it.
 void add_move(const CostModel& cm, const Mesh& mesh, const TensorMeta& t, const PlacementSpec& from,
               const PlacementSpec& to, const std::string& where, Alternative& alt, double& into) {

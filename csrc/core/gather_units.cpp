@@ -70,14 +70,10 @@ std::vector<int64_t> gather_bucket_bytes(const Graph& g, int64_t cap_bytes) {
     bucket_of_unit[static_cast<size_t>(order[k])] = std::min(cap_bytes, group_bytes[static_cast<size_t>(group[k])]);
   // A parameter as read: the parameter, or a single-input op on one (the runtime gathers
   // through views and casts, bucketing.py's _source_param).
-  std::vector<int> root(g.nodes.size(), -1);
+  const std::vector<int> roots = state_read_roots(g);
   for (size_t v = 0; v < g.nodes.size(); ++v) {
-    const IrNode& node = g.nodes[v];
-    if (unit_of[v] >= 0)
-      root[v] = unit_of[v];
-    else if (node.op != "placeholder" && node.tensor_inputs.size() == 1)
-      root[v] = root[static_cast<size_t>(node.tensor_inputs[0].node)];
-    if (root[v] >= 0) out[v] = bucket_of_unit[static_cast<size_t>(root[v])];
+    const int unit = roots[v] < 0 ? -1 : unit_of[static_cast<size_t>(roots[v])];
+    if (unit >= 0) out[v] = bucket_of_unit[static_cast<size_t>(unit)];
   }
   return out;
 }

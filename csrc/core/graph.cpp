@@ -110,4 +110,20 @@ Graph read_graph(const json::Value& doc) {
 
 Graph read_graph(const std::string& text) { return read_graph(json::parse(text)); }
 
+bool is_state(const IrNode& node) {
+  return node.op == "placeholder" && (node.role == "param" || node.role == "buffer");
+}
+
+std::vector<int> state_read_roots(const Graph& g) {
+  std::vector<int> root(g.nodes.size(), -1);
+  for (size_t v = 0; v < g.nodes.size(); ++v) {
+    const IrNode& node = g.nodes[v];
+    if (is_state(node))
+      root[v] = static_cast<int>(v);
+    else if (node.op != "placeholder" && node.tensor_inputs.size() == 1)
+      root[v] = root[static_cast<size_t>(node.tensor_inputs[0].node)];
+  }
+  return root;
+}
+
 }  // namespace tlm

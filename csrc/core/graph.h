@@ -68,6 +68,14 @@ struct Graph {
 Graph read_graph(const json::Value& doc);
 Graph read_graph(const std::string& text);
 
+// A parameter or buffer input of the graph (the module's state).
+bool is_state(const IrNode& node);
+
+// Per node: the state placeholder whose value it is as a module reads it -- the state itself,
+// or a chain of single-input ops on it (the transpose a Linear takes, a mixed-precision
+// cast); -1 for any other node.
+std::vector<int> state_read_roots(const Graph& g);
+
 // Collects tensor references in a JSON argument value, depth first.
 void collect_tensor_refs(const json::Value& arg, std::vector<TensorRef>& out);
 bool is_tensor_ref(const json::Value& arg);

@@ -16,10 +16,6 @@ int64_t shard_bytes(const TensorMeta& t, const Mesh& mesh, const PlacementSpec& 
   return n;
 }
 
-bool is_state(const IrNode& node) {
-  return node.op == "placeholder" && (node.role == "param" || node.role == "buffer");
-}
-
 }  // namespace
 
 MemoryEstimate estimate_memory(const Graph& g, const std::vector<OpStrategy>& chosen, int optimizer_states,
