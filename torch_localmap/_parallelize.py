@@ -70,6 +70,7 @@ class _Options:
     recompute: object = False  # True: the solver may recompute values backward reads; "full" / "selective": AC modes
     plan_cache_size: int = 16  # planned call signatures kept (least recently used dropped first)
     replan_tolerance: float = 0.05  # a call at new sizes solves afresh only if that is this much cheaper
+    replicated_state: str = "plain"  # state a plan replicates whole: "plain" tensors (DDP's) or "dtensor"
 
 
 @dataclasses.dataclass
@@ -121,7 +122,7 @@ class ParallelModule(nn.Module):
         self._plans = PlanCache(options.plan_cache_size)  # planned call signatures (_plan_cache.py)
         self._last: _Compiled | None = None
         self._distributed = False
-        self._plain_state = False  # like="ddp": plain replicated parameters and buffers (_distribute_state)
+        self._plain_state = False  # state the plan replicates whole is held plain (_distribute_state)
         self.register_load_state_dict_pre_hook(_full_tensors_as_shards)
 
     def __getattr__(self, name: str):
@@ -203,7 +204,7 @@ class ParallelModule(nn.Module):
         """This rank's program inputs for a call: local shards of the state and the inputs."""
         inputs, state = [], []
         for kind, what in c.sources:
-            if kind in ("param", "buffer"):  # plain tensors under like="ddp" (_distribute_state)
+            if kind in ("param", "buffer"):  # plain where the plan replicates all state (_distribute_state)
                 owner, leaf = c.state_owners[what]
                 # Read where the owner keeps it now: a parameter or buffer replaced on its
                 # module (load_state_dict(assign=True), _set_buffer) is the one used.
@@ -319,13 +320,17 @@ class ParallelModule(nn.Module):
 
     def _distribute_state(self, plan: Plan) -> None:
         """Parameters and buffers become DTensors in the planned placements (every alias of a
-        tied weight points at the same DTensor). Under like="ddp", unless fixed_params shards
-        some of them, they stay plain tensors as DDP's are, made equal on every rank: a plain
-        parameter spares each optimizer kernel DTensor's dispatch and each step the
-        per-parameter to_local (docs/benchmarks_log.md, issue 30)."""
+        tied weight points at the same DTensor). Where the plan replicates all of them (DDP's
+        plan, whether the planner chose it or like="ddp" asked for it) they stay plain tensors
+        as DDP's are, made equal on every rank: a plain parameter spares each optimizer kernel
+        DTensor's dispatch and each step the per-parameter to_local and gradient wrapping
+        (the MoE's step on 4 CPU ranks: 56.4 ms on DTensor state, 49.7 ms plain;
+        docs/benchmarks_log.md, issue 30); replicated_state="dtensor" keeps DTensors. A later
+        plan keeps the state where this one put it, so a module's state is either all plain or
+        all DTensors."""
         placements = {name: spec_to_placements(spec, mesh_ndim=self.mesh.ndim)
                       for name, spec in plan.state_placements().items()}
-        self._plain_state = self._options.like == "ddp" and all(
+        self._plain_state = self._options.replicated_state == "plain" and all(
             p.is_replicate() for placement in placements.values() for p in placement)
         for name, placement in placements.items():
             p_or_b = _get_tensor(self, name)
@@ -360,7 +365,7 @@ class ParallelModule(nn.Module):
         if isinstance(old, DTensor):
             new = DTensor.from_local(local, self.mesh, old.placements, run_check=False, shape=old.shape,
                                      stride=old.stride())
-        else:  # like="ddp": the state is plain and replicated
+        else:  # the plan replicates all state: it is plain
             new = local
         for root in (self, self._model):
             for alias in _aliases(root, old):
@@ -521,10 +526,13 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
                 reshard_after_forward=None, overlap=None, optimizer_states=2, plan=None,
                 like=None, bucket_cap_mb=DEFAULT_BUCKET_CAP_MB, plan_cache_size=16,
                 replan_tolerance=0.05, measure_candidates=0, measure_steps=3, recompute=False,
-                optimizer_impl=None) -> ParallelModule:
+                optimizer_impl=None, replicated_state="plain") -> ParallelModule:
     """Plans `model(*example_args, **example_kwargs)` on `mesh` and returns the parallel
-    module. Parameters and buffers become DTensors in the planned placements; every rank must
-    call this with the same model state and example arguments.
+    module. Parameters and buffers become DTensors in the planned placements -- unless the
+    plan replicates every one of them (DDP's plan): then they stay plain tensors, the same on
+    every rank, as DDP's are, and the optimizer runs without DTensor's dispatch
+    (`replicated_state="dtensor"` keeps them DTensors whatever the plan). Every rank
+    must call this with the same model state and example arguments.
 
     `input_placements` ({argument name or flat index: placements}): those arguments are
     each rank's local shard (a data loader's batch), e.g. {"input_ids": [Shard(0), Replicate()]}.
@@ -567,9 +575,9 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
     `like` ("ddp", "fsdp2" or "tp"): plan exactly as that torch wrapper runs the step -- parameters
     replicated (DDP) or sharded on their first dim over every mesh dim (FSDP2), activations
     kept on the rank whose batch shard made them, parameter gradients reduced -- to compare
-    our runtime with torch's on torch's own plan. Under "ddp" the parameters and buffers stay
-    plain tensors, as DDP's do (rank 0's values broadcast). `fixed_params` still overrides
-    single parameters (then all of them are DTensors). A model with an op that cannot run on
+    our runtime with torch's on torch's own plan. Under "ddp" the parameters and buffers are
+    plain tensors, as DDP's are (rank 0's values broadcast), unless `fixed_params` shards
+    some of them (then all of them are DTensors). A model with an op that cannot run on
     a local batch shard is refused. "tp": as torch's tensor-parallel styles run it, their
     placements given by `fixed_params` (ColwiseParallel: a weight Shard(0); RowwiseParallel:
     Shard(1)) -- every rank the whole batch, each parameter read and its gradient made where
@@ -598,6 +606,7 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
     `"selective"`: torchtitan's activation checkpointing modes as fixed policies instead
     (_ac_policy.py), priced and applied the same way."""
     _check_recompute(recompute)
+    _check_replicated_state(replicated_state)
     if measure_candidates:
         return _parallelize_measured(model, mesh, example_args, example_kwargs, measure_candidates, measure_steps,
                                      dict(device=device, time_limit=time_limit, memory_limit=memory_limit,
@@ -608,7 +617,7 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
                                           optimizer_states=optimizer_states, plan=plan, like=like,
                                           bucket_cap_mb=bucket_cap_mb, plan_cache_size=plan_cache_size,
                                           replan_tolerance=replan_tolerance, recompute=recompute,
-                                          optimizer_impl=optimizer_impl))
+                                          optimizer_impl=optimizer_impl, replicated_state=replicated_state))
     _check_mesh(mesh)
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -630,7 +639,8 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
                        plan=plan, like=_check_like(like),
                        plan_cache_size=_check_count(plan_cache_size, "plan_cache_size", minimum=1),
                        replan_tolerance=_check_fraction(replan_tolerance, "replan_tolerance"),
-                       recompute=recompute)  # checked on entry
+                       recompute=recompute,  # checked on entry
+                       replicated_state=_check_replicated_state(replicated_state))
     pmodel = ParallelModule(model, mesh, options)
     args = example_args if isinstance(example_args, (tuple, list)) else (example_args,)
     pmodel._compiled_for(tuple(args), dict(example_kwargs or {}))  # plans and shards the state; runs nothing
@@ -715,6 +725,13 @@ def _check_like(like):
     if like is not None and like not in plans:
         raise ValueError(f"like: expected one of {plans} or None, got {like!r}")
     return like
+
+
+def _check_replicated_state(value) -> str:
+    if value not in ("plain", "dtensor"):
+        raise ValueError(f"replicated_state: expected 'plain' (state a plan replicates whole stays plain "
+                         f"tensors, as DDP's) or 'dtensor', got {value!r}")
+    return value
 
 
 def _check_fraction(value, name: str) -> float:

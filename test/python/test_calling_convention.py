@@ -7,7 +7,7 @@ import dataclasses
 import torch
 import torch.nn as nn
 
-from dist_utils import make_mesh, run_distributed
+from dist_utils import full_value, make_mesh, run_distributed
 
 
 @dataclasses.dataclass
@@ -60,7 +60,7 @@ def _rank(rank, world_size):
     labels = DTensor.from_local(y, mesh, [Replicate(), Replicate()], run_check=False)
     nn.functional.cross_entropy(out.logits, labels).backward()  # the loss outside the model
     res["s2"] = out.logits.detach().full_tensor()
-    res["grads"] = {k: p.grad.full_tensor() for k, p in pmodel.named_parameters()}
+    res["grads"] = {k: full_value(p.grad) for k, p in pmodel.named_parameters()}
     res["s3"] = pmodel(x, scale=3.0).logits.detach().full_tensor()  # another flag value: a new plan
     logits, aux = pmodel(x, e, as_tuple=True)
     res["tuple"] = (logits.detach().full_tensor(), aux["h"].detach().full_tensor())

@@ -9,7 +9,7 @@ import re
 import pytest
 import torch
 
-from dist_utils import make_mesh, run_distributed
+from dist_utils import full_value, local_value, make_mesh, run_distributed
 from torch_localmap.examples.mlp import make_example
 
 CFG = dict(batch=64, d_in=128, hidden=256, d_out=64, depth=2, dtype=torch.float64)
@@ -118,7 +118,7 @@ def _rank_peak(rank, world, reshard_cases):
         fixed = fixed(model)
         pm = parallelize(model, mesh, (x, y), fixed_params=fixed, time_limit=2.0, **kwargs)
         opt = torch.optim.AdamW(pm.parameters(), lr=1e-3)
-        state = sum(p.to_local().numel() * p.element_size() for p in pm.parameters())
+        state = sum(local_value(p).numel() * p.element_size() for p in pm.parameters())
         with PeakMemory("cpu") as mem:  # two steps: gradients and optimizer state are created in the window
             for _ in range(2):
                 pm(x, y).backward()
@@ -306,7 +306,7 @@ def _rank_saved_lifetimes(rank, world, retain):
     loss = pm(x, y)
     # Storages, not tensor objects (autograd hands out new ones): the activations' memory,
     # those of the parameters (saved for their products) left out.
-    params = {StorageWeakRef(p.to_local().untyped_storage()).cdata for p in pm.parameters()}
+    params = {StorageWeakRef(local_value(p).untyped_storage()).cdata for p in pm.parameters()}
     refs = {r.cdata: r for r in (StorageWeakRef(t.untyped_storage()) for t in _spmd_backward_node(loss).saved_tensors)
             if r.cdata not in params}
     refs = list(refs.values())
@@ -320,12 +320,12 @@ def _rank_saved_lifetimes(rank, world, retain):
 
     with CountAlive() as counter:
         loss.backward(retain_graph=retain)
-    first = {k: p.grad.full_tensor().clone() for k, p in pm.named_parameters()}
+    first = {k: full_value(p.grad).clone() for k, p in pm.named_parameters()}
     second = None
     if retain:  # autograd kept its references: the same backward runs again
         pm.zero_grad(set_to_none=True)
         loss.backward()
-        second = {k: p.grad.full_tensor().clone() for k, p in pm.named_parameters()}
+        second = {k: full_value(p.grad).clone() for k, p in pm.named_parameters()}
     return len(refs), counter.alive, first, second
 
 

@@ -7,7 +7,7 @@ import torch.nn as nn
 from torch.distributed.tensor import Partial, Replicate, Shard
 from torch.distributed.tensor.experimental import local_map as torch_local_map
 
-from dist_utils import make_mesh, run_distributed
+from dist_utils import full_value, make_mesh, run_distributed
 
 SEEN_SHAPES = []
 
@@ -54,7 +54,7 @@ def _rank_step(rank, world_size):
     pmodel = torch_localmap.parallelize(model, make_mesh((2,)), (_x(),), time_limit=2)
     loss = pmodel(_x())
     loss.backward()
-    return float(loss.full_tensor()), {k: p.grad.full_tensor() for k, p in pmodel.named_parameters()}
+    return float(loss.full_tensor()), {k: full_value(p.grad) for k, p in pmodel.named_parameters()}
 
 
 def test_torch_local_map_region_trains_like_one_process():

@@ -441,7 +441,8 @@ def test_measure_candidates_keeps_the_fastest_measured_plan_and_trains_like_one_
     assert f"kept: {m['kept']}" in results[0]["report"] and "measured" in results[0]["report"]
     assert results[0]["model_is_module"]  # the kept plan was applied to the user's model itself
     assert all(r["compiled"] == compile for r in results)
-    assert results[0]["dtensor_params"] == (m["kept"] != "like=ddp")  # DDP's plan keeps DDP's plain parameters
+    # a plan that replicates every parameter (DDP's) holds them plain, as DDP does
+    assert results[0]["dtensor_params"] == (set(results[0]["placements"].values()) != {"R"}), results[0]
     for r in results:
         torch.testing.assert_close(r["loss"], ref_loss, **TOL)
         for k, g in ref_grads.items():
@@ -463,7 +464,10 @@ def _rank_measured_on_a_layout(rank, world):
     # The kept plan, saved and applied to the 1-D mesh again, runs on the same layout, unsolved.
     again = parallelize(_example()[0], make_mesh((world,)), (x, y), device="cpu", plan=pm.plan)
     return {"loss": loss.full_tensor().detach(), "grads": _grads(pm), "m": pm.plan.measurements,
-            "mesh": tuple(pm.mesh.shape), "param_meshes": {tuple(p.device_mesh.shape) for p in pm.parameters()},
+            "mesh": tuple(pm.mesh.shape),
+            # a plan replicating every parameter holds them plain (replicated_state)
+            "param_meshes": {tuple(p.device_mesh.shape) if hasattr(p, "device_mesh") else "plain"
+                             for p in pm.parameters()},
             "again": (tuple(again.mesh.shape), again.plan.param_placements() == pm.plan.param_placements(),
                       again(x, y).full_tensor().detach())}
 
@@ -482,7 +486,7 @@ def test_measure_candidates_tries_the_planner_on_each_layout_of_a_1d_mesh():
     assert [c["candidate"] for c in m["candidates"]][-1] == "planned on 2x2", m
     assert m["kept"] == "planned on 2x2" and m["kept_layout"] == [2, 2] and m["kept_like"] is None, m
     for r in results:
-        assert r["mesh"] == (2, 2) and r["param_meshes"] == {(2, 2)}, r
+        assert r["mesh"] == (2, 2) and r["param_meshes"] in ({(2, 2)}, {"plain"}), r
         assert r["again"][:2] == ((2, 2), True), r["again"]
         torch.testing.assert_close(r["again"][2], ref_loss, **TOL)
         torch.testing.assert_close(r["loss"], ref_loss, **TOL)
@@ -561,38 +565,52 @@ def test_measure_candidates_arguments_are_checked():
         parallelize(model, mesh, (x, y), measure_candidates=2, like="ddp")
 
 
-def _rank_replicated_state(rank, world):
+def _rank_replicated_state(rank, world, replicated_state):
     from torch.distributed.tensor import Replicate
     from torch_localmap import parallelize
 
     model, (x, y) = _example()
     fixed = {k: [Replicate()] for k, _ in model.named_parameters()}
-    pm = parallelize(model, make_mesh((world,)), (x, y), device="cpu", time_limit=2.0, fixed_params=fixed)
+    pm = parallelize(model, make_mesh((world,)), (x, y), device="cpu", time_limit=2.0, fixed_params=fixed,
+                     replicated_state=replicated_state)
     opt = torch.optim.AdamW(pm.parameters(), lr=1e-2)
     for _ in range(2):
         opt.zero_grad()
         pm(x, y).backward()
         opt.step()
+    full = lambda t: t.full_tensor() if hasattr(t, "full_tensor") else t  # noqa: E731
     return {"dtensor_params": {hasattr(p, "placements") for p in pm.parameters()},
-            "params": {k: p.full_tensor().detach().clone() for k, p in pm.named_parameters()}}
+            "dtensor_grads": {hasattr(p.grad, "placements") for p in pm.parameters()},
+            "params": {k: full(p).detach().clone() for k, p in pm.named_parameters()}}
 
 
 @pytest.mark.timeout(600)
-def test_a_planned_module_keeps_dtensor_parameters_even_when_its_plan_replicates_them_all():
-    """Only like="ddp" holds plain parameters: a planned module's are DTensors whatever the
-    plan (here every parameter pinned Replicate), so a training loop's full_tensor() and
-    to_local() do not depend on what the solver chose. Two AdamW steps end where one
-    process's do."""
+@pytest.mark.parametrize("replicated_state", ["plain", "dtensor"])
+def test_a_plan_that_replicates_all_state_holds_it_plain_as_ddp_does(replicated_state):
+    """A plan that replicates every parameter (here each pinned Replicate) holds them as plain
+    tensors, as DDP does, whether the planner chose that plan or like="ddp" asked for it: the
+    optimizer then runs without DTensor's dispatch. replicated_state="dtensor" keeps them
+    DTensors, for a training loop written against DTensors. Either way two AdamW steps end
+    where one process's do."""
     model, (x, y) = _example()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     for _ in range(2):
         opt.zero_grad()
         model(x, y).backward()
         opt.step()
-    for r in run_distributed(_rank_replicated_state, 2, timeout=600):
-        assert r["dtensor_params"] == {True}, r["dtensor_params"]
+    dtensors = {replicated_state == "dtensor"}
+    for r in run_distributed(_rank_replicated_state, 2, replicated_state, timeout=600):
+        assert r["dtensor_params"] == dtensors and r["dtensor_grads"] == dtensors, r
         for k, p in model.named_parameters():
             torch.testing.assert_close(r["params"][k], p.detach(), rtol=1e-9, atol=1e-11, msg=lambda m: f"{k}: {m}")
+
+
+def test_replicated_state_is_checked():
+    from torch_localmap import parallelize
+
+    model, (x, y) = _example()
+    with pytest.raises(ValueError, match=r"replicated_state: expected 'plain' .* or 'dtensor', got 'yes'"):
+        parallelize(model, None, (x, y), device="cpu", replicated_state="yes")  # checked before the mesh
 
 
 class _Uneven(nn.Module):
@@ -920,31 +938,42 @@ def test_an_all_reduce_of_a_value_transposed_there_and_back_takes_the_value():
     torch.testing.assert_close(_as_one_rank(gm)(g), g)
 
 
-def test_measure_candidates_measures_one_plan_held_two_ways_and_the_optimizer_step(monkeypatch):
-    """DDP's plan under like="ddp" keeps plain parameters, the planner's identical plan keeps
-    DTensors, whose dispatch AdamW pays per kernel: the two run at different speeds, so both are
-    measured (the same plan held the same way still is not), and each measured step includes
-    the optimizer's step in the implementation asked for."""
+def test_measure_candidates_measures_each_plan_once_with_the_optimizer_step(monkeypatch):
+    """A candidate whose plan and state are an earlier candidate's runs the same program: it
+    is listed as skipped, not measured again (the planner's pick of DDP's plan holds its state
+    plain as like="ddp" does). A plan held another way (plain against DTensors) would run at
+    another speed and is measured. Each measured step includes the optimizer's step in the
+    implementation asked for."""
     import types
 
     from torch_localmap import _measure
 
-    built, steps = [], []
+    def plan(spec):
+        return types.SimpleNamespace(nodes=[types.SimpleNamespace(inputs=[spec], outputs=[spec])],
+                                     summary=types.SimpleNamespace(estimated_step_s=0.5))
+
+    steps = []
 
     def build(model, like, layout):
-        built.append(like)
-        plan = types.SimpleNamespace(nodes=[types.SimpleNamespace(inputs=["R"], outputs=["R"])],
-                                     summary=types.SimpleNamespace(estimated_step_s=0.5))
-        return types.SimpleNamespace(plan=plan, _plain_state=like == "ddp",
-                                     seconds={None: 3.0, "ddp": 2.0, "fsdp2": 3.0}[like])
+        spec = "S(0)" if like == "fsdp2" else "R"
+        return types.SimpleNamespace(plan=plan(spec), _plain_state=spec == "R",
+                                     seconds={None: 3.0, "ddp": 2.0, "fsdp2": 2.5}[like])
 
     monkeypatch.setattr(_measure, "_step_seconds", lambda pmodel, *a: steps.append(a[-1]) or pmodel.seconds)
     (like, _), _, m = _measure.measure_and_pick(nn.Linear(1, 1), build, (), {}, (2, 2), 3, 1, False, None,
                                                optimizer_impl="fused")
     assert [c["candidate"] for c in m["candidates"]] == ["planned", "like=ddp", "like=fsdp2"], m
-    assert "skipped" in m["candidates"][2] and "measured_step_s" in m["candidates"][1], m  # fsdp2: planned's twin
-    assert like == "ddp" and m["kept"] == "like=ddp", m
+    assert "skipped" in m["candidates"][1] and "measured_step_s" in m["candidates"][2], m  # ddp: planned's twin
+    assert like == "fsdp2" and m["kept"] == "like=fsdp2", m
     assert steps == ["fused", "fused"] * _measure.MEASURE_ROUNDS  # each measured candidate's turn in each round
+
+    def build_two_ways(model, like, layout):  # the same plan, its state held plain once
+        return types.SimpleNamespace(plan=plan("R"), _plain_state=like == "ddp",
+                                     seconds={None: 3.0, "ddp": 2.0, "fsdp2": 3.0}[like])
+
+    (like, _), _, m = _measure.measure_and_pick(nn.Linear(1, 1), build_two_ways, (), {}, (2, 2), 3, 1, False, None)
+    assert "measured_step_s" in m["candidates"][1] and "skipped" in m["candidates"][2], m
+    assert like == "ddp", m
 
     # A real step: the optimizer moves the parameters, and its state exists afterwards.
     model = nn.Linear(4, 2)
