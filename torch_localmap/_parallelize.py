@@ -262,7 +262,8 @@ class ParallelModule(nn.Module):
                            mp_policy=o.mp_policy, optimizer_states=o.optimizer_states, plan=saved, like=o.like,
                            recompute=o.recompute, bucket_bytes=o.execution.bucket_bytes,
                            previous=None if saved is not None else previous,
-                           replan_tolerance=o.replan_tolerance)
+                           replan_tolerance=o.replan_tolerance,
+                           plain_replicated_state=o.replicated_state == "plain")
         if not self._distributed:
             self._distribute_state(plan)
         joint = plan.joint

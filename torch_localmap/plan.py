@@ -24,11 +24,13 @@ _log = get_logger(__name__)
 def plan_options(mode="train", device="H100", time_limit=10.0, memory_limit="device", fixed_params=None,
                  calibration=None, fallback_replicate=True, seed=0, input_specs=None, outputs="free",
                  optimizer_states=2, gap_tolerance=1e-3, replicated_outputs=(), like=None, recompute=False,
-                 recompute_only=None, bucket_bytes=None, fold_repeated=True) -> str:
+                 recompute_only=None, bucket_bytes=None, fold_repeated=True, plain_replicated_state=False) -> str:
     opts = {"mode": mode, "device": device, "time_limit": float(time_limit), "seed": int(seed),
             "fallback_replicate": bool(fallback_replicate), "outputs": outputs,
             "optimizer_states": int(optimizer_states), "gap_tolerance": float(gap_tolerance),
             "memory_limit": memory_limit_option(memory_limit), "fold_repeated": bool(fold_repeated)}
+    if plain_replicated_state:  # the runtime holds state a plan replicates whole plain (core/plain_state.h)
+        opts["plain_replicated_state"] = True
     if recompute_only is not None:  # a fixed policy: these nodes are recomputed (_ac_policy.py)
         opts["recompute_only"] = [str(n) for n in recompute_only]
     elif recompute:  # the solver may recompute values backward reads (core/recompute.h)

@@ -44,7 +44,11 @@ double CostModel::optimizer_step_seconds(double shard_bytes, DType dtype, int op
   const OpWork work{elements * (2 + 3.0 * optimizer_states), shard_bytes * (3 + 8.0 * optimizer_states)};
   const double streams = device.optimizer_bandwidth > 0 ? work.bytes / device.optimizer_bandwidth + device.kernel_overhead_s
                                                         : compute_seconds(work, dtype);
-  return streams + (kernels - 1) * device.kernel_overhead_s + kernels * device.optimizer_kernel_overhead_s;
+  return streams + (kernels - 1) * device.kernel_overhead_s + optimizer_dispatch_seconds(optimizer_states);
+}
+
+double CostModel::optimizer_dispatch_seconds(int optimizer_states) const {
+  return (1 + 3.0 * optimizer_states) * device.optimizer_kernel_overhead_s;
 }
 
 double CostModel::bucket_copy_seconds(double bytes) const {

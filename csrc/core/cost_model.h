@@ -97,6 +97,9 @@ struct CostModel {
   // whole on every rank, a sharded one in pieces: without this term the
   // solver would see replicated parameters as free.
   double optimizer_step_seconds(double shard_bytes, DType dtype, int optimizer_states) const;
+  // Of that step, DTensor's dispatch (optimizer_kernel_overhead_s per kernel): what a
+  // parameter held as a plain tensor does not pay (plain_state.h).
+  double optimizer_dispatch_seconds(int optimizer_states) const;
   // Time to copy a collective's input of `bytes` into its bucket's flat buffer
   // (read + write): the runtime packs the members of a bucket with one cat
   // (_runtime/bucketing.py), so no kernel overhead per member. DDP's reducer

@@ -126,10 +126,6 @@ struct Placeholders {
   std::map<std::string, int> tangent;  // output index -> its tangent's node
 };
 
-std::string target_of(const IrNode& node) {
-  return node.extra.find("target") ? node.extra.at("target").as_string() : node.name;
-}
-
 // Where torch's plan `like` keeps a parameter or buffer (BoundaryPolicy::like): FSDP2
 // shards a parameter's first dim over every mesh dim (flattened) when its strategies
 // offer that; everything else is replicated, as DDP keeps it.

@@ -114,6 +114,10 @@ bool is_state(const IrNode& node) {
   return node.op == "placeholder" && (node.role == "param" || node.role == "buffer");
 }
 
+std::string target_of(const IrNode& node) {
+  return node.extra.find("target") ? node.extra.at("target").as_string() : node.name;
+}
+
 std::vector<int> state_read_roots(const Graph& g) {
   std::vector<int> root(g.nodes.size(), -1);
   for (size_t v = 0; v < g.nodes.size(); ++v) {

@@ -71,6 +71,10 @@ Graph read_graph(const std::string& text);
 // A parameter or buffer input of the graph (the module's state).
 bool is_state(const IrNode& node);
 
+// What a placeholder stands for: a state's FQN (fixed_params' keys), an input's flat index;
+// the node's name where the exporter gave none.
+std::string target_of(const IrNode& node);
+
 // Per node: the state placeholder whose value it is as a module reads it -- the state itself,
 // or a chain of single-input ops on it (the transpose a Linear takes, a mixed-precision
 // cast); -1 for any other node.

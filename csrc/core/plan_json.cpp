@@ -48,6 +48,8 @@ PlanOptions read_plan_options(const json::Value& v) {
       throw InvalidArgument("options.gap_tolerance: expected a fraction in [0, 1)");
   }
   if (auto* x = v.find("fold_repeated")) o.fold_repeated = x->as_bool("options.fold_repeated");
+  if (auto* x = v.find("plain_replicated_state"))
+    o.plain_replicated_state = x->as_bool("options.plain_replicated_state");
   if (auto* x = v.find("optimizer_states")) {
     const int64_t k = x->as_int("options.optimizer_states");
     if (k < 0 || k > 16) throw InvalidArgument("options.optimizer_states: expected 0..16 tensors per parameter");

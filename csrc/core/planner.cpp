@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "core/fold_blocks.h"
+#include "core/plain_state.h"
 #include "core/solver/block_bound.h"
 #include "core/solver/solver.h"
 #include "core/solver/trace.h"
@@ -238,7 +239,7 @@ static void fit_redistribution_buffers(const Graph& g, const PlanOptions& opt, c
   solve_again(Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(0.5 * so.time_limit_s)));
 }
 
-Plan plan_graph(const Graph& g, const PlanOptions& opt, std::shared_ptr<void>* working) {
+static Plan plan_graph_once(const Graph& g, const PlanOptions& opt, std::shared_ptr<void>* working) {
   const auto t0 = std::chrono::steady_clock::now();
   // Held by a pointer so that the caller may free it later (its freeing takes a quarter of
   // a second on a 70B graph).
@@ -390,6 +391,86 @@ Plan plan_graph(const Graph& g, const PlanOptions& opt, std::shared_ptr<void>* w
   return plan;
 }
 
+// The solver's summary with a plan's cost and a bound repriced (plain_state.h); the gap follows.
+static void set_cost_and_bound(SolverSummary& s, __int128 cost, long double bound) {
+  s.cost = cost;
+  s.bound = static_cast<double>(std::min<long double>(bound, static_cast<long double>(cost)));
+  s.gap = static_cast<double>((static_cast<long double>(cost) - s.bound) /
+                              std::max<long double>(std::fabs(static_cast<long double>(cost)), 1));
+}
+
+// The share of a plan call's limit that the plan replicating all state may take: its
+// problem has no free parameter, so it is small and its solve ends on its gap.
+constexpr double kReplicatedStateShare = 0.25;
+
+// The options of the best plan replicating all state, when that plan can differ from the
+// free solve's by more than its price and fits memory: train mode, no torch plan asked
+// for, no state fixed elsewhere than Replicate, some dispatch to spare (plain_state.h).
+static std::optional<PlanOptions> replicated_state_options(const Graph& g, const PlanOptions& opt,
+                                                           const CostModel& cm) {
+  if (!opt.plain_replicated_state || opt.mode != "train" || !opt.like.empty()) return std::nullopt;
+  if (!(state_dispatch_seconds(g, cm, opt.optimizer_states) > 0)) return std::nullopt;
+  const MemoryLimit limit = memory_limit_of(opt, cm);
+  if (limit.bytes > 0 && replicated_state_bytes(g, opt.optimizer_states) > limit.bytes) return std::nullopt;
+  PlanOptions all = opt;
+  all.plain_replicated_state = false;
+  const PlacementSpec replicate(g.mesh.shape.size(), Placement::replicate());
+  bool any_free = false;
+  for (const IrNode& node : g.nodes) {
+    if (!is_state(node)) continue;
+    auto [it, added] = all.fixed_params.emplace(target_of(node), replicate);
+    if (!added && it->second != replicate) return std::nullopt;  // the caller shards it
+    any_free = any_free || added;
+  }
+  if (!any_free) return std::nullopt;  // the free solve is this plan already
+  const double left = opt.time_limit_s - opt.elapsed_before_s - opt.host_seconds;
+  all.time_limit_s = kReplicatedStateShare * left;
+  all.elapsed_before_s = all.host_seconds = 0;
+  all.on_progress = nullptr;
+  return all;
+}
+
+Plan plan_graph(const Graph& g, const PlanOptions& opt, std::shared_ptr<void>* working) {
+  if (!opt.plain_replicated_state || opt.mode != "train") return plan_graph_once(g, opt, working);
+  const CostModel cm = make_cost_model(opt.device, opt.calibration_json);
+  // The free solve prices every parameter's optimizer step as DTensors run it; the runtime
+  // holds the state plain when the plan replicates all of it, which no per-node price can
+  // say. So the best plan replicating all state is solved first, in a share of the limit,
+  // priced plain, and kept when it is cheaper than the free solve's plan.
+  std::optional<Plan> all_replicated;
+  double all_spared = 0;
+  PlanOptions rest = opt;
+  if (const auto all = replicated_state_options(g, opt, cm)) {
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      all_replicated = plan_graph_once(g, *all, nullptr);
+      all_spared = price_state_plain(g, cm, opt.optimizer_states, *all_replicated);
+    } catch (const solver::InfeasibleError&) {  // e.g. over the memory limit with its activations
+    }
+    rest.elapsed_before_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  Plan plan = plan_graph_once(g, rest, working);
+  const double spared = price_state_plain(g, cm, opt.optimizer_states, plan);
+  // The solver's cost and bound in the same terms. Every plan either replicates all state
+  // (the second solve's problem, less what holding it plain spares) or is in the free
+  // solve's; without a second solve a plan replicating all state may be cheaper than the
+  // free solve's bound by what it spares.
+  long double bound = plan.summary.solver.bound - static_cast<long double>(to_cost(spared));
+  if (all_replicated)
+    bound = std::min<long double>(plan.summary.solver.bound,
+                                  all_replicated->summary.solver.bound - static_cast<long double>(to_cost(all_spared)));
+  double chosen_spared = spared;
+  if (all_replicated && all_replicated->summary.estimated_step_s < plan.summary.estimated_step_s) {
+    solver::trace("planner: the plan replicating all state, held plain, is cheaper (%.4g s against %.4g s)",
+                  all_replicated->summary.estimated_step_s, plan.summary.estimated_step_s);
+    all_replicated->summary.solver_progress = std::move(plan.summary.solver_progress);
+    plan = std::move(*all_replicated);
+    chosen_spared = all_spared;
+  }
+  set_cost_and_bound(plan.summary.solver, plan.summary.solver.cost - to_cost(chosen_spared), bound);
+  return plan;
+}
+
 namespace {
 
 // The index of `want` among `offered`, or -1.
@@ -491,6 +572,11 @@ PlanTransfer transfer_plan(const Graph& g, const PlanOptions& opt, const Plan& p
   r.status = "transferred";
   r.milp_note = quick.milp_note;
   Plan plan = make_plan(g, p.strategies, p.tables, r, opt.device, opt.mode, opt.optimizer_states);
+  if (opt.plain_replicated_state) {  // the state stays as the first plan put it: held plain if all replicated
+    const solver::Cost spared = to_cost(price_state_plain(g, p.cm, opt.optimizer_states, plan));
+    SolverSummary& s = plan.summary.solver;
+    set_cost_and_bound(s, s.cost - spared, static_cast<long double>(s.bound) - static_cast<long double>(spared));
+  }
   plan.summary.memory_limit = p.limit.bytes;
   plan.summary.memory_limit_source = p.limit.source;
   plan.summary.build_seconds = r.seconds;

@@ -85,6 +85,11 @@ struct PlanOptions {
   bool fold_repeated = true;
   // The solve stops once its certified gap is at most this (solver.h).
   double gap_tolerance = 1e-3;
+  // The runtime holds state the plan replicates whole as plain tensors (parallelize's
+  // replicated_state="plain", plain_state.h), sparing the optimizer DTensor's dispatch:
+  // such a plan is priced so, and a train plan that shards state is weighed against the
+  // best plan that replicates it all.
+  bool plain_replicated_state = false;
   // Called as the solve improves (seconds, best cost in seconds, bound in seconds),
   // from the solver's threads; the plan records the same points (solver_progress).
   std::function<void(double, double, double)> on_progress;
