@@ -14,10 +14,10 @@ threads on shared cores), and measured one after another the MoE of benchmarks/s
 kept a plan 1.1-1.25x slower than DDP's in 1 of 4 tries. Every copy is held until the last
 round (its parameters; an optimizer's state lives only during its own steps). The optimizer
 step counts: state a plan replicates whole is held as plain tensors, other state as DTensors,
-whose dispatch AdamW pays per kernel (the step-time MoE: 2.0 against 0.8 ms a step). A candidate's step is the median over the rounds of its
-turns' median steps, on the slowest rank; every rank receives the same numbers, so every
-rank keeps the same plan. The measurements go into
-the kept plan (`plan.measurements`) and its report.
+whose dispatch AdamW pays per kernel (the step-time MoE: 2.0 against 0.8 ms a step). A
+candidate's step is the median over the rounds of its turns' median steps, on the slowest
+rank; every rank receives the same numbers, so every rank keeps the same plan. The
+measurements go into the kept plan (`plan.measurements`) and its report.
 """
 from __future__ import annotations
 

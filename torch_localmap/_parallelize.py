@@ -640,8 +640,7 @@ def parallelize(model: nn.Module, mesh, example_args=(), example_kwargs=None, *,
                        plan=plan, like=_check_like(like),
                        plan_cache_size=_check_count(plan_cache_size, "plan_cache_size", minimum=1),
                        replan_tolerance=_check_fraction(replan_tolerance, "replan_tolerance"),
-                       recompute=recompute,  # checked on entry
-                       replicated_state=_check_replicated_state(replicated_state))
+                       recompute=recompute, replicated_state=replicated_state)  # both checked on entry
     pmodel = ParallelModule(model, mesh, options)
     args = example_args if isinstance(example_args, (tuple, list)) else (example_args,)
     pmodel._compiled_for(tuple(args), dict(example_kwargs or {}))  # plans and shards the state; runs nothing

@@ -403,12 +403,13 @@ static void set_cost_and_bound(SolverSummary& s, __int128 cost, long double boun
 // problem has no free parameter, so it is small and its solve ends on its gap.
 constexpr double kReplicatedStateShare = 0.25;
 
-// The options of the best plan replicating all state, when that plan can differ from the
-// free solve's by more than its price and fits memory: train mode, no torch plan asked
-// for, no state fixed elsewhere than Replicate, some dispatch to spare (plain_state.h).
+// The options of the best plan replicating all state (a train plan with plain state asked
+// for), when that plan can differ from the free solve's by more than its price and fits
+// memory: no torch plan asked for, no state fixed elsewhere than Replicate, some dispatch
+// to spare (plain_state.h).
 static std::optional<PlanOptions> replicated_state_options(const Graph& g, const PlanOptions& opt,
                                                            const CostModel& cm) {
-  if (!opt.plain_replicated_state || opt.mode != "train" || !opt.like.empty()) return std::nullopt;
+  if (!opt.like.empty()) return std::nullopt;
   if (!(state_dispatch_seconds(g, cm, opt.optimizer_states) > 0)) return std::nullopt;
   const MemoryLimit limit = memory_limit_of(opt, cm);
   if (limit.bytes > 0 && replicated_state_bytes(g, opt.optimizer_states) > limit.bytes) return std::nullopt;

@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from dist_utils import make_mesh, run_distributed
+from dist_utils import full_value, make_mesh, run_distributed
 
 TOL = dict(rtol=1e-10, atol=1e-12)
 BATCH, DIM, HIDDEN = 16, 32, 64
@@ -40,8 +40,7 @@ def _example(dim=DIM, hidden=HIDDEN, blocks=3):
 
 
 def _grads(module):
-    return {k: (p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad).detach().clone()
-            for k, p in module.named_parameters()}
+    return {k: full_value(p.grad).detach().clone() for k, p in module.named_parameters()}
 
 
 def _collectives(gm):
@@ -578,10 +577,9 @@ def _rank_replicated_state(rank, world, replicated_state):
         opt.zero_grad()
         pm(x, y).backward()
         opt.step()
-    full = lambda t: t.full_tensor() if hasattr(t, "full_tensor") else t  # noqa: E731
     return {"dtensor_params": {hasattr(p, "placements") for p in pm.parameters()},
             "dtensor_grads": {hasattr(p.grad, "placements") for p in pm.parameters()},
-            "params": {k: full(p).detach().clone() for k, p in pm.named_parameters()}}
+            "params": {k: full_value(p).detach().clone() for k, p in pm.named_parameters()}}
 
 
 @pytest.mark.timeout(600)
